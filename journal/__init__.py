@@ -1,0 +1,118 @@
+"""The record: typed events, canonical JSON, the fold, the stores and the JSONL format.
+
+Open a journal, append events, read them back and fold them::
+
+    from journal import Journal, SessionStarted, UserInput, fold
+
+    with Journal.open("agent-journal.db") as j:
+        j.append("s1", [SessionStarted(agent="app:build"), UserInput(text="hi")])
+        state = fold(j.events("s1"))
+"""
+
+from .canonical import canonical_bytes, chain_hash, format_ts, loads_strict, parse_ts
+from .errors import (
+    ConflictError,
+    InvalidEventError,
+    InvalidInputError,
+    JournalBusyError,
+    JournalError,
+    JournalMissingError,
+    NotAJournalError,
+    SchemaVersionError,
+    SessionConflictError,
+    SessionNotFoundError,
+    StoreError,
+    UnknownEventTypeError,
+    UnknownVersionError,
+)
+from .events import (
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    AgentConfig,
+    AgentEvent,
+    AgentHalted,
+    CircuitOpened,
+    ContextCompacted,
+    FallbackInvoked,
+    Guardrails,
+    RepairApplied,
+    SessionStarted,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    UserInput,
+    VerificationFailed,
+    event_json_schema,
+)
+from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fold
+from .jsonl import export_session, import_file, read_jsonl, write_jsonl
+from .records import RecordedEvent, StoredEvent, decode, encode
+from .sessions import SessionSummary
+from .store import Journal
+from .upcasting import register_upcaster
+from .verify import Problem, VerifyReport
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "EVENT_TYPES",
+    "FOLD_VERSION",
+    "ActionCommitted",
+    "ActionFailed",
+    "ActionProposed",
+    "AgentCompleted",
+    "AgentConfig",
+    "AgentEvent",
+    "AgentHalted",
+    "CircuitOpened",
+    "ConflictError",
+    "ContextCompacted",
+    "FallbackInvoked",
+    "Guardrails",
+    "InvalidEventError",
+    "InvalidInputError",
+    "Journal",
+    "JournalBusyError",
+    "JournalError",
+    "JournalMissingError",
+    "NotAJournalError",
+    "Problem",
+    "RecordedEvent",
+    "RepairApplied",
+    "SchemaVersionError",
+    "SessionConflictError",
+    "SessionNotFoundError",
+    "SessionStarted",
+    "SessionState",
+    "SessionStatus",
+    "SessionSummary",
+    "StoreError",
+    "StoredEvent",
+    "ToolCall",
+    "ToolSpec",
+    "UnknownEventTypeError",
+    "UnknownVersionError",
+    "Usage",
+    "UserInput",
+    "VerificationFailed",
+    "VerifyReport",
+    "apply",
+    "call_key",
+    "canonical_bytes",
+    "chain_hash",
+    "decode",
+    "encode",
+    "event_json_schema",
+    "export_session",
+    "fold",
+    "format_ts",
+    "import_file",
+    "loads_strict",
+    "parse_ts",
+    "read_jsonl",
+    "register_upcaster",
+    "write_jsonl",
+]

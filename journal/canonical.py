@@ -1,0 +1,191 @@
+"""Canonical bytes: the one serialisation that is stored, exported and hashed.
+
+The rules (any language can reproduce the hash over the stored bytes):
+
+* JSON, keys sorted by code point at every level, no insignificant whitespace, UTF-8;
+* integers within signed 64 bits; floats finite (NaN and Infinity are rejected, never
+  turned into ``null``); booleans, null, strings, arrays and objects with string keys;
+* timestamps as RFC 3339 UTC strings with microseconds: ``2026-11-29T23:00:00.123456Z``;
+* ``hash`` = sha256 hex of (previous event's hash, or 64 zeros for seq 0) + the canonical
+  bytes of the event without its ``hash``.
+
+Untrusted text is parsed with `loads_strict`, which also rejects duplicate keys, integers
+outside int64 and non-finite numbers instead of silently changing them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from .errors import InvalidEventError
+
+__all__ = [
+    "GENESIS_HASH",
+    "INT64_MAX",
+    "INT64_MIN",
+    "MAX_DEPTH",
+    "canonical_bytes",
+    "chain_hash",
+    "check_json",
+    "dumps_canonical",
+    "format_ts",
+    "loads_strict",
+    "parse_ts",
+    "valid_session_id",
+]
+
+GENESIS_HASH = "0" * 64
+"""The previous-hash value used for seq 0 of every session."""
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects accepted in an event."""
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
+
+
+def check_json(value: Any, path: str = "$", depth: int = 0) -> None:
+    """Raise `InvalidEventError` naming the path of the first value that is not canonical JSON.
+
+    Accepts None, bool, int64 integers, finite floats, str, lists and dicts with str keys.
+    """
+    if depth > MAX_DEPTH:
+        raise InvalidEventError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, str)):
+        return
+    if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidEventError(f"{path}: integer {value} is outside signed 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidEventError(f"{path}: {value} is not a finite number")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidEventError(f"{path}: object key {key!r} is not a string")
+            check_json(item, f"{path}.{key}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_json(item, f"{path}[{index}]", depth + 1)
+    else:
+        raise InvalidEventError(f"{path}: {type(value).__name__} is not a JSON value")
+
+
+def dumps_canonical(value: Any) -> bytes:
+    """Serialise an already-checked JSON value to canonical bytes (no validation)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise InvalidEventError(f"not canonical JSON: {e}") from e
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Check ``value`` against the canonical rules and return its canonical bytes."""
+    check_json(value)
+    return dumps_canonical(value)
+
+
+def chain_hash(previous: str, body: bytes, key: bytes | None = None) -> str:
+    """Return the chained hash of one event: sha256(previous + body), or HMAC-SHA256 with key."""
+    if key is None:
+        digest = hashlib.sha256(previous.encode("ascii"))
+        digest.update(body)
+        return digest.hexdigest()
+    return hmac.new(key, previous.encode("ascii") + body, hashlib.sha256).hexdigest()
+
+
+def format_ts(moment: datetime) -> str:
+    """Format a timezone-aware datetime as RFC 3339 UTC with microseconds."""
+    if moment.tzinfo is None:
+        raise InvalidEventError(f"timestamp {moment.isoformat()} has no timezone")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_ts(text: str) -> datetime:
+    """Parse a canonical timestamp string; raise `InvalidEventError` for any other shape."""
+    if not isinstance(text, str) or _TS.fullmatch(text) is None:
+        raise InvalidEventError(
+            f"timestamp {text!r} is not RFC 3339 UTC with microseconds "
+            "(2026-11-29T23:00:00.123456Z)"
+        )
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError as e:
+        raise InvalidEventError(f"timestamp {text!r} is not a real date: {e}") from e
+
+
+def valid_session_id(session_id: object) -> bool:
+    """Tell whether a session id has 1 to 128 characters from letters, digits and ``-_.:``."""
+    return isinstance(session_id, str) and _SESSION_ID.fullmatch(session_id) is not None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _checked_int(text: str) -> int:
+    value = int(text)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"integer {text} is outside signed 64 bits")
+    return value
+
+
+def _checked_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} overflows to infinity")
+    return value
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Parse untrusted JSON text, rejecting what `orjson.loads` would silently change.
+
+    Raises:
+        ValueError: invalid JSON, invalid UTF-8, duplicate keys, integers outside int64,
+            NaN or Infinity, or nesting deeper than `MAX_DEPTH`.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    try:
+        value = json.loads(
+            text,
+            parse_int=_checked_int,
+            parse_float=_checked_float,
+            parse_constant=_reject_constant,
+            object_pairs_hook=_unique_object,
+        )
+    except RecursionError as e:
+        raise ValueError("nested too deeply") from e
+    _check_depth(value)
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        if type(item) is dict:
+            stack.extend((child, depth + 1) for child in item.values())
+        elif type(item) is list:
+            stack.extend((child, depth + 1) for child in item)

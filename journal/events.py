@@ -1,0 +1,314 @@
+"""The typed events of a session: one pydantic model per type, a union tagged by ``type``.
+
+An event is the payload only. Where it sits in a session (session id, seq, timestamp,
+schema version, hash) is the envelope, kept apart in `journal.records`.
+
+The type names and the field names ``agent``, ``text``, ``calls``, ``call_id``, ``tool``,
+``args``, ``level``, ``stage``, ``message``, ``result``, ``kind``, ``failures``,
+``fallback``, ``answer``, ``rule`` and ``reason`` are a public contract: scripts and other
+languages rely on them. `event_json_schema` gives the JSON Schema of the whole union.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "EVENT_TYPES",
+    "ActionCommitted",
+    "ActionFailed",
+    "ActionProposed",
+    "AgentCompleted",
+    "AgentConfig",
+    "AgentEvent",
+    "AgentHalted",
+    "CircuitOpened",
+    "ContextCompacted",
+    "EventModel",
+    "FailureKind",
+    "FallbackInvoked",
+    "Guardrails",
+    "RepairApplied",
+    "RepairLevel",
+    "SessionStarted",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+    "UserInput",
+    "VerificationFailed",
+    "VerificationStage",
+    "event_json_schema",
+]
+
+RepairLevel = Literal["flatten", "scavenge", "truncation", "storm"]
+VerificationStage = Literal[
+    "unknown_tool", "schema", "guard", "repeat", "storm", "circuit_open", "step_limit"
+]
+FailureKind = Literal["business", "infrastructure", "timeout"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EventModel(_Frozen):
+    """Base of every event model; ``VERSION`` is the schema version new events are written at."""
+
+    VERSION: ClassVar[int] = 1
+
+
+class Guardrails(_Frozen):
+    """The limits the loop enforces; recorded in ``session_started`` so a replay uses the same."""
+
+    max_steps: int = Field(10, ge=1, description="tool calls allowed per turn")
+    max_repeats: int = Field(2, ge=1, description="identical tool + args calls allowed per turn")
+    max_consecutive_failures: int = Field(3, ge=1, description="failures in a row before a halt")
+    breaker_threshold: int = Field(3, ge=1, description="failures of one tool that open its breaker")
+    repair_retries: int = Field(2, ge=0, description="schema-hint retries inside one step")
+    storm_window: int = Field(5, ge=2, description="recent calls checked for a storm")
+    max_parallel: int = Field(3, ge=1, le=16, description="parallel-safe calls run at once")
+    serial: bool = Field(False, description="force serial dispatch of every call")
+    tool_timeout_s: float = Field(5.0, gt=0, description="default tool timeout in seconds")
+    flatten_leaves: int = Field(10, ge=1, description="flatten a schema with more leaves than this")
+    flatten_depth: int = Field(2, ge=1, description="flatten a schema nested deeper than this")
+    compact_result_tokens: int = Field(3000, ge=1, description="compact results larger than this")
+    compact_summary_tokens: int = Field(800, ge=1, description="longest summary of a result")
+    compact_early: float = Field(0.4, gt=0, le=1, description="window share that starts compacting")
+    compact_urgent: float = Field(0.8, gt=0, le=1, description="window share that forces it")
+
+
+class ToolSpec(_Frozen):
+    """A tool as the session saw it: its schema (and that schema's hash) and dispatch facts."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+    schema_hash: str = ""
+    parallel_safe: bool = False
+    timeout_s: float | None = None
+    fallback: str | None = None
+
+
+class AgentConfig(_Frozen):
+    """Everything about an agent that a faithful replay needs besides its code."""
+
+    guardrails: Guardrails = Field(default_factory=Guardrails)
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+
+class Usage(_Frozen):
+    """Token counts of one model call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class ToolCall(_Frozen):
+    """One tool call as the model emitted it; ``args`` is the raw string when not valid JSON."""
+
+    call_id: str
+    tool: str
+    args: dict[str, JsonValue] | str = Field(default_factory=dict)
+
+
+class SessionStarted(EventModel):
+    """Seq 0 of every session: who runs, with what configuration, prompt and model."""
+
+    type: Literal["session_started"] = "session_started"
+    agent: str | None = Field(None, description="`module:factory` that builds the agent")
+    config: AgentConfig = Field(default_factory=AgentConfig)
+    system_prompt: str = ""
+    system_prompt_hash: str = ""
+    model: str | None = None
+    model_settings: dict[str, JsonValue] = Field(default_factory=dict)
+    code_version: str | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    replay_of: str | None = None
+    forked_from: str | None = None
+    fork_seq: int | None = None
+
+
+class UserInput(EventModel):
+    """A user's message; it begins a turn."""
+
+    type: Literal["user_input"] = "user_input"
+    text: str
+
+
+class ActionProposed(EventModel):
+    """The model's whole output as received, recorded before anything acts on it."""
+
+    type: Literal["action_proposed"] = "action_proposed"
+    calls: list[ToolCall] = Field(default_factory=list)
+    text: str | None = None
+    reasoning: str | None = None
+    model: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_ms: float | None = None
+    cost: float | None = None
+
+
+class RepairApplied(EventModel):
+    """The runtime repaired the model's output; ``detail`` says what changed."""
+
+    type: Literal["repair_applied"] = "repair_applied"
+    level: RepairLevel
+    detail: str
+    call_id: str | None = None
+    tool: str | None = None
+    before: JsonValue = None
+    after: JsonValue = None
+
+
+class VerificationFailed(EventModel):
+    """The gate rejected a call; ``message`` tells the model what to change."""
+
+    type: Literal["verification_failed"] = "verification_failed"
+    call_id: str
+    tool: str
+    stage: VerificationStage
+    message: str
+
+
+class ActionCommitted(EventModel):
+    """A tool ran with validated ``args`` and returned ``result``."""
+
+    type: Literal["action_committed"] = "action_committed"
+    call_id: str
+    tool: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    result: JsonValue = None
+    duration_ms: float | None = None
+
+
+class ActionFailed(EventModel):
+    """A tool ran and failed; business errors go back to the model, others count to the breaker."""
+
+    type: Literal["action_failed"] = "action_failed"
+    call_id: str
+    tool: str
+    kind: FailureKind
+    message: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    duration_ms: float | None = None
+
+
+class CircuitOpened(EventModel):
+    """A tool's breaker tripped after ``failures`` failures; calls to it are now rejected."""
+
+    type: Literal["circuit_opened"] = "circuit_opened"
+    tool: str
+    failures: int
+
+
+class FallbackInvoked(EventModel):
+    """A call to a tool with an open breaker was routed to its ``fallback``."""
+
+    type: Literal["fallback_invoked"] = "fallback_invoked"
+    tool: str
+    fallback: str
+    call_id: str | None = None
+
+
+class ContextCompacted(EventModel):
+    """Events ``from_seq``..``to_seq`` were summarised in the model's context."""
+
+    type: Literal["context_compacted"] = "context_compacted"
+    from_seq: int
+    to_seq: int
+    summary: str
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+class AgentCompleted(EventModel):
+    """The reply that ends a turn; the session may take another user input."""
+
+    type: Literal["agent_completed"] = "agent_completed"
+    answer: str
+
+
+class AgentHalted(EventModel):
+    """A rule stopped the session; rule ``error`` marks a failed session."""
+
+    type: Literal["agent_halted"] = "agent_halted"
+    rule: str
+    reason: str
+
+
+AgentEvent = Annotated[
+    SessionStarted
+    | UserInput
+    | ActionProposed
+    | RepairApplied
+    | VerificationFailed
+    | ActionCommitted
+    | ActionFailed
+    | CircuitOpened
+    | FallbackInvoked
+    | ContextCompacted
+    | AgentCompleted
+    | AgentHalted,
+    Field(discriminator="type"),
+]
+"""Any event; validate with `EVENT_ADAPTER`."""
+
+EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+"""The one TypeAdapter of the union."""
+
+EVENT_TYPES: dict[str, type[EventModel]] = {
+    model.model_fields["type"].default: model
+    for model in (
+        SessionStarted,
+        UserInput,
+        ActionProposed,
+        RepairApplied,
+        VerificationFailed,
+        ActionCommitted,
+        ActionFailed,
+        CircuitOpened,
+        FallbackInvoked,
+        ContextCompacted,
+        AgentCompleted,
+        AgentHalted,
+    )
+}
+"""Event model by type name."""
+
+
+def event_json_schema() -> dict[str, Any]:
+    """Return the JSON Schema of one stored record: the envelope beside any event's fields."""
+    schema = EVENT_ADAPTER.json_schema(mode="serialization")
+    envelope = {
+        "session_id": {"type": "string", "pattern": "^[A-Za-z0-9_.:\\-]{1,128}$"},
+        "seq": {"type": "integer", "minimum": 0},
+        "ts": {
+            "type": "string",
+            "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{6}Z$",
+            "description": "RFC 3339 UTC with microseconds",
+        },
+        "v": {"type": "integer", "minimum": 0, "description": "schema version of the type"},
+        "hash": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$",
+            "description": "sha256 hex of the previous hash (64 zeros at seq 0) + "
+            "the canonical bytes of this record without hash",
+        },
+    }
+    for definition in schema.get("$defs", {}).values():
+        if "type" in definition.get("properties", {}):
+            definition["properties"] = {**envelope, **definition["properties"]}
+            definition["required"] = sorted(
+                {*definition.get("required", []), "session_id", "seq", "ts", "type", "v"}
+            )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "agent-journal event record",
+        "description": "One line of an agent-journal JSONL file after its header: the "
+        "envelope fields flat beside the event's fields, keys sorted, canonical JSON.",
+        **schema,
+    }

@@ -1,0 +1,262 @@
+"""What a session's events mean: `SessionState` and the pure `fold` / `apply` that build it.
+
+The runtime decides from this state (incrementally, one `apply` per event), the store's
+``sessions`` projection is this state, and replay, the CLI and the TUI show it: one fold,
+so a live run and its replay cannot disagree.
+
+Counting rules (documented once, here):
+
+* a *step* is one tool call the gate decided on: committed, failed, or rejected at any
+  stage except ``step_limit`` (which is the refusal to take one more step);
+* a *failure* is an ``action_failed`` or a ``verification_failed``; a commit resets the
+  consecutive count, and so does a new turn;
+* ``tool_failures`` counts a tool's infrastructure and timeout failures (its breaker's
+  input); business failures go back to the model and do not count there;
+* ``repeats`` counts, per turn, calls that ran (committed or failed) by tool and canonical
+  args hash; ``recent_calls`` is the same keys' sliding window of ``storm_window``;
+* status: ``running`` until an ending, ``completed`` after ``agent_completed`` (a new
+  ``user_input`` makes it ``running`` again), ``halted`` after ``agent_halted``, ``failed``
+  when the halt's rule is ``error``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Literal, assert_never
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .canonical import canonical_bytes
+from .events import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    AgentEvent,
+    AgentHalted,
+    CircuitOpened,
+    ContextCompacted,
+    FallbackInvoked,
+    Guardrails,
+    RepairApplied,
+    SessionStarted,
+    ToolCall,
+    UserInput,
+    VerificationFailed,
+)
+from .records import RecordedEvent
+
+__all__ = [
+    "FOLD_VERSION",
+    "SessionState",
+    "SessionStatus",
+    "apply",
+    "call_key",
+    "fold",
+]
+
+FOLD_VERSION = 1
+"""Bumped whenever the meaning of events changes; stored snapshots of older versions are rebuilt."""
+
+SessionStatus = Literal["running", "completed", "halted", "failed"]
+
+
+def call_key(tool: str, args: object) -> str:
+    """Return ``tool:hash`` where hash is the first 16 hex of sha256 over the canonical args."""
+    digest = hashlib.sha256(
+        args.encode("utf-8") if isinstance(args, str) else canonical_bytes(args)
+    )
+    return f"{tool}:{digest.hexdigest()[:16]}"
+
+
+class SessionState(BaseModel):
+    """The state of a session after some prefix of its events. JSON-serialisable.
+
+    Treat it as immutable: `apply` returns a new state and never changes its input.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    fold_version: int = FOLD_VERSION
+    session_id: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    guardrails: Guardrails = Field(default_factory=Guardrails)
+    tools: list[str] = Field(default_factory=list)
+    replay_of: str | None = None
+    forked_from: str | None = None
+    fork_seq: int | None = None
+
+    status: SessionStatus = "running"
+    events: int = 0
+    last_seq: int = -1
+    started: str | None = None
+    ended: str | None = None
+    last_ts: str | None = None
+
+    turns: int = 0
+    turn_steps: int = 0
+    steps: int = 0
+    committed: int = 0
+    failures: int = 0
+    rejections: int = 0
+    consecutive_failures: int = 0
+    tool_failures: dict[str, int] = Field(default_factory=dict)
+    open_breakers: list[str] = Field(default_factory=list)
+    fallbacks: int = 0
+    repeats: dict[str, int] = Field(default_factory=dict)
+    recent_calls: list[str] = Field(default_factory=list)
+    storms: int = 0
+    repairs: int = 0
+    compactions: int = 0
+    pending_calls: list[ToolCall] = Field(default_factory=list)
+
+    model_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tokens_cached: int = 0
+    cost: float = 0.0
+    latency_ms: float = 0.0
+
+    last_error: str | None = None
+    answer: str | None = None
+    halt_rule: str | None = None
+    halt_reason: str | None = None
+
+    @property
+    def ended_session(self) -> bool:
+        """True once the session is halted or failed: no further turn may start."""
+        return self.status in ("halted", "failed")
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of input tokens served from the provider's prompt cache."""
+        return self.tokens_cached / self.tokens_in if self.tokens_in else 0.0
+
+    @property
+    def tool_success_rate(self) -> float:
+        """Committed calls over all calls that ran or were rejected."""
+        return self.committed / self.steps if self.steps else 0.0
+
+
+def _resolve(pending: list[ToolCall], call_id: str, tool: str) -> list[ToolCall]:
+    """Drop the first pending call answered by (call_id, tool); ids may repeat."""
+    for index, call in enumerate(pending):
+        if call.call_id == call_id and call.tool == tool:
+            return pending[:index] + pending[index + 1 :]
+    return pending
+
+
+def _ran(state: SessionState, tool: str, args: object) -> None:
+    key = call_key(tool, args)
+    state.repeats = {**state.repeats, key: state.repeats.get(key, 0) + 1}
+    state.recent_calls = [*state.recent_calls, key][-state.guardrails.storm_window :]
+    state.steps += 1
+    state.turn_steps += 1
+
+
+def _failed(state: SessionState, message: str) -> None:
+    state.failures += 1
+    state.consecutive_failures += 1
+    state.last_error = message
+
+
+def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState:
+    """Return the state after one more event; ``state`` is left unchanged.
+
+    ``item`` may be a bare event or a `RecordedEvent`; only the latter moves ``last_seq``
+    and the timestamps.
+    """
+    new = state.model_copy()
+    new.events += 1
+    if isinstance(item, RecordedEvent):
+        event = item.event
+        new.last_seq = item.seq
+        new.last_ts = item.ts
+    else:
+        event = item
+        new.last_seq += 1
+    match event:
+        case SessionStarted():
+            new.agent = event.agent
+            new.model = event.model
+            new.guardrails = event.config.guardrails
+            new.tools = [tool.name for tool in event.config.tools]
+            new.replay_of = event.replay_of
+            new.forked_from = event.forked_from
+            new.fork_seq = event.fork_seq
+            new.started = new.last_ts
+            if isinstance(item, RecordedEvent):
+                new.session_id = item.session_id
+        case UserInput():
+            new.turns += 1
+            new.turn_steps = 0
+            new.repeats = {}
+            new.recent_calls = []
+            new.storms = 0
+            new.consecutive_failures = 0
+            new.status = "running" if not state.ended_session else state.status
+            new.ended = None if not state.ended_session else state.ended
+        case ActionProposed():
+            new.model_calls += 1
+            new.pending_calls = list(event.calls)
+            new.tokens_in += event.usage.input_tokens
+            new.tokens_out += event.usage.output_tokens
+            new.tokens_cached += event.usage.cached_tokens
+            new.cost += event.cost or 0.0
+            new.latency_ms += event.latency_ms or 0.0
+        case RepairApplied():
+            new.repairs += 1
+            if event.level == "storm":
+                new.storms += 1
+        case VerificationFailed():
+            new.rejections += 1
+            _failed(new, event.message)
+            if event.stage != "step_limit":
+                new.steps += 1
+                new.turn_steps += 1
+            new.pending_calls = _resolve(state.pending_calls, event.call_id, event.tool)
+        case ActionCommitted():
+            _ran(new, event.tool, event.args)
+            new.committed += 1
+            new.consecutive_failures = 0
+            new.pending_calls = _resolve(state.pending_calls, event.call_id, event.tool)
+        case ActionFailed():
+            _ran(new, event.tool, event.args)
+            _failed(new, event.message)
+            if event.kind != "business":
+                new.tool_failures = {
+                    **state.tool_failures,
+                    event.tool: state.tool_failures.get(event.tool, 0) + 1,
+                }
+            new.pending_calls = _resolve(state.pending_calls, event.call_id, event.tool)
+        case CircuitOpened():
+            new.open_breakers = sorted({*state.open_breakers, event.tool})
+        case FallbackInvoked():
+            new.fallbacks += 1
+        case ContextCompacted():
+            new.compactions += 1
+        case AgentCompleted():
+            new.status = "completed"
+            new.answer = event.answer
+            new.ended = new.last_ts
+            new.pending_calls = []
+        case AgentHalted():
+            new.status = "failed" if event.rule == "error" else "halted"
+            new.halt_rule = event.rule
+            new.halt_reason = event.reason
+            new.last_error = event.reason
+            new.ended = new.last_ts
+            new.pending_calls = []
+        case _:
+            assert_never(event)
+    return new
+
+
+def fold(events: Iterable[AgentEvent | RecordedEvent], state: SessionState | None = None) -> SessionState:
+    """Fold events into a `SessionState`, from scratch or on top of ``state``."""
+    current = state if state is not None else SessionState()
+    for item in events:
+        current = apply(current, item)
+    return current

@@ -1,0 +1,193 @@
+"""The JSONL file format: one session per file, a header line, then one event per line.
+
+Line 1 is a header object: ``"format": "agent-journal"``, ``"format_version"``,
+``session_id`` and the session's metadata (agent, model, status, times, lineage; no counts
+or digests). Every further line is one record in canonical bytes: the envelope fields
+(``session_id``, ``seq``, ``ts``, ``type``, ``v``, ``hash``) flat beside the event's fields.
+``hash`` may be absent on import (it is computed); when present it must verify.
+
+Export then import then export gives the same bytes. An import is all or nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .canonical import dumps_canonical, loads_strict
+from .errors import InvalidEventError, InvalidInputError, SessionConflictError
+from .store import Journal
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "ImportResult",
+    "JsonlFile",
+    "export_lines",
+    "export_session",
+    "header_for",
+    "import_file",
+    "read_jsonl",
+    "write_jsonl",
+]
+
+FORMAT = "agent-journal"
+FORMAT_VERSION = 1
+_HEADER_FIELDS = (
+    "agent",
+    "model",
+    "status",
+    "started",
+    "ended",
+    "replay_of",
+    "forked_from",
+    "fork_seq",
+)
+
+
+def header_for(journal: Journal, session_id: str) -> dict[str, Any]:
+    """Return the header object of a session's JSONL file."""
+    summary = journal.require(session_id)
+    header: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "session_id": session_id,
+    }
+    header.update({name: getattr(summary, name) for name in _HEADER_FIELDS})
+    return header
+
+
+def export_lines(journal: Journal, session_id: str) -> Iterator[bytes]:
+    """Yield a session's JSONL lines (header first), each without its newline."""
+    yield dumps_canonical(header_for(journal, session_id))
+    for row in journal.stored_events(session_id):
+        yield row.line()
+
+
+def export_session(journal: Journal, session_id: str) -> bytes:
+    """Return a session's whole JSONL file as bytes."""
+    return b"".join(line + b"\n" for line in export_lines(journal, session_id))
+
+
+def write_jsonl(journal: Journal, session_id: str, path: str | Path) -> int:
+    """Write a session to ``path`` atomically (a temporary file renamed into place).
+
+    Returns the number of events written. A failure leaves no partial file behind.
+    """
+    target = Path(path)
+    journal.require(session_id)
+    directory = target.parent if str(target.parent) else Path(".")
+    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    count = -1
+    try:
+        with os.fdopen(handle, "wb") as out:
+            for line in export_lines(journal, session_id):
+                out.write(line + b"\n")
+                count += 1
+        os.replace(temp_name, target)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return count
+
+
+@dataclass(frozen=True)
+class JsonlFile:
+    """A parsed JSONL file: its header and its records, each with the place it came from."""
+
+    path: str
+    header: dict[str, Any]
+    records: list[tuple[str, dict[str, Any]]]
+
+    @property
+    def session_id(self) -> str:
+        """The session id the header names."""
+        return str(self.header["session_id"])
+
+
+def _parse_line(raw: bytes, at: str) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidInputError(f"{at}: not valid UTF-8 (byte {e.start})") from e
+    if not text.strip():
+        raise InvalidInputError(f"{at}: empty line")
+    try:
+        value = loads_strict(text)
+    except ValueError as e:
+        raise InvalidInputError(f"{at}: not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{at}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def read_jsonl(path: str | Path) -> JsonlFile:
+    """Read and check a JSONL file's structure; events are validated on import.
+
+    Raises:
+        InvalidInputError: a missing or unreadable file, or a malformed line (names file:line).
+    """
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError as e:
+        raise InvalidInputError(f"{name}: no such file") from e
+    except IsADirectoryError as e:
+        raise InvalidInputError(f"{name}: is a directory, not a JSONL file") from e
+    except OSError as e:
+        raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if not lines:
+        raise InvalidInputError(f"{name}:1: empty file, expected an agent-journal header")
+    header = _parse_line(lines[0], f"{name}:1")
+    if header.get("format") != FORMAT:
+        raise InvalidInputError(
+            f"{name}:1: not an agent-journal file (header \"format\" is {header.get('format')!r})"
+        )
+    version = header.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+        raise InvalidInputError(
+            f"{name}:1: format_version {version!r} is not supported (this code reads up to "
+            f"{FORMAT_VERSION})"
+        )
+    if not isinstance(header.get("session_id"), str):
+        raise InvalidInputError(f"{name}:1: header has no session_id")
+    records = [
+        (f"{name}:{number}", _parse_line(raw, f"{name}:{number}"))
+        for number, raw in enumerate(lines[1:], start=2)
+    ]
+    if not records:
+        raise InvalidInputError(f"{name}: header only, no events")
+    return JsonlFile(path=name, header=header, records=records)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What one imported file did: the session and how many events were new (0: a no-op)."""
+
+    path: str
+    session_id: str
+    new_events: int
+
+
+def import_file(journal: Journal, path: str | Path) -> ImportResult:
+    """Import one JSONL file into ``journal``, all or nothing.
+
+    Raises:
+        InvalidInputError: a malformed file, a bad event or hash (names file:line).
+        SessionConflictError: the session exists with different content.
+    """
+    parsed = read_jsonl(path)
+    try:
+        new = journal.import_records(parsed.session_id, parsed.records)
+    except SessionConflictError as e:
+        raise SessionConflictError(f"{parsed.path}: {e}") from e
+    except InvalidEventError as e:
+        raise InvalidInputError(str(e)) from e
+    return ImportResult(path=parsed.path, session_id=parsed.session_id, new_events=new)

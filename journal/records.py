@@ -1,0 +1,226 @@
+"""The stored record, kept apart from the typed event, and the one mapper between them.
+
+A `StoredEvent` is what a store holds: the envelope (session id, seq, timestamp, type,
+version, hash), the canonical ``body`` (the flat record without ``hash``, exactly the
+bytes that are hashed) and a one-line summary. A `RecordedEvent` is the envelope beside a
+validated `AgentEvent`. `encode` and `decode` are the only ways between the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from .canonical import check_json, dumps_canonical, format_ts, parse_ts, valid_session_id
+from .errors import InvalidEventError
+from .events import EVENT_TYPES, AgentEvent
+from .summary import summarize
+from .upcasting import current_version, upcast
+
+__all__ = [
+    "ENVELOPE_FIELDS",
+    "RecordedEvent",
+    "StoredEvent",
+    "decode",
+    "decode_payload",
+    "encode",
+    "from_record",
+    "record_line",
+    "where",
+]
+
+ENVELOPE_FIELDS = ("hash", "seq", "session_id", "ts", "v")
+"""Fields of a flat record that belong to the envelope; ``type`` belongs to both."""
+
+
+def where(session_id: str, seq: int | None) -> str:
+    """Name a position in a journal for error messages: ``session S seq N``."""
+    return f"session {session_id}" + ("" if seq is None else f" seq {seq}")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row of the events table: envelope, canonical body text, hash and summary."""
+
+    session_id: str
+    seq: int
+    ts: str
+    type: str
+    v: int
+    body: str
+    hash: str
+    summary: str
+    position: int | None = None
+
+    def line(self) -> bytes:
+        """Return this record as one canonical JSONL line (with ``hash``, no newline)."""
+        return record_line(self.body, self.hash)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """A validated event with its envelope, as read back from a journal."""
+
+    session_id: str
+    seq: int
+    ts: str
+    v: int
+    hash: str
+    event: AgentEvent
+    position: int | None = None
+
+    @property
+    def type(self) -> str:
+        """The event's type name."""
+        return self.event.type
+
+    @property
+    def time(self) -> datetime:
+        """The timestamp as a timezone-aware datetime."""
+        return parse_ts(self.ts)
+
+
+def record_line(body: str, hash_: str) -> bytes:
+    """Return the canonical JSONL line of a record: its body with ``hash`` added."""
+    record = orjson.loads(body)
+    record["hash"] = hash_
+    return dumps_canonical(record)
+
+
+def encode(
+    session_id: str,
+    seq: int,
+    ts: datetime | str,
+    event: AgentEvent,
+    chain: str,
+    hasher: Any,
+) -> StoredEvent:
+    """Map a typed event to its stored record, chained to ``chain`` (the previous hash).
+
+    ``hasher`` is a function ``(previous_hash, body_bytes) -> hash``.
+    """
+    payload = event.model_dump(mode="json")
+    try:
+        check_json(payload)
+    except InvalidEventError as e:
+        raise InvalidEventError(f"{where(session_id, seq)}: {event.type}: {e}") from e
+    stamp = ts if isinstance(ts, str) else format_ts(ts)
+    version = type(event).VERSION
+    payload.update(session_id=session_id, seq=seq, ts=stamp, v=version)
+    body = dumps_canonical(payload)
+    return StoredEvent(
+        session_id=session_id,
+        seq=seq,
+        ts=stamp,
+        type=event.type,
+        v=version,
+        body=body.decode("utf-8"),
+        hash=hasher(chain, body),
+        summary=summarize(event),
+    )
+
+
+def decode_payload(event_type: str, version: int, payload: dict[str, Any], at: str) -> AgentEvent:
+    """Validate a payload (envelope fields removed) as the current model of ``event_type``.
+
+    ``at`` names the position for error messages. Upcasters run for old versions.
+    """
+    try:
+        model = EVENT_TYPES[event_type]
+    except KeyError:
+        current_version(event_type)  # raises UnknownEventTypeError naming the type
+        raise
+    try:
+        lifted = upcast(event_type, version, payload)
+    except InvalidEventError as e:
+        raise type(e)(f"{at}: {e}") from e
+    try:
+        return model.model_validate(lifted)  # type: ignore[return-value]
+    except ValidationError as e:
+        first = e.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or "$"
+        raise InvalidEventError(
+            f"{at}: invalid {event_type} event: {location}: {first['msg']}"
+        ) from e
+
+
+def decode(stored: StoredEvent) -> RecordedEvent:
+    """Map a stored record back to a validated `RecordedEvent`.
+
+    Raises:
+        InvalidEventError: the body is not JSON, disagrees with its envelope, or fails
+            validation (the message names the session and seq).
+    """
+    at = where(stored.session_id, stored.seq)
+    try:
+        payload = orjson.loads(stored.body)
+    except orjson.JSONDecodeError as e:
+        raise InvalidEventError(f"{at}: stored body is not JSON: {e}") from e
+    if not isinstance(payload, dict):
+        raise InvalidEventError(f"{at}: stored body is not a JSON object")
+    for name in ("session_id", "seq", "type", "v", "ts"):
+        if payload.pop(name, None) != getattr(stored, name):
+            raise InvalidEventError(f"{at}: body field {name!r} disagrees with its envelope")
+    payload["type"] = stored.type
+    event = decode_payload(stored.type, stored.v, payload, at)
+    return RecordedEvent(
+        session_id=stored.session_id,
+        seq=stored.seq,
+        ts=stored.ts,
+        v=stored.v,
+        hash=stored.hash,
+        event=event,
+        position=stored.position,
+    )
+
+
+def from_record(record: dict[str, Any], chain: str, hasher: Any, at: str) -> StoredEvent:
+    """Map a flat record from outside (a JSONL line, another store) to a stored record.
+
+    The record's own canonical bytes are kept (so a hash computed elsewhere still holds),
+    after its envelope and payload are validated. A ``hash`` in the record must equal the
+    one computed from ``chain``; without one, it is computed.
+
+    Raises:
+        InvalidEventError: a bad envelope, payload, or hash; the message starts with ``at``.
+    """
+    record = dict(record)
+    claimed = record.pop("hash", None)
+    session_id = record.get("session_id")
+    if not valid_session_id(session_id):
+        raise InvalidEventError(
+            f"{at}: session_id {session_id!r} must be 1-128 characters of letters, digits, -_.:"
+        )
+    seq, version, event_type, stamp = (record.get(k) for k in ("seq", "v", "type", "ts"))
+    for name, value in (("seq", seq), ("v", version)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidEventError(f"{at}: {name} {value!r} is not a non-negative integer")
+    if not isinstance(event_type, str):
+        raise InvalidEventError(f"{at}: type {event_type!r} is not a string")
+    try:
+        parse_ts(stamp)  # type: ignore[arg-type]
+        check_json(record)
+    except InvalidEventError as e:
+        raise InvalidEventError(f"{at}: {e}") from e
+    payload = {k: v for k, v in record.items() if k not in ENVELOPE_FIELDS}
+    event = decode_payload(event_type, version, payload, at)  # type: ignore[arg-type]
+    body = dumps_canonical(record)
+    computed = hasher(chain, body)
+    if claimed is not None and claimed != computed:
+        raise InvalidEventError(
+            f"{at}: hash {str(claimed)[:12]}… does not match the chain (expected {computed[:12]}…)"
+        )
+    return StoredEvent(
+        session_id=session_id,  # type: ignore[arg-type]
+        seq=seq,  # type: ignore[arg-type]
+        ts=stamp,  # type: ignore[arg-type]
+        type=event_type,
+        v=version,  # type: ignore[arg-type]
+        body=body.decode("utf-8"),
+        hash=computed,
+        summary=summarize(event),
+    )

@@ -1,0 +1,200 @@
+"""Session summaries (the ``sessions`` projection) and the pure planning of appends and imports.
+
+Both stores share this code: it turns a session's current head plus new events into the
+rows to insert and the projection to write, so SQLite and PostgreSQL cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from .canonical import GENESIS_HASH, format_ts, valid_session_id
+from .errors import ConflictError, InvalidEventError, SessionConflictError
+from .events import AgentEvent, SessionStarted
+from .fold import SessionState, SessionStatus, apply
+from .records import RecordedEvent, StoredEvent, decode, encode, from_record, where
+
+__all__ = [
+    "PROJECTION_COLUMNS",
+    "AppendPlan",
+    "Hasher",
+    "SessionHead",
+    "SessionSummary",
+    "plan_append",
+    "plan_import",
+    "projection_row",
+]
+
+Hasher = Callable[[str, bytes], str]
+"""``(previous_hash, body) -> hash``."""
+
+
+class SessionSummary(BaseModel):
+    """One row of the ``sessions`` projection: what listings show without decoding events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    agent: str | None
+    model: str | None
+    status: SessionStatus
+    events: int
+    turns: int
+    steps: int
+    failures: int
+    tokens_in: int
+    tokens_out: int
+    tokens_cached: int
+    cost: float
+    started: str | None
+    ended: str | None
+    last_seq: int
+    head_hash: str
+    replay_of: str | None
+    forked_from: str | None
+    fork_seq: int | None
+    halt_rule: str | None
+
+
+PROJECTION_COLUMNS = tuple(SessionSummary.model_fields)
+"""Columns of the sessions table besides ``fold_version`` and ``state``."""
+
+
+def projection_row(state: SessionState, head_hash: str) -> dict[str, Any]:
+    """Return the sessions-table row for ``state`` (with its state JSON and fold version)."""
+    row = {name: getattr(state, name, None) for name in PROJECTION_COLUMNS}
+    row.update(head_hash=head_hash, fold_version=state.fold_version)
+    row["state"] = orjson.dumps(state.model_dump(mode="json")).decode()
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHead:
+    """Where a session stands: its last seq, head hash and folded state."""
+
+    last_seq: int
+    head_hash: str
+    state: SessionState
+
+
+@dataclass(frozen=True, slots=True)
+class AppendPlan:
+    """Rows to insert and the state after them, ready for one transaction."""
+
+    rows: list[StoredEvent]
+    state: SessionState
+
+    @property
+    def head_hash(self) -> str:
+        """The hash of the last row."""
+        return self.rows[-1].hash
+
+
+def _check_position(session_id: str, seq: int, event: AgentEvent) -> None:
+    is_start = isinstance(event, SessionStarted)
+    if seq == 0 and not is_start:
+        raise InvalidEventError(
+            f"{where(session_id, 0)}: a session must begin with session_started, not {event.type}"
+        )
+    if seq > 0 and is_start:
+        raise InvalidEventError(f"{where(session_id, seq)}: session_started is only allowed at seq 0")
+
+
+def plan_append(
+    session_id: str,
+    head: SessionHead | None,
+    events: Sequence[AgentEvent],
+    *,
+    expected_seq: int | None,
+    ts: datetime | str,
+    hasher: Hasher,
+) -> AppendPlan:
+    """Plan an append of ``events`` after ``head`` (None for a new session).
+
+    Raises:
+        ConflictError: ``expected_seq`` is not the next seq of the session.
+        InvalidEventError: a bad session id, an event out of place, or a non-canonical value.
+    """
+    if not valid_session_id(session_id):
+        raise InvalidEventError(
+            f"session id {session_id!r} must be 1-128 characters of letters, digits, -_.:"
+        )
+    next_seq = head.last_seq + 1 if head else 0
+    if expected_seq is not None and expected_seq != next_seq:
+        raise ConflictError(
+            f"{where(session_id, expected_seq)}: expected to append at seq {expected_seq} "
+            f"but the session's next seq is {next_seq} (another writer got there first)"
+        )
+    stamp = ts if isinstance(ts, str) else format_ts(ts)
+    chain = head.head_hash if head else GENESIS_HASH
+    state = head.state if head else SessionState()
+    rows: list[StoredEvent] = []
+    for offset, event in enumerate(events):
+        seq = next_seq + offset
+        _check_position(session_id, seq, event)
+        row = encode(session_id, seq, stamp, event, chain, hasher)
+        chain = row.hash
+        rows.append(row)
+        state = apply(
+            state,
+            RecordedEvent(session_id=session_id, seq=seq, ts=stamp, v=row.v, hash=row.hash, event=event),
+        )
+    return AppendPlan(rows=rows, state=state)
+
+
+def plan_import(
+    session_id: str,
+    head: SessionHead | None,
+    records: Iterable[tuple[str, dict[str, Any]]],
+    *,
+    hasher: Hasher,
+    stored_hash_at: Callable[[int], str | None] = lambda seq: None,
+) -> AppendPlan | None:
+    """Plan the import of a whole session's records (each with the place it came from).
+
+    Records must carry dense seqs from 0 and chain from the genesis hash. Against an
+    existing session: the same content, or a prefix of it, is a no-op (returns None); a
+    longer recording whose prefix is the stored session appends the rest; anything else is
+    a conflict. ``stored_hash_at(seq)`` reads the stored session's hash at a seq.
+
+    Raises:
+        InvalidEventError: a record is malformed, out of order, or its hash does not verify.
+        SessionConflictError: the session exists with different content.
+    """
+    chain = GENESIS_HASH
+    state = SessionState()
+    rows: list[StoredEvent] = []
+    stored_at_head: str | None = None
+    for seq, (at, record) in enumerate(records):
+        row = from_record(record, chain, hasher, at)
+        if row.session_id != session_id:
+            raise InvalidEventError(f"{at}: session_id {row.session_id!r}, expected {session_id!r}")
+        if row.seq != seq:
+            raise InvalidEventError(f"{at}: seq {row.seq}, expected {seq} (seqs are dense from 0)")
+        recorded = decode(row)
+        _check_position(session_id, seq, recorded.event)
+        chain = row.hash
+        state = apply(state, recorded)
+        if head is not None and seq == head.last_seq:
+            stored_at_head = row.hash
+        if head is None or seq > head.last_seq:
+            rows.append(row)
+    if not rows and head is None:
+        raise InvalidEventError(f"{where(session_id, None)}: no events to import")
+    if head is not None:
+        if stored_at_head is None and state.last_seq >= 0 and stored_hash_at(state.last_seq) == chain:
+            return None
+        if stored_at_head != head.head_hash:
+            raise SessionConflictError(
+                f"{where(session_id, None)}: exists already with different content "
+                f"(stored head seq {head.last_seq} hash {head.head_hash[:12]}…)"
+            )
+        if not rows:
+            return None
+    return AppendPlan(rows=rows, state=state)

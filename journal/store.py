@@ -1,0 +1,206 @@
+"""The journal interface every store implements, and `Journal.open` that picks the store.
+
+A journal holds sessions of events, append-only. ``Journal.open(":memory:")`` or a path
+opens SQLite; a ``postgresql://`` URL opens PostgreSQL. Either is a context manager.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from .canonical import chain_hash
+from .errors import SessionNotFoundError
+from .events import AgentEvent
+from .fold import SessionState
+from .records import RecordedEvent, StoredEvent, decode
+from .sessions import SessionSummary
+from .verify import VerifyReport
+
+__all__ = ["Clock", "Durability", "Journal", "system_clock"]
+
+Durability = Literal["normal", "full"]
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    """Return the current UTC time (the default clock of a journal)."""
+    return datetime.now(UTC)
+
+
+class Journal(ABC):
+    """An append-only store of sessions of typed events.
+
+    Subclasses implement the storage; the public methods below are the whole contract
+    (the same for SQLite and PostgreSQL, tested by one contract suite).
+    """
+
+    PAGE_SIZE = 500
+    """Rows fetched per round trip when streaming."""
+
+    def __init__(self, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
+        self._clock: Clock = clock or system_clock
+        self.hasher: Callable[[str, bytes], str] = functools.partial(_hash_with, hmac_key)
+
+    @staticmethod
+    def open(
+        target: str | Path,
+        *,
+        create: bool = True,
+        durability: Durability = "normal",
+        clock: Clock | None = None,
+        hmac_key: bytes | None = None,
+    ) -> Journal:
+        """Open the journal at ``target``: a SQLite path, ``":memory:"``, or a PostgreSQL URL.
+
+        Args:
+            target: where the journal is.
+            create: create the journal (and its file) when it does not exist yet; with
+                False a missing or empty target raises `JournalMissingError` or
+                `NotAJournalError`.
+            durability: ``"normal"`` commits survive a process crash; ``"full"`` also
+                survives a power loss (an fsync per commit).
+            clock: the source of event timestamps (the recorded clock in a replay).
+            hmac_key: turn the hash chain into an HMAC chain (rewriting it needs the key).
+        """
+        text = str(target)
+        if text.startswith(("postgresql://", "postgres://")):
+            from .postgres import PostgresJournal
+
+            return PostgresJournal(
+                text, create=create, durability=durability, clock=clock, hmac_key=hmac_key
+            )
+        from .sqlite import SQLiteJournal
+
+        return SQLiteJournal(text, create=create, durability=durability, clock=clock, hmac_key=hmac_key)
+
+    # -- context manager -------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection."""
+
+    @property
+    @abstractmethod
+    def target(self) -> str:
+        """Where this journal is (a path or a URL without its password)."""
+
+    # -- writing ---------------------------------------------------------------------
+
+    @abstractmethod
+    def append(
+        self,
+        session_id: str,
+        events: Sequence[AgentEvent],
+        *,
+        expected_seq: int | None = None,
+        ts: datetime | str | None = None,
+    ) -> int:
+        """Append ``events`` to a session in one transaction and return the last seq written.
+
+        Seqs are dense from 0; seq 0 must be ``session_started``. ``expected_seq`` is the seq
+        the first event must take (0 for a new session); when another writer got there first
+        a `ConflictError` is raised and nothing is written. ``ts`` stamps every event of the
+        call (default: the journal's clock).
+        """
+
+    @abstractmethod
+    def import_records(
+        self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]
+    ) -> int:
+        """Import a whole session's flat records, all or nothing; return how many were new.
+
+        Each record comes with the place it was read from (``file:line``) for error messages.
+        Identical content is a no-op (0); a longer recording of the same session appends the
+        rest; different content raises `SessionConflictError`.
+        """
+
+    # -- reading ---------------------------------------------------------------------
+
+    @abstractmethod
+    def stored_events(
+        self, session_id: str, *, start: int = 0, stop: int | None = None
+    ) -> Iterator[StoredEvent]:
+        """Stream a session's stored rows with ``start <= seq < stop``, in seq order."""
+
+    def events(
+        self, session_id: str, *, start: int = 0, stop: int | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Stream a session's events with ``start <= seq < stop``, validated, in seq order.
+
+        Rows are read in pages, so memory stays flat however long the session is.
+        """
+        for row in self.stored_events(session_id, start=start, stop=stop):
+            yield decode(row)
+
+    @abstractmethod
+    def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
+        """Return up to ``limit`` rows of any session appended after global ``position``.
+
+        Positions grow in commit order, so a reader that remembers the last position it saw
+        follows the journal without missing or repeating an event.
+        """
+
+    @abstractmethod
+    def head_position(self) -> int:
+        """Return the global position of the newest event (0 for an empty journal)."""
+
+    @abstractmethod
+    def sessions(
+        self,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionSummary]:
+        """List session summaries, newest first, filtered by status, agent and start time."""
+
+    @abstractmethod
+    def summary(self, session_id: str) -> SessionSummary | None:
+        """Return one session's summary, or None when there is no such session."""
+
+    @abstractmethod
+    def state(self, session_id: str) -> SessionState:
+        """Return the folded state after the session's last event (from the projection)."""
+
+    def require(self, session_id: str) -> SessionSummary:
+        """Return the session's summary or raise `SessionNotFoundError`."""
+        found = self.summary(session_id)
+        if found is None:
+            raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
+        return found
+
+    def last_seq(self, session_id: str) -> int | None:
+        """Return the last seq of a session, or None when it does not exist."""
+        found = self.summary(session_id)
+        return None if found is None else found.last_seq
+
+    @abstractmethod
+    def verify(self, session_ids: Sequence[str] | None = None) -> VerifyReport:
+        """Check the hash chains, the projection, decoding and the append-only guards."""
+
+    def now(self) -> datetime:
+        """Return the journal clock's current time."""
+        return self._clock()
+
+
+def _hash_with(key: bytes | None, previous: str, body: bytes) -> str:
+    return chain_hash(previous, body, key)

@@ -1,0 +1,92 @@
+"""Schema versions per event type, and upcasters that lift old records to the current version.
+
+A stored record keeps the version it was written at (``v``). Reading it runs the
+registered upcasters ``v -> v+1 -> ... -> current`` over the payload before validation, so
+the stored bytes never change. A type nobody registered, a version newer than the code,
+or an old version with a missing step are errors that name the type and the version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .errors import UnknownEventTypeError, UnknownVersionError
+from .events import EVENT_TYPES
+
+__all__ = [
+    "Upcaster",
+    "current_version",
+    "register_upcaster",
+    "unregister_upcaster",
+    "upcast",
+    "upcasters",
+]
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+"""A function from a payload at version ``v`` to the same payload at version ``v + 1``."""
+
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def current_version(event_type: str) -> int:
+    """Return the version new events of ``event_type`` are written at."""
+    model = EVENT_TYPES.get(event_type)
+    if model is None:
+        raise UnknownEventTypeError(
+            f"unknown event type {event_type!r} (known: {', '.join(sorted(EVENT_TYPES))})"
+        )
+    return model.VERSION
+
+
+def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register a function that lifts ``event_type`` payloads from ``from_version`` by one.
+
+    Use as a decorator::
+
+        @register_upcaster("user_input", 0)
+        def _rename_message(payload):
+            return {**payload, "text": payload.pop("message")}
+    """
+    current = current_version(event_type)
+    if from_version >= current:
+        raise UnknownVersionError(
+            f"cannot upcast {event_type!r} from v{from_version}: current version is v{current}"
+        )
+
+    def decorate(function: Upcaster) -> Upcaster:
+        _UPCASTERS[(event_type, from_version)] = function
+        return function
+
+    return decorate
+
+
+def upcasters() -> dict[tuple[str, int], Upcaster]:
+    """Return a copy of the registry, keyed by (event type, version it lifts from)."""
+    return dict(_UPCASTERS)
+
+
+def unregister_upcaster(event_type: str, from_version: int) -> None:
+    """Remove a registered upcaster (for tests and plugins that unload)."""
+    _UPCASTERS.pop((event_type, from_version), None)
+
+
+def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Return ``payload`` lifted from ``version`` to the current version of ``event_type``."""
+    current = current_version(event_type)
+    if version == current:
+        return payload
+    if version > current:
+        raise UnknownVersionError(
+            f"event type {event_type!r} v{version} is newer than this code (v{current}); "
+            "upgrade agent-journal"
+        )
+    while version < current:
+        step = _UPCASTERS.get((event_type, version))
+        if step is None:
+            raise UnknownVersionError(
+                f"event type {event_type!r} v{version} has no upcaster to v{version + 1}"
+            )
+        payload = step(dict(payload))
+        version += 1
+    return payload
