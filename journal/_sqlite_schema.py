@@ -64,7 +64,7 @@ END""",
 WHEN EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND seq = NEW.seq)
     OR EXISTS (SELECT 1 FROM events WHERE pos = NEW.pos)
 BEGIN
-    SELECT RAISE(ABORT, 'agent-journal: events are append-only (seq taken; INSERT OR REPLACE rejected)');
+    SELECT RAISE(ABORT, 'agent-journal: events are append-only (INSERT over a taken seq)');
 END""",
 }
 

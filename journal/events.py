@@ -66,7 +66,9 @@ class Guardrails(_Frozen):
     max_steps: int = Field(10, ge=1, description="tool calls allowed per turn")
     max_repeats: int = Field(2, ge=1, description="identical tool + args calls allowed per turn")
     max_consecutive_failures: int = Field(3, ge=1, description="failures in a row before a halt")
-    breaker_threshold: int = Field(3, ge=1, description="failures of one tool that open its breaker")
+    breaker_threshold: int = Field(
+        3, ge=1, description="failures of one tool that open its breaker"
+    )
     repair_retries: int = Field(2, ge=0, description="schema-hint retries inside one step")
     storm_window: int = Field(5, ge=2, description="recent calls checked for a storm")
     max_parallel: int = Field(3, ge=1, le=16, description="parallel-safe calls run at once")

@@ -254,7 +254,9 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
     return new
 
 
-def fold(events: Iterable[AgentEvent | RecordedEvent], state: SessionState | None = None) -> SessionState:
+def fold(
+    events: Iterable[AgentEvent | RecordedEvent], state: SessionState | None = None
+) -> SessionState:
     """Fold events into a `SessionState`, from scratch or on top of ``state``."""
     current = state if state is not None else SessionState()
     for item in events:

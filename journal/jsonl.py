@@ -148,7 +148,7 @@ def read_jsonl(path: str | Path) -> JsonlFile:
     header = _parse_line(lines[0], f"{name}:1")
     if header.get("format") != FORMAT:
         raise InvalidInputError(
-            f"{name}:1: not an agent-journal file (header \"format\" is {header.get('format')!r})"
+            f'{name}:1: not an agent-journal file (header "format" is {header.get("format")!r})'
         )
     version = header.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:

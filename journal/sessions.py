@@ -103,7 +103,9 @@ def _check_position(session_id: str, seq: int, event: AgentEvent) -> None:
             f"{where(session_id, 0)}: a session must begin with session_started, not {event.type}"
         )
     if seq > 0 and is_start:
-        raise InvalidEventError(f"{where(session_id, seq)}: session_started is only allowed at seq 0")
+        raise InvalidEventError(
+            f"{where(session_id, seq)}: session_started is only allowed at seq 0"
+        )
 
 
 def plan_append(
@@ -143,7 +145,9 @@ def plan_append(
         rows.append(row)
         state = apply(
             state,
-            RecordedEvent(session_id=session_id, seq=seq, ts=stamp, v=row.v, hash=row.hash, event=event),
+            RecordedEvent(
+                session_id=session_id, seq=seq, ts=stamp, v=row.v, hash=row.hash, event=event
+            ),
         )
     return AppendPlan(rows=rows, state=state)
 
@@ -188,7 +192,11 @@ def plan_import(
     if not rows and head is None:
         raise InvalidEventError(f"{where(session_id, None)}: no events to import")
     if head is not None:
-        if stored_at_head is None and state.last_seq >= 0 and stored_hash_at(state.last_seq) == chain:
+        if (
+            stored_at_head is None
+            and state.last_seq >= 0
+            and stored_hash_at(state.last_seq) == chain
+        ):
             return None
         if stored_at_head != head.head_hash:
             raise SessionConflictError(

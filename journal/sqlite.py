@@ -33,7 +33,7 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .records import StoredEvent, decode
+from .records import StoredEvent
 from .sessions import (
     PROJECTION_COLUMNS,
     AppendPlan,
@@ -86,7 +86,9 @@ class SQLiteJournal(Journal):
             raise StoreError(f"{path}: cannot open: {e}") from e
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            self._conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+            self._conn.execute(
+                f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
+            )
             self._prepare(create=create, hmac=hmac_key is not None)
         except sqlite3.DatabaseError as e:
             self._conn.close()
@@ -112,7 +114,9 @@ class SQLiteJournal(Journal):
             return
         meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format") != schema.FORMAT:
-            raise NotAJournalError(f"{self._path}: has a meta table but is not an agent-journal journal")
+            raise NotAJournalError(
+                f"{self._path}: has a meta table but is not an agent-journal journal"
+            )
         version = int(meta.get("schema_version", "0"))
         if version > schema.SCHEMA_VERSION:
             raise SchemaVersionError(
@@ -144,7 +148,9 @@ class SQLiteJournal(Journal):
     def _translate(self, error: sqlite3.Error, action: str) -> StoreError:
         text = str(error)
         if "locked" in text or "busy" in text:
-            return JournalBusyError(f"{self._path}: database is locked by another writer ({action})")
+            return JournalBusyError(
+                f"{self._path}: database is locked by another writer ({action})"
+            )
         if "not a database" in text or "malformed" in text:
             return NotAJournalError(f"{self._path}: not a SQLite journal ({text})")
         if "full" in text:
@@ -255,9 +261,7 @@ class SQLiteJournal(Journal):
             self._write(session_id, plan)
         return plan.rows[-1].seq
 
-    def import_records(
-        self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]
-    ) -> int:
+    def import_records(self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
         """Import one session's records, all or nothing; see `Journal.import_records`."""
         with self._transaction():
             plan = plan_import(
@@ -368,9 +372,13 @@ class SQLiteJournal(Journal):
         problems = []
         for name, sql in schema.TRIGGERS.items():
             if name not in found:
-                message = f"trigger {name} is missing: {schema.TRIGGER_PURPOSE[name]} is not enforced"
+                message = (
+                    f"trigger {name} is missing: {schema.TRIGGER_PURPOSE[name]} is not enforced"
+                )
             elif " ".join(found[name].split()) != " ".join(sql.split()):
-                message = f"trigger {name} was replaced: {schema.TRIGGER_PURPOSE[name]} may not hold"
+                message = (
+                    f"trigger {name} was replaced: {schema.TRIGGER_PURPOSE[name]} may not hold"
+                )
             else:
                 continue
             problems.append(

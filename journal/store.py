@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from .canonical import chain_hash
-from .errors import SessionNotFoundError
+from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
 from .records import RecordedEvent, StoredEvent, decode
@@ -70,14 +70,12 @@ class Journal(ABC):
         """
         text = str(target)
         if text.startswith(("postgresql://", "postgres://")):
-            from .postgres import PostgresJournal
-
-            return PostgresJournal(
-                text, create=create, durability=durability, clock=clock, hmac_key=hmac_key
-            )
+            raise StoreError(f"{text.split('@')[-1]}: PostgreSQL journals are not available yet")
         from .sqlite import SQLiteJournal
 
-        return SQLiteJournal(text, create=create, durability=durability, clock=clock, hmac_key=hmac_key)
+        return SQLiteJournal(
+            text, create=create, durability=durability, clock=clock, hmac_key=hmac_key
+        )
 
     # -- context manager -------------------------------------------------------------
 
@@ -121,9 +119,7 @@ class Journal(ABC):
         """
 
     @abstractmethod
-    def import_records(
-        self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]
-    ) -> int:
+    def import_records(self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
         """Import a whole session's flat records, all or nothing; return how many were new.
 
         Each record comes with the place it was read from (``file:line``) for error messages.

@@ -101,12 +101,16 @@ def check_session(
         count += 1
         if row.seq != expected_seq:
             missing = (
-                f"seq {expected_seq}" if row.seq == expected_seq + 1 else f"seqs {expected_seq}..{row.seq - 1}"
+                f"seq {expected_seq}"
+                if row.seq == expected_seq + 1
+                else f"seqs {expected_seq}..{row.seq - 1}"
             )
             report(expected_seq, "removed", f"{missing} missing before seq {row.seq}")
         elif hasher(previous, row.body.encode("utf-8")) != row.hash:
             if _misplaced(row):
-                report(row.seq, "reordered", f"seq {row.seq} holds an event recorded at another place")
+                report(
+                    row.seq, "reordered", f"seq {row.seq} holds an event recorded at another place"
+                )
             else:
                 report(
                     row.seq,

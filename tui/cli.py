@@ -1,0 +1,273 @@
+"""The ``agent-journal`` command line.
+
+Exit codes scripts can rely on: 0 ok (or identical), 1 a finding (verify found problems,
+a replay or diff diverged), 2 bad usage or bad input (one line on stderr, no traceback),
+3 an internal error (a bug: one line on stderr; ``AGENT_JOURNAL_DEBUG=1`` shows the trace).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+
+from journal import Journal, JournalError
+
+__all__ = ["main"]
+
+EXIT_FINDING = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+DEFAULT_DB = "./agent-journal.db"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Group(click.Group):
+    """A click group that turns our errors into one line and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except JournalError as e:
+            _fail(str(e), EXIT_BAD_INPUT)
+        except BrokenPipeError:
+            sys.stderr.close()  # the reader went away (| head): not an error
+            sys.exit(0)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except Exception as e:
+            if os.environ.get("AGENT_JOURNAL_DEBUG"):
+                raise
+            _fail(
+                f"internal error: {type(e).__name__}: {e} (AGENT_JOURNAL_DEBUG=1 shows the trace)",
+                EXIT_INTERNAL,
+            )
+
+
+def _fail(message: str, code: int) -> None:
+    from .render import safe_text
+
+    click.echo(f"agent-journal: {safe_text(message)}", err=True)
+    sys.exit(code)
+
+
+def db_option(function: F) -> F:
+    """Add ``--db PATH_OR_URL`` (env ``AGENT_JOURNAL_DB``) to a command."""
+    return click.option(
+        "--db",
+        "db",
+        envvar="AGENT_JOURNAL_DB",
+        default=DEFAULT_DB,
+        show_default=True,
+        metavar="PATH_OR_URL",
+        help="Journal: a SQLite file or a postgresql:// URL (env AGENT_JOURNAL_DB).",
+    )(function)
+
+
+def json_option(function: F) -> F:
+    """Add ``--json`` to a listing command."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
+        function
+    )
+
+
+def open_existing(db: str) -> Journal:
+    """Open a journal for reading; a missing journal is an error, never created."""
+    return Journal.open(db, create=False)
+
+
+def print_json(value: Any) -> None:
+    """Write a JSON document to stdout, indented, keys sorted."""
+    from .render import json_default
+
+    sys.stdout.buffer.write(
+        orjson.dumps(value, default=json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        + b"\n"
+    )
+    sys.stdout.flush()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="agent-journal")
+def cli() -> None:
+    """A flight recorder for tool-calling AI agents.
+
+    Every fact of an agent session is a typed event in an append-only journal (SQLite or
+    PostgreSQL). Read sessions back, verify their hash chains, and move them as JSONL.
+    """
+
+
+@cli.command()
+@db_option
+@click.option("--status", type=click.Choice(["running", "completed", "halted", "failed"]))
+@click.option("--agent", help="Only sessions of this agent reference (module:factory).")
+@click.option("--since", metavar="TS", help="Only sessions started at or after this time.")
+@click.option("--until", metavar="TS", help="Only sessions started before this time.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many sessions.")
+@json_option
+def sessions(
+    db: str,
+    status: str | None,
+    agent: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """List sessions, newest first, with status, steps, failures, tokens and cost."""
+    with open_existing(db) as journal:
+        found = journal.sessions(status=status, agent=agent, since=since, until=until, limit=limit)
+    if as_json:
+        print_json([s.model_dump(mode="json") for s in found])
+        return
+    from .render import print_sessions
+
+    print_sessions(found)
+
+
+@cli.command()
+@click.argument("session")
+@db_option
+@click.option("--from", "start", type=click.IntRange(min=0), default=0, help="First seq to show.")
+@click.option("--to", "stop", type=click.IntRange(min=0), help="Last seq to show (inclusive).")
+@json_option
+def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> None:
+    """Show one session's timeline: one line per event (seq, time, type, summary)."""
+    with open_existing(db) as journal:
+        summary = journal.require(session)
+        rows = journal.stored_events(session, start=start, stop=None if stop is None else stop + 1)
+        if as_json:
+            out = sys.stdout.buffer
+            out.write(
+                b'{"session":' + orjson.dumps(summary.model_dump(mode="json")) + b',"events":['
+            )
+            for index, row in enumerate(rows):
+                out.write((b"," if index else b"") + row.line())
+            out.write(b"]}\n")
+            out.flush()
+            return
+        from .render import print_timeline
+
+        print_timeline(summary, rows)
+
+
+@cli.command()
+@db_option
+@click.option(
+    "--session",
+    "session_ids",
+    multiple=True,
+    metavar="ID",
+    help="Check only this session (repeatable).",
+)
+@json_option
+def verify(db: str, session_ids: Sequence[str], as_json: bool) -> None:
+    """Check hash chains, the sessions projection and the append-only triggers.
+
+    Exit 0 when the journal is intact, 1 when problems were found (each names the session
+    and seq). It cannot see a chain rewritten end to end together with its projection by
+    someone with write access; keep head hashes elsewhere or use an HMAC key for that.
+    """
+    with open_existing(db) as journal:
+        report = journal.verify(list(session_ids) or None)
+    if as_json:
+        print_json(
+            {
+                "ok": report.ok,
+                "problems": [p.model_dump() for p in report.problems],
+                "sessions": report.sessions,
+                "events": report.events,
+            }
+        )
+    else:
+        from .render import print_verify
+
+        print_verify(report)
+    if not report.ok:
+        sys.exit(EXIT_FINDING)
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of one journal record (any event type with its envelope).
+
+    Agents in other languages can validate what they write against it.
+    """
+    from journal import event_json_schema
+
+    print_json(event_json_schema())
+
+
+@cli.command()
+@click.argument("session")
+@db_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+    default="-",
+    show_default=True,
+    help="File to write; - for stdout. Written atomically.",
+)
+def export(session: str, db: str, output: str) -> None:
+    """Export one session as a JSONL file (header line, then one canonical event per line)."""
+    from journal.jsonl import export_lines, write_jsonl
+
+    with open_existing(db) as journal:
+        if output == "-":
+            journal.require(session)
+            for line in export_lines(journal, session):
+                sys.stdout.buffer.write(line + b"\n")
+            sys.stdout.flush()
+            return
+        count = write_jsonl(journal, session, output)
+    click.echo(f"exported {session}: {count} events to {output}", err=True)
+
+
+@cli.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@db_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl"]),
+    default="jsonl",
+    show_default=True,
+    help="Input format.",
+)
+def import_(files: Sequence[Path], db: str, fmt: str) -> None:
+    """Import sessions from files, each all or nothing.
+
+    Importing a session that is already there with the same content does nothing;
+    different content is a conflict (exit 2) and the journal is left as it was.
+    """
+    from journal.jsonl import import_file
+
+    failed = 0
+    with Journal.open(db) as journal:
+        for path in files:
+            try:
+                result = import_file(journal, path)
+            except JournalError as e:
+                from .render import safe_text
+
+                click.echo(f"agent-journal: {safe_text(str(e))}", err=True)
+                failed += 1
+                continue
+            what = f"{result.new_events} events" if result.new_events else "already present"
+            click.echo(f"imported {result.session_id}: {what} ({path})", err=True)
+    if failed:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def main() -> None:
+    """Run the CLI (the ``agent-journal`` console script)."""
+    cli(prog_name="agent-journal")
