@@ -1,3 +1,78 @@
-"""The deterministic agent runtime that writes the journal, and its example agents."""
+"""The deterministic agent runtime that writes the journal, and its example agents.
 
-__all__: list[str] = []
+Build an `Agent` from a prompt, `Tool`s and a model port, then run it::
+
+    from agentloop import Agent, AgentRuntime, Tool
+    from journal import Journal
+
+    with Journal.open("agent-journal.db") as journal:
+        runtime = AgentRuntime(agent, journal)
+        result = runtime.run("refund order 7")
+"""
+
+from .agent import Agent, default_code_version, load_agent
+from .context import Context, estimate_tokens, plan_compaction, prefix_hash
+from .errors import (
+    AgentDefinitionError,
+    AgentLoadError,
+    AgentLoopError,
+    IllegalTransitionError,
+    SessionEndedError,
+)
+from .gate import Accepted, Plan, Rejected, verify_call
+from .ports import (
+    Clock,
+    IdSource,
+    LiveToolExecutor,
+    LLMProvider,
+    ModelRequest,
+    ModelResponse,
+    ToolExecutor,
+    ToolOutcome,
+    counter_ids,
+    system_clock,
+    uuid_ids,
+)
+from .recovery import repair_truncated_json, scavenge_calls
+from .runtime import TRANSITIONS, AgentRuntime, Phase, TurnResult
+from .tools import ArgsInvalid, Tool, ToolError, classify_error
+
+__all__ = [
+    "TRANSITIONS",
+    "Accepted",
+    "Agent",
+    "AgentDefinitionError",
+    "AgentLoadError",
+    "AgentLoopError",
+    "AgentRuntime",
+    "ArgsInvalid",
+    "Clock",
+    "Context",
+    "IdSource",
+    "IllegalTransitionError",
+    "LLMProvider",
+    "LiveToolExecutor",
+    "ModelRequest",
+    "ModelResponse",
+    "Phase",
+    "Plan",
+    "Rejected",
+    "SessionEndedError",
+    "Tool",
+    "ToolError",
+    "ToolExecutor",
+    "ToolOutcome",
+    "TurnResult",
+    "classify_error",
+    "counter_ids",
+    "default_code_version",
+    "estimate_tokens",
+    "load_agent",
+    "plan_compaction",
+    "prefix_hash",
+    "repair_truncated_json",
+    "scavenge_calls",
+    "system_clock",
+    "uuid_ids",
+    "verify_call",
+]

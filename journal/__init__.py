@@ -9,7 +9,14 @@ Open a journal, append events, read them back and fold them::
         state = fold(j.events("s1"))
 """
 
-from .canonical import canonical_bytes, chain_hash, format_ts, loads_strict, parse_ts
+from .canonical import (
+    canonical_bytes,
+    chain_hash,
+    check_json,
+    format_ts,
+    loads_strict,
+    parse_ts,
+)
 from .errors import (
     ConflictError,
     InvalidEventError,
@@ -52,7 +59,7 @@ from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fo
 from .jsonl import export_session, import_file, read_jsonl, write_jsonl
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .sessions import SessionSummary
-from .store import Journal
+from .store import Erasure, Journal, SchemaSetup
 from .upcasting import register_upcaster
 from .verify import Problem, VerifyReport
 
@@ -70,6 +77,7 @@ __all__ = [
     "CircuitOpened",
     "ConflictError",
     "ContextCompacted",
+    "Erasure",
     "FallbackInvoked",
     "Guardrails",
     "InvalidEventError",
@@ -82,6 +90,7 @@ __all__ = [
     "Problem",
     "RecordedEvent",
     "RepairApplied",
+    "SchemaSetup",
     "SchemaVersionError",
     "SessionConflictError",
     "SessionNotFoundError",
@@ -103,6 +112,7 @@ __all__ = [
     "call_key",
     "canonical_bytes",
     "chain_hash",
+    "check_json",
     "decode",
     "encode",
     "event_json_schema",

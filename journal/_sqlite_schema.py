@@ -1,9 +1,17 @@
-"""DDL of the SQLite journal, versioned; the triggers are the append-only guarantee."""
+"""DDL of the SQLite journal, versioned; the triggers are the append-only guarantee.
+
+Version 2 added erasure: the ``erasures`` audit table (append-only itself) and the
+``erase_authorised`` table, whose row for a session is the only thing that lets the
+``events_no_delete`` trigger through; a row there needs an audit record of the same session
+and head hash first. `MIGRATIONS` takes a version 1 file to version 2 in place.
+"""
 
 from __future__ import annotations
 
+from ._sqlstore import SchemaSpec
+
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TABLES = (
     """CREATE TABLE meta (
@@ -51,12 +59,29 @@ TABLES = (
     "CREATE INDEX sessions_agent ON sessions(agent, started)",
 )
 
+ERASE_TABLES = (
+    """CREATE TABLE erasures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        erased_at TEXT NOT NULL,
+        erased_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        events INTEGER NOT NULL,
+        head_hash TEXT NOT NULL
+    )""",
+    "CREATE INDEX erasures_session ON erasures(session_id)",
+    """CREATE TABLE erase_authorised (
+        session_id TEXT PRIMARY KEY
+    )""",
+)
+
 TRIGGERS = {
     "events_no_update": """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 BEGIN
     SELECT RAISE(ABORT, 'agent-journal: events are append-only (UPDATE rejected)');
 END""",
     "events_no_delete": """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+WHEN NOT EXISTS (SELECT 1 FROM erase_authorised WHERE session_id = OLD.session_id)
 BEGIN
     SELECT RAISE(ABORT, 'agent-journal: events are append-only (DELETE rejected)');
 END""",
@@ -66,15 +91,54 @@ WHEN EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND seq = NE
 BEGIN
     SELECT RAISE(ABORT, 'agent-journal: events are append-only (INSERT over a taken seq)');
 END""",
+    "erasures_no_update": """CREATE TRIGGER erasures_no_update BEFORE UPDATE ON erasures
+BEGIN
+    SELECT RAISE(ABORT, 'agent-journal: erasures are append-only (UPDATE rejected)');
+END""",
+    "erasures_no_delete": """CREATE TRIGGER erasures_no_delete BEFORE DELETE ON erasures
+BEGIN
+    SELECT RAISE(ABORT, 'agent-journal: erasures are append-only (DELETE rejected)');
+END""",
+    "erase_requires_audit": """CREATE TRIGGER erase_requires_audit BEFORE INSERT ON erase_authorised
+WHEN NOT EXISTS (
+    SELECT 1 FROM erasures WHERE session_id = NEW.session_id AND head_hash = (
+        SELECT hash FROM events WHERE session_id = NEW.session_id ORDER BY seq DESC LIMIT 1))
+BEGIN
+    SELECT RAISE(ABORT, 'agent-journal: an erase needs its audit record in erasures first');
+END""",
 }
 
 TRIGGER_PURPOSE = {
     "events_no_update": "rejecting UPDATE of events",
-    "events_no_delete": "rejecting DELETE of events",
+    "events_no_delete": "rejecting DELETE of events outside an audited erase",
     "events_no_overwrite": "rejecting an insert over an existing (session_id, seq)",
+    "erasures_no_update": "rejecting UPDATE of erasure audit records",
+    "erasures_no_delete": "rejecting DELETE of erasure audit records",
+    "erase_requires_audit": "requiring an audit record before an erase",
 }
+
+_KEPT_IN_V2 = ("events_no_update", "events_no_overwrite")
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        *ERASE_TABLES,
+        "DROP TRIGGER IF EXISTS events_no_delete",
+        *(TRIGGERS[name] for name in TRIGGERS if name not in _KEPT_IN_V2),
+    ),
+}
+"""Statements that take a schema from version ``key`` to ``key + 1``."""
 
 
 def statements() -> list[str]:
     """Return every statement that creates the current schema, in order."""
-    return [*TABLES, *TRIGGERS.values()]
+    return [*TABLES, *ERASE_TABLES, *TRIGGERS.values()]
+
+
+SPEC = SchemaSpec(
+    format=FORMAT,
+    version=SCHEMA_VERSION,
+    create=tuple(statements()),
+    migrations=MIGRATIONS,
+    triggers=tuple(TRIGGERS),
+    purposes=TRIGGER_PURPOSE,
+)

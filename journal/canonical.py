@@ -51,7 +51,7 @@ MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in an event."""
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
-_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z", re.ASCII)
 
 
 def check_json(value: Any, path: str = "$", depth: int = 0) -> None:
@@ -59,6 +59,48 @@ def check_json(value: Any, path: str = "$", depth: int = 0) -> None:
 
     Accepts None, bool, int64 integers, finite floats, str, lists and dicts with str keys.
     """
+    # Fast path: a walk that builds no paths and accepts only exact builtin types. Anything
+    # it is unsure of (a subclass, a tuple, a bad value, the depth limit) goes to the full
+    # walk, which decides and names the path: same verdicts, same messages.
+    kind = type(value)
+    if (kind is dict or kind is list) and _plainly_canonical(value, depth):
+        return
+    _check_json_walk(value, path, depth)
+
+
+def _plainly_canonical(value: dict[Any, Any] | list[Any], depth: int) -> bool:
+    """Tell whether a dict or list is certainly canonical JSON; False means "look closer"."""
+    if depth >= MAX_DEPTH:
+        return False
+    if type(value) is dict:
+        for key in value:
+            if type(key) is not str:
+                return False
+        items: Any = value.values()
+    else:
+        items = value
+    for item in items:
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is int:
+            if not INT64_MIN <= item <= INT64_MAX:
+                return False
+        elif kind is float:
+            if not _isfinite(item):
+                return False
+        elif kind is dict or kind is list:
+            if not _plainly_canonical(item, depth + 1):
+                return False
+        else:
+            return False
+    return True
+
+
+_isfinite = math.isfinite
+
+
+def _check_json_walk(value: Any, path: str, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise InvalidEventError(f"{path}: nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, (bool, str)):
@@ -73,10 +115,10 @@ def check_json(value: Any, path: str = "$", depth: int = 0) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidEventError(f"{path}: object key {key!r} is not a string")
-            check_json(item, f"{path}.{key}", depth + 1)
+            _check_json_walk(item, f"{path}.{key}", depth + 1)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            check_json(item, f"{path}[{index}]", depth + 1)
+            _check_json_walk(item, f"{path}[{index}]", depth + 1)
     else:
         raise InvalidEventError(f"{path}: {type(value).__name__} is not a JSON value")
 
@@ -108,7 +150,8 @@ def format_ts(moment: datetime) -> str:
     """Format a timezone-aware datetime as RFC 3339 UTC with microseconds."""
     if moment.tzinfo is None:
         raise InvalidEventError(f"timestamp {moment.isoformat()} has no timezone")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat pads the year to four digits (strftime("%Y") gives "999" for year 999).
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_ts(text: str) -> datetime:

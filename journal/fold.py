@@ -9,11 +9,14 @@ Counting rules (documented once, here):
 * a *step* is one tool call the gate decided on: committed, failed, or rejected at any
   stage except ``step_limit`` (which is the refusal to take one more step);
 * a *failure* is an ``action_failed`` or a ``verification_failed``; a commit resets the
-  consecutive count, and so does a new turn;
+  consecutive count, and so do a new turn and a ``circuit_opened`` (the breaker takes over
+  that streak of failures);
 * ``tool_failures`` counts a tool's infrastructure and timeout failures (its breaker's
   input); business failures go back to the model and do not count there;
-* ``repeats`` counts, per turn, calls that ran (committed or failed) by tool and canonical
-  args hash; ``recent_calls`` is the same keys' sliding window of ``storm_window``;
+* ``repeats`` counts, per turn, committed calls by tool and canonical args hash (a
+  successful call done again duplicates its work and its side effects); ``storms``
+  counts storm repairs in the turn; ``schema_retries`` counts schema rejections in a row
+  (a commit, a failure or another rejection stage resets it);
 * status: ``running`` until an ending, ``completed`` after ``agent_completed`` (a new
   ``user_input`` makes it ``running`` again), ``halted`` after ``agent_halted``, ``failed``
   when the halt's rule is ``error``.
@@ -106,7 +109,7 @@ class SessionState(BaseModel):
     open_breakers: list[str] = Field(default_factory=list)
     fallbacks: int = 0
     repeats: dict[str, int] = Field(default_factory=dict)
-    recent_calls: list[str] = Field(default_factory=list)
+    schema_retries: int = 0
     storms: int = 0
     repairs: int = 0
     compactions: int = 0
@@ -140,6 +143,23 @@ class SessionState(BaseModel):
         return self.committed / self.steps if self.steps else 0.0
 
 
+_set = object.__setattr__
+
+
+def _copy(state: SessionState) -> SessionState:
+    """Return ``state.model_copy()``, without pydantic's generic copy machinery (hot path).
+
+    The same shallow copy: the field values are shared, ``model_fields_set`` is copied, and
+    SessionState has no extra fields and no private attributes.
+    """
+    new = SessionState.__new__(SessionState)
+    _set(new, "__dict__", state.__dict__.copy())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_fields_set__", set(state.__pydantic_fields_set__))
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
 def _resolve(pending: list[ToolCall], call_id: str, tool: str) -> list[ToolCall]:
     """Drop the first pending call answered by (call_id, tool); ids may repeat."""
     for index, call in enumerate(pending):
@@ -148,10 +168,8 @@ def _resolve(pending: list[ToolCall], call_id: str, tool: str) -> list[ToolCall]
     return pending
 
 
-def _ran(state: SessionState, tool: str, args: object) -> None:
-    key = call_key(tool, args)
-    state.repeats = {**state.repeats, key: state.repeats.get(key, 0) + 1}
-    state.recent_calls = [*state.recent_calls, key][-state.guardrails.storm_window :]
+def _ran(state: SessionState) -> None:
+    state.schema_retries = 0
     state.steps += 1
     state.turn_steps += 1
 
@@ -168,7 +186,7 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
     ``item`` may be a bare event or a `RecordedEvent`; only the latter moves ``last_seq``
     and the timestamps.
     """
-    new = state.model_copy()
+    new = _copy(state)
     new.events += 1
     if isinstance(item, RecordedEvent):
         event = item.event
@@ -193,7 +211,7 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
             new.turns += 1
             new.turn_steps = 0
             new.repeats = {}
-            new.recent_calls = []
+            new.schema_retries = 0
             new.storms = 0
             new.consecutive_failures = 0
             new.status = "running" if not state.ended_session else state.status
@@ -212,18 +230,21 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
                 new.storms += 1
         case VerificationFailed():
             new.rejections += 1
+            new.schema_retries = state.schema_retries + 1 if event.stage == "schema" else 0
             _failed(new, event.message)
             if event.stage != "step_limit":
                 new.steps += 1
                 new.turn_steps += 1
             new.pending_calls = _resolve(state.pending_calls, event.call_id, event.tool)
         case ActionCommitted():
-            _ran(new, event.tool, event.args)
+            _ran(new)
+            key = call_key(event.tool, event.args)
+            new.repeats = {**state.repeats, key: state.repeats.get(key, 0) + 1}
             new.committed += 1
             new.consecutive_failures = 0
             new.pending_calls = _resolve(state.pending_calls, event.call_id, event.tool)
         case ActionFailed():
-            _ran(new, event.tool, event.args)
+            _ran(new)
             _failed(new, event.message)
             if event.kind != "business":
                 new.tool_failures = {
@@ -233,6 +254,7 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
             new.pending_calls = _resolve(state.pending_calls, event.call_id, event.tool)
         case CircuitOpened():
             new.open_breakers = sorted({*state.open_breakers, event.tool})
+            new.consecutive_failures = 0
         case FallbackInvoked():
             new.fallbacks += 1
         case ContextCompacted():

@@ -81,7 +81,10 @@ def write_jsonl(journal: Journal, session_id: str, path: str | Path) -> int:
     target = Path(path)
     journal.require(session_id)
     directory = target.parent if str(target.parent) else Path(".")
-    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    try:
+        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as e:
+        raise InvalidInputError(f"{target}: cannot write: {e.strerror}") from e
     count = -1
     try:
         with os.fdopen(handle, "wb") as out:

@@ -104,14 +104,14 @@ def encode(
     ``hasher`` is a function ``(previous_hash, body_bytes) -> hash``.
     """
     payload = event.model_dump(mode="json")
-    try:
-        check_json(payload)
-    except InvalidEventError as e:
-        raise InvalidEventError(f"{where(session_id, seq)}: {event.type}: {e}") from e
     stamp = ts if isinstance(ts, str) else format_ts(ts)
     version = type(event).VERSION
-    payload.update(session_id=session_id, seq=seq, ts=stamp, v=version)
-    body = dumps_canonical(payload)
+    try:
+        check_json(payload)
+        payload.update(session_id=session_id, seq=seq, ts=stamp, v=version)
+        body = dumps_canonical(payload)  # raises on what check_json lets by (lone surrogates)
+    except InvalidEventError as e:
+        raise InvalidEventError(f"{where(session_id, seq)}: {event.type}: {e}") from e
     return StoredEvent(
         session_id=session_id,
         seq=seq,
@@ -130,14 +130,11 @@ def decode_payload(event_type: str, version: int, payload: dict[str, Any], at: s
     ``at`` names the position for error messages. Upcasters run for old versions.
     """
     try:
-        model = EVENT_TYPES[event_type]
-    except KeyError:
         current_version(event_type)  # raises UnknownEventTypeError naming the type
-        raise
-    try:
         lifted = upcast(event_type, version, payload)
     except InvalidEventError as e:
         raise type(e)(f"{at}: {e}") from e
+    model = EVENT_TYPES[event_type]
     try:
         return model.model_validate(lifted)  # type: ignore[return-value]
     except ValidationError as e:
@@ -204,11 +201,11 @@ def from_record(record: dict[str, Any], chain: str, hasher: Any, at: str) -> Sto
     try:
         parse_ts(stamp)  # type: ignore[arg-type]
         check_json(record)
+        body = dumps_canonical(record)  # raises on what check_json lets by (lone surrogates)
     except InvalidEventError as e:
         raise InvalidEventError(f"{at}: {e}") from e
     payload = {k: v for k, v in record.items() if k not in ENVELOPE_FIELDS}
     event = decode_payload(event_type, version, payload, at)  # type: ignore[arg-type]
-    body = dumps_canonical(record)
     computed = hasher(chain, body)
     if claimed is not None and claimed != computed:
         raise InvalidEventError(

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from .canonical import GENESIS_HASH, format_ts, valid_session_id
+from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
 from .errors import ConflictError, InvalidEventError, SessionConflictError
 from .events import AgentEvent, SessionStarted
 from .fold import SessionState, SessionStatus, apply
@@ -133,7 +133,8 @@ def plan_append(
             f"{where(session_id, expected_seq)}: expected to append at seq {expected_seq} "
             f"but the session's next seq is {next_seq} (another writer got there first)"
         )
-    stamp = ts if isinstance(ts, str) else format_ts(ts)
+    # A string must already be canonical: parse_ts rejects any other shape before it is stored.
+    stamp = format_ts(parse_ts(ts) if isinstance(ts, str) else ts)
     chain = head.head_hash if head else GENESIS_HASH
     state = head.state if head else SessionState()
     rows: list[StoredEvent] = []

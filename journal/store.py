@@ -7,12 +7,15 @@ opens SQLite; a ``postgresql://`` URL opens PostgreSQL. Either is a context mana
 from __future__ import annotations
 
 import functools
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict
 
 from .canonical import chain_hash
 from .errors import SessionNotFoundError, StoreError
@@ -22,7 +25,7 @@ from .records import RecordedEvent, StoredEvent, decode
 from .sessions import SessionSummary
 from .verify import VerifyReport
 
-__all__ = ["Clock", "Durability", "Journal", "system_clock"]
+__all__ = ["Clock", "Durability", "Erasure", "Journal", "SchemaSetup", "system_clock"]
 
 Durability = Literal["normal", "full"]
 Clock = Callable[[], datetime]
@@ -31,6 +34,40 @@ Clock = Callable[[], datetime]
 def system_clock() -> datetime:
     """Return the current UTC time (the default clock of a journal)."""
     return datetime.now(UTC)
+
+
+class SchemaSetup(BaseModel):
+    """What opening a journal did to its schema: created it, upgraded it, or nothing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: Literal["created", "upgraded", "current"]
+    version: int
+    from_version: int | None = None
+
+    def describe(self, target: str) -> str:
+        """Return one line saying what was done to the journal at ``target``."""
+        if self.action == "created":
+            return f"created a journal at {target} (schema version {self.version})"
+        if self.action == "upgraded":
+            return (
+                f"upgraded the journal at {target} from schema version {self.from_version} "
+                f"to {self.version}"
+            )
+        return f"the journal at {target} is up to date (schema version {self.version})"
+
+
+class Erasure(BaseModel):
+    """The audit record of an erased session: who removed it, when, why, and what it was."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    erased_at: str
+    erased_by: str
+    reason: str
+    events: int
+    head_hash: str
 
 
 class Journal(ABC):
@@ -70,7 +107,15 @@ class Journal(ABC):
         """
         text = str(target)
         if text.startswith(("postgresql://", "postgres://")):
-            raise StoreError(f"{text.split('@')[-1]}: PostgreSQL journals are not available yet")
+            try:
+                from .postgres import PostgresJournal
+            except ImportError as e:
+                raise StoreError(
+                    "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
+                ) from e
+            return PostgresJournal(
+                text, create=create, durability=durability, clock=clock, hmac_key=hmac_key
+            )
         from .sqlite import SQLiteJournal
 
         return SQLiteJournal(
@@ -98,6 +143,11 @@ class Journal(ABC):
     @abstractmethod
     def target(self) -> str:
         """Where this journal is (a path or a URL without its password)."""
+
+    @property
+    @abstractmethod
+    def schema_setup(self) -> SchemaSetup:
+        """What opening this journal did to its schema (created, upgraded, or nothing)."""
 
     # -- writing ---------------------------------------------------------------------
 
@@ -157,6 +207,42 @@ class Journal(ABC):
     def head_position(self) -> int:
         """Return the global position of the newest event (0 for an empty journal)."""
 
+    def wait_for_events(self, position: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an event after global ``position``.
+
+        Returns True as soon as one is there (at once when it already is), False on timeout.
+        This default polls `head_position`; PostgreSQL overrides it with LISTEN/NOTIFY.
+        """
+        deadline = time.monotonic() + timeout
+        delay = 0.01
+        while True:
+            if self.head_position() > position:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.25)
+
+    def follow(
+        self, position: int = 0, *, idle_timeout: float | None = None
+    ) -> Iterator[StoredEvent]:
+        """Yield every row appended after global ``position``, waiting for new ones.
+
+        Rows come in position order, each once, none skipped. The iterator ends after
+        ``idle_timeout`` seconds without a new event (None: it never ends by itself).
+        """
+        while True:
+            rows = self.read_after(position, limit=self.PAGE_SIZE)
+            for row in rows:
+                position = row.position if row.position is not None else position
+                yield row
+            if len(rows) == self.PAGE_SIZE:
+                continue
+            waited = self.wait_for_events(position, 1.0 if idle_timeout is None else idle_timeout)
+            if not waited and idle_timeout is not None:
+                return
+
     @abstractmethod
     def sessions(
         self,
@@ -192,6 +278,26 @@ class Journal(ABC):
     @abstractmethod
     def verify(self, session_ids: Sequence[str] | None = None) -> VerifyReport:
         """Check the hash chains, the projection, decoding and the append-only guards."""
+
+    # -- erasing ---------------------------------------------------------------------
+
+    @abstractmethod
+    def erase(self, session_id: str, *, reason: str, erased_by: str | None = None) -> Erasure:
+        """Remove a whole session (retention, a right to erasure), audited, in one transaction.
+
+        The one sanctioned way around append-only: the audit record (who, when, why, how
+        many events, the head hash) is written first and can itself never be altered or
+        removed; the store's triggers reject any other DELETE. ``erased_by`` defaults to
+        the operating-system user.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            InvalidInputError: an empty reason.
+        """
+
+    @abstractmethod
+    def erasures(self, session_id: str | None = None) -> list[Erasure]:
+        """Return the audit records of erased sessions, oldest first."""
 
     def now(self) -> datetime:
         """Return the journal clock's current time."""

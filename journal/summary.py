@@ -54,7 +54,8 @@ def summarize(event: AgentEvent) -> str:
                 f"{call.tool}({call.args if isinstance(call.args, str) else _json(call.args)})"
                 for call in event.calls
             )
-            text = calls or (event.text or "")
+            reasoning = f"reasoning: {event.reasoning}" if event.reasoning else ""
+            text = calls or event.text or reasoning
             if calls and event.text:
                 text += f" | {event.text}"
         case RepairApplied():

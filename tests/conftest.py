@@ -9,6 +9,8 @@ import pytest
 
 from journal import Journal
 
+from .stores import PgSchema, StoreUnderTest, fresh_schema, open_store, require_server
+
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
@@ -21,3 +23,23 @@ def journal(db_path: Path) -> Iterator[Journal]:
     """A fresh SQLite journal on a real file."""
     with Journal.open(db_path) as j:
         yield j
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreUnderTest]:
+    """The contract suite's backend: a SQLite file, then a fresh PostgreSQL schema."""
+    with open_store(request.param, tmp_path) as store:
+        yield store
+
+
+@pytest.fixture
+def any_journal(any_store: StoreUnderTest) -> Journal:
+    """A fresh, empty journal on each backend in turn."""
+    return any_store.journal
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[PgSchema]:
+    """A fresh, empty PostgreSQL schema (the test fails if no server answers)."""
+    with fresh_schema(require_server()) as schema:
+        yield schema

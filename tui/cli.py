@@ -11,12 +11,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import click
 import orjson
 
-from journal import Journal, JournalError
+from journal import Journal, JournalError, SessionStatus
 
 __all__ = ["main"]
 
@@ -107,7 +107,11 @@ def cli() -> None:
 
 @cli.command()
 @db_option
-@click.option("--status", type=click.Choice(["running", "completed", "halted", "failed"]))
+@click.option(
+    "--status",
+    type=click.Choice(["running", "completed", "halted", "failed"]),
+    help="Only sessions with this status.",
+)
 @click.option("--agent", help="Only sessions of this agent reference (module:factory).")
 @click.option("--since", metavar="TS", help="Only sessions started at or after this time.")
 @click.option("--until", metavar="TS", help="Only sessions started before this time.")
@@ -266,6 +270,150 @@ def import_(files: Sequence[Path], db: str, fmt: str) -> None:
             click.echo(f"imported {result.session_id}: {what} ({path})", err=True)
     if failed:
         sys.exit(EXIT_BAD_INPUT)
+
+
+@cli.command()
+@db_option
+def init(db: str) -> None:
+    """Create a journal, or upgrade an older one's schema, and say which.
+
+    Works on both stores: a SQLite file or a postgresql:// URL (the tables go into the first
+    schema of the URL's search_path). Safe to run again: an up-to-date journal is left alone.
+    """
+    with Journal.open(db, create=True) as journal:
+        click.echo(journal.schema_setup.describe(journal.target))
+
+
+@cli.command()
+@click.argument("session_ids", nargs=-1, metavar="[SESSION]...")
+@click.option(
+    "--from", "source", required=True, metavar="PATH_OR_URL", help="Journal to copy from."
+)
+@click.option(
+    "--to", "destination", required=True, metavar="PATH_OR_URL", help="Journal to copy into."
+)
+@click.option("--since", metavar="TS", help="Only sessions started at or after this time.")
+@click.option(
+    "--status", type=click.Choice(get_args(SessionStatus)), help="Only sessions with this status."
+)
+def copy(
+    session_ids: Sequence[str],
+    source: str,
+    destination: str,
+    since: str | None,
+    status: str | None,
+) -> None:
+    """Copy sessions between two journals (SQLite file <-> postgresql:// URL, either way).
+
+    Every record's hash is checked against its chain on the way in; each session is one
+    transaction. Running it again copies only what is new. A session that exists in the
+    destination with different content is reported (exit 2) and left as it was.
+    """
+    from journal.transfer import copy_sessions, select_sessions
+
+    with open_existing(source) as src, Journal.open(destination) as dst:
+        chosen = select_sessions(src, session_ids, since=since, status=status)
+        total = sum(summary.events for summary in chosen)
+        if sys.stderr.isatty() and total:
+            with click.progressbar(length=total, label="copying", file=sys.stderr) as bar:
+                result = copy_sessions(src, dst, chosen, on_event=bar.update)
+        else:
+            result = copy_sessions(src, dst, chosen)
+        where = f"from {src.target} to {dst.target}"
+    from .render import safe_text
+
+    for error in result.errors:
+        click.echo(f"agent-journal: {safe_text(error)}", err=True)
+    click.echo(
+        f"copied {result.sessions} sessions {where}: {result.new_events} new events, "
+        f"{result.unchanged} sessions already up to date"
+        + (f", {len(result.errors)} failed" if result.errors else "")
+    )
+    if result.errors:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@cli.command()
+@click.argument("session")
+@db_option
+@click.option("--reason", required=True, help="Why it is erased; kept in the audit record.")
+@click.option("--by", "erased_by", metavar="WHO", help="Who asked for it (default: the OS user).")
+@click.option("--yes", is_flag=True, help="Erase without asking for confirmation.")
+def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) -> None:
+    """Remove a whole session for good, leaving an audit record (who, when, why, head hash).
+
+    The one sanctioned way around append-only (retention, a user's right to erasure); the
+    audit record itself can never be altered or removed. Asks first unless --yes is given.
+    """
+    with open_existing(db) as journal:
+        if not yes:
+            if not sys.stdin.isatty():
+                _fail("erasing is permanent: pass --yes to confirm", EXIT_BAD_INPUT)
+            click.confirm(f"erase session {session} from {journal.target} for good?", abort=True)
+        erasure = journal.erase(session, reason=reason, erased_by=erased_by)
+        target = journal.target
+    click.echo(
+        f"erased {session}: {erasure.events} events (head hash {erasure.head_hash[:12]}), "
+        f"audit record kept in {target}"
+    )
+
+
+@cli.command()
+@click.option(
+    "--db",
+    "db",
+    envvar="AGENT_JOURNAL_DB",
+    default=DEFAULT_DB,
+    show_default=True,
+    metavar="PATH_OR_URL",
+    help="Journal to write the demo sessions into (created if missing).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scripted models.")
+@click.option(
+    "--sessions",
+    "count",
+    type=click.IntRange(min=1),
+    help="How many sessions (default: one per scenario; more repeat them with new seeds).",
+)
+@click.option("--no-tui", is_flag=True, help="Do not open the terminal UI afterwards.")
+def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
+    """Run the example agents into a journal and show what happened.
+
+    Every scenario exercises one path of the loop: a refund whose guard has a bug and its
+    fixed twin, a breaker with and without a fallback, exact-repeat, step-limit and storm
+    halts, parallel reads, repairs of a sloppy model, an agent whose own code raises, and
+    a multi-turn chat. The same seed gives the same sessions; sessions already in the
+    journal are left alone.
+    """
+    from agentloop.demo import run_demo
+    from agentloop.examples import SCENARIOS
+
+    from .render import console, print_sessions
+
+    total = count or len(SCENARIOS)
+    err = console(stderr=True)
+    with Journal.open(db) as journal:
+        if sys.stderr.isatty():
+            from rich.progress import Progress
+
+            with Progress(console=err, transient=True) as bar:
+                task = bar.add_task("running demo sessions", total=total)
+                ran = run_demo(journal, seed=seed, sessions=total, progress=lambda _: bar.advance(task))
+        else:
+            ran = run_demo(journal, seed=seed, sessions=total)
+        summaries = [journal.require(item.session_id) for item in ran]
+    print_sessions(summaries)
+    out = console()
+    out.print()
+    for item in ran:
+        note = "" if item.created else " (already in the journal)"
+        out.print(f"{item.session_id}: {item.scenario.shows}{note}")
+    out.print()
+    out.print(f"Journal: {db}. Try: agent-journal show {ran[0].session_id} --db {db}")
+    if not no_tui and sys.stdin.isatty() and sys.stdout.isatty():
+        from .app import JournalApp
+
+        JournalApp(db=db).run()
 
 
 def main() -> None:

@@ -1,0 +1,121 @@
+"""An agent: prompt, tools, model and guardrails, and where its factory lives for replay."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from journal import AgentConfig, Guardrails
+
+from .errors import AgentDefinitionError, AgentLoadError
+from .ports import LLMProvider
+from .tools import Tool
+
+__all__ = ["Agent", "default_code_version", "load_agent"]
+
+
+def default_code_version() -> str:
+    """The installed agent-journal version, recorded when an agent names none."""
+    try:
+        return f"agent-journal {version('agent-journal')}"
+    except PackageNotFoundError:
+        return "agent-journal (not installed)"
+
+
+@dataclass
+class Agent:
+    """Everything the loop needs to run a session, besides the journal and the ports.
+
+    Args:
+        name: a human name.
+        system_prompt: the immutable prefix's text (recorded whole in ``session_started``).
+        tools: what the model may call.
+        llm: the model port; a replay swaps it for the recorded model.
+        model: the model's name, recorded.
+        model_settings: temperature and the like, recorded; ``context_window`` (tokens) turns
+            on compaction by window pressure.
+        guardrails: the limits; recorded so a replay uses the same.
+        reference: ``module:factory`` that builds this agent, recorded for replay.
+        code_version: recorded; defaults to the agent-journal version.
+    """
+
+    name: str
+    system_prompt: str
+    tools: list[Tool]
+    llm: LLMProvider | None = None
+    model: str | None = None
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    guardrails: Guardrails = field(default_factory=Guardrails)
+    reference: str | None = None
+    code_version: str | None = None
+
+    def __post_init__(self) -> None:
+        names = [tool.name for tool in self.tools]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise AgentDefinitionError(f"agent {self.name}: tool names repeat: {duplicated}")
+        for tool in self.tools:
+            if tool.fallback is not None and tool.fallback not in names:
+                raise AgentDefinitionError(
+                    f"agent {self.name}: tool {tool.name} falls back to unknown tool "
+                    f"{tool.fallback}"
+                )
+
+    @property
+    def tool_map(self) -> dict[str, Tool]:
+        """Tools by name."""
+        return {tool.name: tool for tool in self.tools}
+
+    def config(self) -> AgentConfig:
+        """The configuration recorded in ``session_started``."""
+        return AgentConfig(guardrails=self.guardrails, tools=[tool.spec() for tool in self.tools])
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens, when its settings give one."""
+        window = self.model_settings.get("context_window")
+        return window if isinstance(window, int) else None
+
+
+def load_agent(reference: str, **kwargs: Any) -> Agent:
+    """Build an agent from a ``module:factory`` reference (the factory returns an `Agent`).
+
+    Keyword arguments the factory accepts are passed on; others are dropped.
+
+    Raises:
+        AgentLoadError: a malformed reference, a module or factory that cannot be
+            imported, a factory that raises, or one that does not return an `Agent`.
+    """
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise AgentLoadError(f"agent reference {reference!r} is not of the form module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        raise AgentLoadError(f"agent {reference}: cannot import {module_name}: {e}") from e
+    factory: Any = module
+    for part in attribute.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise AgentLoadError(f"agent {reference}: {module_name} has no {attribute}")
+    if not callable(factory):
+        raise AgentLoadError(f"agent {reference}: {attribute} is not callable")
+    try:
+        accepted = inspect.signature(factory).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+        passed = {k: v for k, v in kwargs.items() if takes_any or k in accepted}
+        agent = factory(**passed)
+    except Exception as e:
+        raise AgentLoadError(
+            f"agent {reference}: the factory raised {type(e).__name__}: {e}"
+        ) from e
+    if not isinstance(agent, Agent):
+        raise AgentLoadError(
+            f"agent {reference}: the factory returned {type(agent).__name__}, not an Agent"
+        )
+    if agent.reference is None:
+        agent.reference = reference
+    return agent

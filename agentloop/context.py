@@ -1,0 +1,317 @@
+"""The model's context, built from the journal: an immutable prefix and an append-only log.
+
+* prefix: the system prompt and the tool specs shown to the model; its hash is recorded in
+  ``session_started`` so a replay can tell whether the prompt changed;
+* log: chat messages derived from the session's events, one event at a time, each message
+  remembering the seq it came from; ``context_compacted`` events replace a range of them
+  with a summary frame, a ``system`` message (a single large tool result keeps its place,
+  with its content replaced);
+* scratch: a dict for the agent's own volatile notes; never sent, never journaled.
+
+Compaction is decided by the pure `plan_compaction` from the log and the guardrails, and
+happens through events, so a replay rebuilds exactly the same context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+import orjson
+
+from journal import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    AgentEvent,
+    AgentHalted,
+    CircuitOpened,
+    ContextCompacted,
+    FallbackInvoked,
+    Guardrails,
+    RepairApplied,
+    SessionStarted,
+    ToolCall,
+    UserInput,
+    VerificationFailed,
+    canonical_bytes,
+)
+
+__all__ = ["Context", "Message", "estimate_tokens", "plan_compaction", "prefix_hash"]
+
+_CHARS_PER_TOKEN = 4
+_FAILURE_RUN = 2
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic token estimate: one token per four characters."""
+    return (len(text) + _CHARS_PER_TOKEN - 1) // _CHARS_PER_TOKEN
+
+
+def prefix_hash(system_prompt: str, tool_specs: list[dict[str, Any]]) -> str:
+    """Return the sha256 hex of the immutable prefix: the prompt and the tools shown."""
+    digest = hashlib.sha256(system_prompt.encode("utf-8"))
+    digest.update(canonical_bytes(tool_specs))
+    return digest.hexdigest()
+
+
+@dataclass
+class Message:
+    """One chat message of the log and the seq of the event it came from."""
+
+    seq: int
+    role: str
+    content: str
+    tool_call_id: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    failed_tool: str | None = None
+
+    def as_chat(self) -> dict[str, Any]:
+        """The message in the OpenAI chat format."""
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {
+                        "name": call.tool,
+                        "arguments": call.args
+                        if isinstance(call.args, str)
+                        else orjson.dumps(call.args).decode(),
+                    },
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+def _result_text(result: Any) -> str:
+    return result if isinstance(result, str) else orjson.dumps(result).decode()
+
+
+@dataclass
+class Context:
+    """The log of chat messages derived from a session's events, kept incrementally."""
+
+    messages: list[Message] = field(default_factory=list)
+    scratch: dict[str, Any] = field(default_factory=dict)
+    _answered: dict[str, int] = field(default_factory=dict)
+
+    def tokens(self) -> int:
+        """Estimated tokens of the log."""
+        return sum(estimate_tokens(m.content) for m in self.messages)
+
+    def chat(self) -> list[dict[str, Any]]:
+        """The log in the OpenAI chat format."""
+        return [message.as_chat() for message in self.messages]
+
+    def _answer(self, seq: int, call_id: str, content: str, failed_tool: str | None) -> None:
+        index = self._answered.get(call_id)
+        if index is not None and index < len(self.messages):
+            earlier = self.messages[index]
+            if earlier.tool_call_id == call_id and earlier.seq >= self._last_proposal_seq():
+                earlier.content = f"{earlier.content}\n{content}"
+                earlier.failed_tool = failed_tool
+                return
+        self._answered[call_id] = len(self.messages)
+        self.messages.append(
+            Message(seq, "tool", content, tool_call_id=call_id, failed_tool=failed_tool)
+        )
+
+    def _last_proposal_seq(self) -> int:
+        for message in reversed(self.messages):
+            if message.tool_calls:
+                return message.seq
+        return -1
+
+    def add(self, seq: int, event: AgentEvent) -> None:
+        """Extend the log with one event (in seq order)."""
+        match event:
+            case SessionStarted() | CircuitOpened() | FallbackInvoked() | AgentHalted():
+                pass
+            case UserInput():
+                self.messages.append(Message(seq, "user", event.text))
+            case ActionProposed():
+                if event.calls:
+                    self.messages.append(
+                        Message(seq, "assistant", event.text or "", tool_calls=list(event.calls))
+                    )
+            case RepairApplied():
+                self._add_repair(seq, event)
+            case VerificationFailed():
+                self._answer(
+                    seq, event.call_id, f"rejected ({event.stage}): {event.message}", event.tool
+                )
+            case ActionCommitted():
+                self._answer(seq, event.call_id, _result_text(event.result), None)
+            case ActionFailed():
+                self._answer(
+                    seq, event.call_id, f"error ({event.kind}): {event.message}", event.tool
+                )
+            case ContextCompacted():
+                self._compact(event)
+            case AgentCompleted():
+                self.messages.append(Message(seq, "assistant", event.answer))
+            case _:
+                assert_never(event)
+
+    def _add_repair(self, seq: int, event: RepairApplied) -> None:
+        if event.level == "storm" and event.call_id is not None:
+            self._answer(seq, event.call_id, f"suppressed: {event.detail}", event.tool)
+            return
+        if not self.messages or not self.messages[-1].tool_calls and event.level != "scavenge":
+            return
+        if event.level == "scavenge" and isinstance(event.after, list):
+            calls = [ToolCall.model_validate(call) for call in event.after]
+            last = self.messages[-1] if self.messages else None
+            if last is not None and last.role == "assistant" and last.seq == seq - 1:
+                last.tool_calls = calls
+            else:
+                self.messages.append(Message(seq, "assistant", "", tool_calls=calls))
+            return
+        if event.call_id is not None and isinstance(event.after, dict):
+            last = self.messages[-1]
+            last.tool_calls = [
+                ToolCall(call_id=c.call_id, tool=c.tool, args=event.after)
+                if c.call_id == event.call_id and c.tool == event.tool
+                else c
+                for c in last.tool_calls
+            ]
+
+    def _compact(self, event: ContextCompacted) -> None:
+        inside = [i for i, m in enumerate(self.messages) if event.from_seq <= m.seq <= event.to_seq]
+        if not inside:
+            return
+        if len(inside) == 1 and self.messages[inside[0]].role == "tool":
+            self.messages[inside[0]].content = event.summary
+            return
+        first = inside[0]
+        frame = Message(
+            event.to_seq,
+            "system",
+            f"[summary of steps {event.from_seq}..{event.to_seq}] {event.summary}",
+        )
+        kept = [m for i, m in enumerate(self.messages) if i not in set(inside)]
+        kept.insert(first, frame)
+        self.messages = kept
+        self._answered = {
+            m.tool_call_id: i for i, m in enumerate(self.messages) if m.tool_call_id is not None
+        }
+
+
+def _summarise(messages: list[Message], limit_tokens: int) -> str:
+    lines = []
+    for m in messages:
+        if m.tool_calls:
+            lines.append("called " + ", ".join(f"{c.tool}" for c in m.tool_calls))
+        elif m.role == "tool":
+            lines.append(f"-> {m.content}")
+        else:
+            lines.append(f"{m.role}: {m.content}")
+    text = " | ".join(" ".join(line.split()) for line in lines)
+    limit = limit_tokens * _CHARS_PER_TOKEN
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def plan_compaction(
+    context: Context, rails: Guardrails, window_tokens: int | None
+) -> ContextCompacted | None:
+    """Decide one compaction to apply before the next model call, or None.
+
+    In order: a tool result larger than ``compact_result_tokens`` is cut to a summary of at
+    most ``compact_summary_tokens``; a run of identical failures of one tool is folded into
+    one frame; and when the log passes ``compact_early`` (or ``compact_urgent``) of the
+    model's window, the oldest turns (all but the current one, or everything but the last
+    user message) become one summary frame.
+    """
+    for m in context.messages:
+        tokens = estimate_tokens(m.content)
+        if m.role == "tool" and tokens > rails.compact_result_tokens:
+            summary = _summarise([m], rails.compact_summary_tokens)
+            return ContextCompacted(
+                from_seq=m.seq,
+                to_seq=m.seq,
+                summary=f"[result compacted from ~{tokens} tokens] {summary}",
+                tokens_before=tokens,
+                tokens_after=estimate_tokens(summary),
+            )
+    run = _failure_run(context.messages)
+    if run is not None:
+        start, end = run
+        failed = [m for m in context.messages[start : end + 1] if m.role == "tool"]
+        summary = (
+            f"{len(failed)} calls to {failed[0].failed_tool} failed the same way: "
+            f"{failed[-1].content}"
+        )
+        return _range(context, start, end, summary)
+    if window_tokens:
+        used = context.tokens()
+        if used > rails.compact_urgent * window_tokens:
+            last_user = max(
+                (i for i, m in enumerate(context.messages) if m.role == "user"), default=0
+            )
+            if last_user > 0:
+                return _range(context, 0, last_user - 1, None, rails.compact_summary_tokens)
+        if used > rails.compact_early * window_tokens:
+            users = [i for i, m in enumerate(context.messages) if m.role == "user"]
+            if len(users) > 1:
+                return _range(context, 0, users[-1] - 1, None, rails.compact_summary_tokens)
+    return None
+
+
+def _range(
+    context: Context, start: int, end: int, summary: str | None, limit: int = 800
+) -> ContextCompacted:
+    chosen = context.messages[start : end + 1]
+    before = sum(estimate_tokens(m.content) for m in chosen)
+    text = summary if summary is not None else _summarise(chosen, limit)
+    return ContextCompacted(
+        from_seq=chosen[0].seq,
+        to_seq=chosen[-1].seq,
+        summary=text,
+        tokens_before=before,
+        tokens_after=estimate_tokens(text),
+    )
+
+
+def _failure_run(messages: list[Message]) -> tuple[int, int] | None:
+    """Find the last run of consecutive proposals whose answers all failed identically."""
+    groups: list[tuple[int, int, str | None, str]] = []
+    index = 0
+    while index < len(messages):
+        m = messages[index]
+        if m.tool_calls:
+            end = index
+            while end + 1 < len(messages) and messages[end + 1].role == "tool":
+                end += 1
+            answers = messages[index + 1 : end + 1]
+            failed = {(a.failed_tool, a.content) for a in answers}
+            if answers and len(failed) == 1 and answers[0].failed_tool is not None:
+                tool, content = next(iter(failed))
+                groups.append((index, end, tool, content))
+            else:
+                groups.append((index, end, None, ""))
+            index = end + 1
+        else:
+            groups.append((index, index, None, ""))
+            index += 1
+    run: list[tuple[int, int, str | None, str]] = []
+    for group in groups:
+        if group[2] is not None and run and (run[-1][2], run[-1][3]) == (group[2], group[3]):
+            run.append(group)
+        elif group[2] is not None:
+            if len(run) >= _FAILURE_RUN:
+                break
+            run = [group]
+        else:
+            if len(run) >= _FAILURE_RUN:
+                break
+            run = []
+    if len(run) >= _FAILURE_RUN:
+        return run[0][0], run[-1][1]
+    return None

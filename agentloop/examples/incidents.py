@@ -1,0 +1,95 @@
+"""An incident-search agent whose database is down: its breaker opens after three failures.
+
+With a fallback the next search is routed to a cache and the session completes; without
+one the session halts on the open circuit.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..agent import Agent
+from ..tools import Tool
+from .scripted import ScriptedLLM, Turn, call, reply
+
+__all__ = ["build", "build_no_fallback"]
+
+PROMPT = "You help on-call engineers find past incidents similar to the one they describe."
+OUTAGE_CALLS = 3
+
+
+class SearchArgs(BaseModel):
+    """Arguments of both searches."""
+
+    query: str
+
+
+def _tools(with_fallback: bool) -> list[Tool]:
+    attempts = [0]
+
+    def search_incidents(args: SearchArgs) -> list[dict[str, Any]]:
+        attempts[0] += 1
+        if attempts[0] <= OUTAGE_CALLS:
+            raise ConnectionError("connection to incidents-db:5432 refused")
+        return [{"id": "INC-7", "title": f"{args.query}: disk full on db-2"}]
+
+    def search_cache(args: SearchArgs) -> list[dict[str, Any]]:
+        return [
+            {"id": "INC-7", "title": f"{args.query}: disk full on db-2", "stale": True},
+            {"id": "INC-3", "title": f"{args.query}: expired TLS certificate", "stale": True},
+        ]
+
+    tools = [
+        Tool(
+            "search_incidents",
+            search_incidents,
+            "Search the incident database.",
+            SearchArgs,
+            parallel_safe=True,
+            fallback="search_cache" if with_fallback else None,
+        )
+    ]
+    if with_fallback:
+        tools.append(
+            Tool(
+                "search_cache",
+                search_cache,
+                "Search yesterday's incident cache.",
+                SearchArgs,
+                parallel_safe=True,
+            )
+        )
+    return tools
+
+
+def _policy(turn: Turn, rng: random.Random) -> Any:
+    topic = turn.user.rstrip("?.!")
+    last = turn.last
+    if last is None or '"id"' not in last:
+        phrasing = rng.choice([topic, f"{topic} outage", f"incidents about {topic}"])
+        return reply(None, call(turn, "search_incidents", {"query": phrasing}))
+    found = last.count('"id"')
+    return reply(f"I found {found} similar incident(s); the closest is INC-7 (disk full on db-2).")
+
+
+def _build(seed: int, with_fallback: bool) -> Agent:
+    return Agent(
+        name="incidents" if with_fallback else "incidents (no fallback)",
+        system_prompt=PROMPT,
+        tools=_tools(with_fallback),
+        llm=ScriptedLLM(_policy, seed=seed),
+        model="scripted-1",
+    )
+
+
+def build(seed: int = 0) -> Agent:
+    """The incident agent with a cache to fall back on."""
+    return _build(seed, True)
+
+
+def build_no_fallback(seed: int = 0) -> Agent:
+    """The incident agent without a fallback: an open breaker halts it."""
+    return _build(seed, False)

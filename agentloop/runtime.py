@@ -1,0 +1,557 @@
+"""The loop: Observe → Propose → Verify → Commit, journaling every fact before acting on it.
+
+State diagram of a session's phase (`Phase`); any other change raises
+`IllegalTransitionError`, because it is a bug in the loop::
+
+    idle ──► observe ──► propose ──► verify ◄──► commit
+                ▲           │          │  │         │
+                └───────────┼──────────┘  └─────────┤  (all calls of a response handled)
+                            ▼                       ▼
+                        completed ──► observe   halted (also from any phase: a rule or an error)
+                        (next turn)
+
+* Observe: the state is the fold of the session's own journal (kept incrementally, one
+  `journal.apply` per event written) and the context is built from the same events;
+  compactions are decided here and journaled.
+* Propose: one model call through the `LLMProvider` port; the whole output is journaled
+  as ``action_proposed`` before anything acts on it; repairs follow as events.
+* Verify: the gate (`agentloop.gate.verify_call`) decides each call, in proposal order.
+* Commit: accepted calls run through the `ToolExecutor` port (parallel-safe ones
+  concurrently, at most ``max_parallel`` at once) and their outcomes are journaled in the
+  order the model proposed them, whatever order they finished in.
+
+A response without calls ends the turn (``agent_completed``). A rule or an error ends the
+session (``agent_halted``); an exception in agent code (the model port, a guard) is
+rule ``error``, a failed session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from journal import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    AgentEvent,
+    AgentHalted,
+    CircuitOpened,
+    FallbackInvoked,
+    InvalidEventError,
+    Journal,
+    RepairApplied,
+    SessionStarted,
+    SessionState,
+    ToolCall,
+    UserInput,
+    VerificationFailed,
+    apply,
+    check_json,
+    loads_strict,
+)
+
+from .agent import Agent, default_code_version
+from .context import Context, plan_compaction, prefix_hash
+from .errors import IllegalTransitionError, SessionEndedError
+from .gate import Accepted, Plan, Rejected, guard_error_message, verify_call
+from .ports import (
+    Clock,
+    IdSource,
+    LiveToolExecutor,
+    LLMProvider,
+    ModelRequest,
+    ModelResponse,
+    ToolExecutor,
+    ToolOutcome,
+    system_clock,
+    uuid_ids,
+)
+from .recovery import repair_truncated_json, scavenge_calls
+from .schemas import is_flattened, unflatten_args
+from .tools import clean_message
+
+__all__ = ["TRANSITIONS", "AgentRuntime", "Phase", "TurnResult"]
+
+
+class Phase(StrEnum):
+    """Where a session's loop is."""
+
+    IDLE = "idle"
+    OBSERVE = "observe"
+    PROPOSE = "propose"
+    VERIFY = "verify"
+    COMMIT = "commit"
+    COMPLETED = "completed"
+    HALTED = "halted"
+
+
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    Phase.IDLE: frozenset({Phase.OBSERVE, Phase.HALTED}),
+    Phase.OBSERVE: frozenset({Phase.PROPOSE, Phase.HALTED}),
+    Phase.PROPOSE: frozenset({Phase.VERIFY, Phase.COMPLETED, Phase.HALTED}),
+    Phase.VERIFY: frozenset({Phase.VERIFY, Phase.COMMIT, Phase.OBSERVE, Phase.HALTED}),
+    Phase.COMMIT: frozenset({Phase.VERIFY, Phase.COMMIT, Phase.OBSERVE, Phase.HALTED}),
+    Phase.COMPLETED: frozenset({Phase.OBSERVE}),
+    Phase.HALTED: frozenset(),
+}
+"""The allowed phase changes; the diagram in the module docstring."""
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a turn ended: the reply, or the rule that halted the session."""
+
+    session_id: str
+    status: str
+    answer: str | None
+    halt_rule: str | None
+    halt_reason: str | None
+    last_seq: int
+    state: SessionState
+
+
+@dataclass
+class _Session:
+    session_id: str
+    state: SessionState
+    context: Context = field(default_factory=Context)
+    phase: Phase = Phase.IDLE
+
+    def move(self, to: Phase) -> None:
+        if to not in TRANSITIONS[self.phase]:
+            raise IllegalTransitionError(
+                f"session {self.session_id}: illegal phase change {self.phase} -> {to}"
+            )
+        self.phase = to
+
+
+def _phase_of(state: SessionState) -> Phase:
+    if state.ended_session:
+        return Phase.HALTED
+    return Phase.COMPLETED if state.status == "completed" else Phase.IDLE
+
+
+class AgentRuntime:
+    """Runs an agent's sessions against a journal through injected ports.
+
+    Args:
+        agent: what to run.
+        journal: where every event goes (and where a session's state comes from).
+        llm: the model port (default: the agent's own).
+        tools: the tool port (default: run the tools for real).
+        clock: the time of each event (default: the system clock).
+        ids: fresh ids (default: random).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        journal: Journal,
+        *,
+        llm: LLMProvider | None = None,
+        tools: ToolExecutor | None = None,
+        clock: Clock = system_clock,
+        ids: IdSource = uuid_ids,
+    ) -> None:
+        provider = llm or agent.llm
+        if provider is None:
+            raise ValueError(f"agent {agent.name} has no model: pass llm= or set agent.llm")
+        self.agent = agent
+        self.journal = journal
+        self.llm: LLMProvider = provider
+        self.tools: ToolExecutor = tools or LiveToolExecutor()
+        self.clock = clock
+        self.ids = ids
+        self._tools = agent.tool_map
+        rails = agent.guardrails
+        self._model_tools = [
+            tool.model_spec(max_leaves=rails.flatten_leaves, max_depth=rails.flatten_depth)
+            for tool in agent.tools
+        ]
+        self._sessions: dict[str, _Session] = {}
+
+    # -- sessions --------------------------------------------------------------------
+
+    def start(
+        self,
+        session_id: str | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        replay_of: str | None = None,
+        forked_from: str | None = None,
+        fork_seq: int | None = None,
+    ) -> str:
+        """Journal ``session_started`` for a new session and return its id."""
+        session_id = session_id or self.ids("session")
+        agent = self.agent
+        started = SessionStarted(
+            agent=agent.reference,
+            config=agent.config(),
+            system_prompt=agent.system_prompt,
+            system_prompt_hash=prefix_hash(agent.system_prompt, self._model_tools),
+            model=agent.model,
+            model_settings=agent.model_settings,
+            code_version=agent.code_version or default_code_version(),
+            metadata=metadata or {},
+            replay_of=replay_of,
+            forked_from=forked_from,
+            fork_seq=fork_seq,
+        )
+        session = _Session(session_id, SessionState())
+        self._append(session, [started])
+        self._sessions[session_id] = session
+        return session_id
+
+    def resume(self, session_id: str) -> SessionState:
+        """Load a session written earlier (by this or another process) and return its state."""
+        session = _Session(session_id, SessionState())
+        for recorded in self.journal.events(session_id):
+            session.state = apply(session.state, recorded.event)
+            session.context.add(recorded.seq, recorded.event)
+        if session.state.events == 0:
+            self.journal.require(session_id)
+        session.phase = _phase_of(session.state)
+        self._sessions[session_id] = session
+        return session.state
+
+    def _session(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None or session.state.last_seq != self.journal.last_seq(session_id):
+            if self.journal.summary(session_id) is None:
+                self.start(session_id)
+            else:
+                self.resume(session_id)
+            session = self._sessions[session_id]
+        return session
+
+    async def run_turn(self, session_id: str, text: str) -> TurnResult:
+        """Continue a session (starting it if new) with the next user input; run to the reply.
+
+        Raises:
+            SessionEndedError: the session is halted or failed.
+        """
+        session = self._session(session_id)
+        if session.phase is Phase.HALTED:
+            raise SessionEndedError(
+                f"session {session_id}: {session.state.status} by rule "
+                f"{session.state.halt_rule}; it takes no further turns"
+            )
+        session.move(Phase.OBSERVE)
+        self._append(session, [UserInput(text=text)])
+        await self._drive(session)
+        return self._result(session)
+
+    def run(self, text: str, *, session_id: str | None = None) -> TurnResult:
+        """Synchronous `run_turn` for plain scripts (starts a new session by default)."""
+        return asyncio.run(self.run_turn(session_id or self.start(), text))
+
+    def _result(self, session: _Session) -> TurnResult:
+        state = self.journal.state(session.session_id)
+        return TurnResult(
+            session_id=session.session_id,
+            status=state.status,
+            answer=state.answer if state.status == "completed" else None,
+            halt_rule=state.halt_rule,
+            halt_reason=state.halt_reason,
+            last_seq=state.last_seq,
+            state=state,
+        )
+
+    # -- journaling ------------------------------------------------------------------
+
+    def _append(self, session: _Session, events: Sequence[AgentEvent]) -> None:
+        seq = session.state.last_seq + 1
+        self.journal.append(session.session_id, events, expected_seq=seq, ts=self.clock(seq))
+        for offset, event in enumerate(events):
+            session.state = apply(session.state, event)
+            session.context.add(seq + offset, event)
+
+    def _halt(
+        self, session: _Session, rule: str, reason: str, before: Sequence[AgentEvent] = ()
+    ) -> None:
+        self._append(session, [*before, AgentHalted(rule=rule, reason=reason)])
+        session.move(Phase.HALTED)
+
+    # -- the loop --------------------------------------------------------------------
+
+    async def _drive(self, session: _Session) -> None:
+        while True:
+            if session.phase is not Phase.OBSERVE:
+                session.move(Phase.OBSERVE)
+            self._observe(session)
+            session.move(Phase.PROPOSE)
+            response = await self._propose(session)
+            if response is None:
+                return
+            calls = self._recover(session, response)
+            if not calls:
+                self._append(session, [AgentCompleted(answer=response.text or "")])
+                session.move(Phase.COMPLETED)
+                return
+            if await self._verify_and_commit(session, calls):
+                return
+
+    def _observe(self, session: _Session) -> None:
+        compaction = plan_compaction(
+            session.context, self.agent.guardrails, self.agent.context_window
+        )
+        if compaction is not None:
+            self._append(session, [compaction])
+
+    async def _propose(self, session: _Session) -> ModelResponse | None:
+        request = ModelRequest(
+            session_id=session.session_id,
+            seq=session.state.last_seq + 1,
+            system_prompt=self.agent.system_prompt,
+            tools=self._model_tools,
+            messages=session.context.chat(),
+            model=self.agent.model,
+            settings=self.agent.model_settings,
+        )
+        try:
+            response = await self.llm.complete(request)
+            proposal = ActionProposed(
+                calls=list(response.calls),
+                text=response.text,
+                reasoning=response.reasoning,
+                model=response.model or self.agent.model,
+                usage=response.usage,
+                latency_ms=response.latency_ms,
+                cost=response.cost,
+            )
+        except Exception as error:
+            self._halt(session, "error", f"the model call failed: {clean_message(error)}")
+            return None
+        try:
+            self._append(session, [proposal])
+        except InvalidEventError as error:
+            self._halt(session, "error", f"the model's output cannot be recorded: {error}")
+            return None
+        return response
+
+    def _recover(self, session: _Session, response: ModelResponse) -> list[ToolCall]:
+        proposal_seq = session.state.last_seq
+        calls = list(response.calls)
+        repairs: list[AgentEvent] = []
+        if not calls:
+            calls = scavenge_calls(
+                [response.reasoning, response.text], self._tools, f"scavenged-{proposal_seq}"
+            )
+            if calls:
+                repairs.append(
+                    RepairApplied(
+                        level="scavenge",
+                        detail=f"{len(calls)} tool call(s) written out in the response "
+                        "were taken as calls",
+                        after=[call.model_dump(mode="json") for call in calls],
+                    )
+                )
+        rails = self.agent.guardrails
+        fixed: list[ToolCall] = []
+        for call in calls:
+            args = call.args
+            if isinstance(args, str):
+                args = self._parse_or_repair(call, args, repairs)
+            tool = self._tools.get(call.tool)
+            if (
+                tool is not None
+                and isinstance(args, dict)
+                and is_flattened(args)
+                and tool.flattened_for(
+                    max_leaves=rails.flatten_leaves, max_depth=rails.flatten_depth
+                )
+            ):
+                nested = unflatten_args(args)
+                repairs.append(
+                    RepairApplied(
+                        level="flatten",
+                        call_id=call.call_id,
+                        tool=call.tool,
+                        detail=f"nested {len(args)} flattened arguments of {call.tool}",
+                        before=args,
+                        after=nested,
+                    )
+                )
+                args = nested
+            fixed.append(ToolCall(call_id=call.call_id, tool=call.tool, args=args))
+        if repairs:
+            self._append(session, repairs)
+        return fixed
+
+    @staticmethod
+    def _parse_or_repair(
+        call: ToolCall, raw: str, repairs: list[AgentEvent]
+    ) -> dict[str, Any] | str:
+        try:
+            parsed = loads_strict(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+        repaired = repair_truncated_json(raw)
+        if repaired is None:
+            return raw
+        repairs.append(
+            RepairApplied(
+                level="truncation",
+                call_id=call.call_id,
+                tool=call.tool,
+                detail=f"closed the JSON arguments of {call.tool}, cut off mid-way",
+                before=raw,
+                after=repaired,
+            )
+        )
+        return repaired
+
+    async def _verify_and_commit(self, session: _Session, calls: list[ToolCall]) -> bool:
+        """Handle every call of one response; return True when the session halted."""
+        rails = self.agent.guardrails
+        plan = Plan(storms_before=session.state.storms)
+        batch: list[Accepted] = []
+        for call in calls:
+            session.move(Phase.VERIFY)
+            decision = self._decide(session, call, plan)
+            if decision is None:
+                return True
+            if isinstance(decision, Accepted) and decision.tool.parallel_safe and not rails.serial:
+                batch.append(decision)
+                plan.add(decision, rails.storm_window)
+                continue
+            if await self._flush(session, batch, plan):
+                return True
+            if isinstance(decision, Accepted):
+                plan.add(decision, rails.storm_window)
+                if await self._flush(session, [decision], plan):
+                    return True
+            elif await self._reject(session, decision, plan):
+                return True
+        halted = await self._flush(session, batch, plan)
+        if not halted:
+            session.move(Phase.OBSERVE)
+        return halted
+
+    def _decide(self, session: _Session, call: ToolCall, plan: Plan) -> Accepted | Rejected | None:
+        try:
+            return verify_call(call, tools=self._tools, state=session.state, plan=plan)
+        except Exception as error:
+            tool = self._tools[call.tool]
+            self._halt(session, "error", guard_error_message(tool, error))
+            return None
+
+    async def _reject(self, session: _Session, decision: Rejected, plan: Plan) -> bool:
+        call = decision.call
+        if decision.suppress:
+            first: AgentEvent = RepairApplied(
+                level="storm", call_id=call.call_id, tool=call.tool, detail=decision.message
+            )
+        else:
+            first = VerificationFailed(
+                call_id=call.call_id, tool=call.tool, stage=decision.stage, message=decision.message
+            )
+        if decision.halt is not None:
+            self._halt(session, decision.halt, decision.message, before=[first])
+            return True
+        self._append(session, [first])
+        if decision.fallback is not None:
+            self._append(
+                session,
+                [
+                    FallbackInvoked(
+                        tool=call.tool, fallback=decision.fallback.name, call_id=call.call_id
+                    )
+                ],
+            )
+            rerouted = ToolCall(call_id=call.call_id, tool=decision.fallback.name, args=call.args)
+            routed = self._decide(session, rerouted, plan)
+            if routed is None:
+                return True
+            if isinstance(routed, Accepted):
+                plan.add(routed, self.agent.guardrails.storm_window)
+                return await self._flush(session, [routed], plan)
+            return await self._reject(session, routed, plan)
+        return not decision.suppress and self._check_failures(session)
+
+    async def _flush(self, session: _Session, batch: list[Accepted], plan: Plan) -> bool:
+        """Run accepted calls (concurrently up to max_parallel), journal outcomes in order."""
+        if not batch:
+            return False
+        rails = self.agent.guardrails
+        limit = asyncio.Semaphore(1 if rails.serial else rails.max_parallel)
+        state = session.state
+        accepted_calls = list(batch)
+        batch.clear()
+
+        async def run(accepted: Accepted) -> ToolOutcome:
+            timeout = accepted.tool.timeout_s or rails.tool_timeout_s
+            async with limit:
+                return await self.tools.execute(
+                    accepted.tool, accepted.call, accepted.fn_args, state, timeout
+                )
+
+        outcomes = await asyncio.gather(*(run(accepted) for accepted in accepted_calls))
+        plan.flushed()
+        session.move(Phase.COMMIT)
+        for accepted, outcome in zip(accepted_calls, outcomes, strict=True):
+            event = _outcome_event(accepted, outcome)
+            self._append(session, [event])
+            if isinstance(event, ActionFailed) and event.kind != "business":
+                self._check_breaker(session, event.tool)
+        return self._check_failures(session)
+
+    def _check_breaker(self, session: _Session, tool: str) -> None:
+        failures = session.state.tool_failures.get(tool, 0)
+        threshold = self.agent.guardrails.breaker_threshold
+        if failures >= threshold and tool not in session.state.open_breakers:
+            self._append(session, [CircuitOpened(tool=tool, failures=failures)])
+
+    def _check_failures(self, session: _Session) -> bool:
+        state = session.state
+        limit = self.agent.guardrails.max_consecutive_failures
+        if state.consecutive_failures < limit:
+            return False
+        self._halt(
+            session,
+            "consecutive_failures",
+            f"{state.consecutive_failures} failures in a row (limit {limit}); "
+            f"last: {state.last_error}",
+        )
+        return True
+
+
+def _outcome_event(accepted: Accepted, outcome: ToolOutcome) -> ActionCommitted | ActionFailed:
+    call = accepted.call
+    if outcome.ok:
+        try:
+            result = to_jsonable_python(outcome.result)
+            check_json(result)
+        except (InvalidEventError, ValueError, TypeError) as error:
+            return ActionFailed(
+                call_id=call.call_id,
+                tool=call.tool,
+                kind="infrastructure",
+                message=f"the result of {call.tool} is not JSON: {clean_message(error)}",
+                args=accepted.args,
+                duration_ms=outcome.duration_ms,
+            )
+        return ActionCommitted(
+            call_id=call.call_id,
+            tool=call.tool,
+            args=accepted.args,
+            result=result,
+            duration_ms=outcome.duration_ms,
+        )
+    return ActionFailed(
+        call_id=call.call_id,
+        tool=call.tool,
+        kind=outcome.kind or "infrastructure",
+        message=outcome.message,
+        args=accepted.args,
+        duration_ms=outcome.duration_ms,
+    )

@@ -1,0 +1,175 @@
+"""Tools: what the model may call, with arguments checked before anything runs.
+
+A `Tool` has a name, a description, arguments given as a pydantic model or as a JSON
+Schema (also in the OpenAI tools format), an optional pure ``guard(args, state)``, whether
+it is safe to run in parallel, a timeout, a fallback tool, and an error classifier.
+
+Errors a tool raises are sorted into kinds: a `ToolError` (or ``ValueError`` /
+``LookupError``) is a *business* error whose message goes back to the model ("user not
+found"); ``TimeoutError`` is a *timeout*; anything else is an *infrastructure* fault,
+which counts towards the tool's breaker and reaches the model only as a short cleaned
+message, never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from journal import SessionState, ToolSpec
+from journal.events import FailureKind
+
+from .schemas import flatten_schema, needs_flattening, schema_errors, schema_hash, validator_for
+
+__all__ = [
+    "ArgsInvalid",
+    "Guard",
+    "Tool",
+    "ToolError",
+    "classify_error",
+    "clean_message",
+]
+
+Guard = Callable[[Any, SessionState], str | None]
+"""A pure check of validated args against the session state: None to allow, else a message
+telling the model what to change. It never mutates anything and never calls a tool."""
+
+
+class ToolError(Exception):
+    """A business error raised by a tool; its message is shown to the model as is."""
+
+
+class ArgsInvalid(Exception):
+    """Arguments failed the tool's schema; the message lists what to fix."""
+
+
+def clean_message(error: BaseException, limit: int = 300) -> str:
+    """Return a one-line message for an exception: no traceback, no newlines, bounded."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if not isinstance(error, (ToolError, ValueError, LookupError)):
+        text = f"{type(error).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def classify_error(error: BaseException) -> FailureKind:
+    """The default classifier: business, timeout or infrastructure."""
+    if isinstance(error, TimeoutError):
+        return "timeout"
+    if isinstance(error, (ToolError, ValueError, LookupError)):
+        return "business"
+    return "infrastructure"
+
+
+def _parameters_of(args: type[BaseModel] | dict[str, Any] | None) -> dict[str, Any]:
+    if args is None:
+        return {"type": "object", "properties": {}}
+    if isinstance(args, dict):
+        function = args.get("function") if args.get("type") == "function" else None
+        return dict(function.get("parameters", {})) if isinstance(function, dict) else dict(args)
+    return args.model_json_schema()
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A tool the model may call.
+
+    Args:
+        name: the name the model uses.
+        fn: the implementation, sync or async, called with one argument: an instance of
+            ``args`` when it is a pydantic model, else the validated argument dict.
+        description: what the tool does, for the model.
+        args: a pydantic model, a JSON Schema of the arguments, or an OpenAI tool spec
+            (``{"type": "function", "function": {...}}``).
+        guard: a pure check run after the schema; see `Guard`.
+        parallel_safe: may run concurrently with other parallel-safe calls of one proposal
+            (reads, searches, fetches); leave False for writes, payments, commands.
+        timeout_s: seconds before a call times out (default: the guardrails' timeout).
+        fallback: the name of a tool to call instead while this one's breaker is open.
+        classify: maps an exception to its failure kind; see `classify_error`.
+    """
+
+    name: str
+    fn: Callable[[Any], Any]
+    description: str = ""
+    args: type[BaseModel] | dict[str, Any] | None = None
+    guard: Guard | None = None
+    parallel_safe: bool = False
+    timeout_s: float | None = None
+    fallback: str | None = None
+    classify: Callable[[BaseException], FailureKind] = field(default=classify_error)
+
+    @classmethod
+    def from_openai(cls, spec: dict[str, Any], fn: Callable[[Any], Any], **options: Any) -> Tool:
+        """Build a tool from an OpenAI tools-format spec and an implementation."""
+        function = spec.get("function", spec)
+        return cls(
+            name=function["name"],
+            fn=fn,
+            description=function.get("description", ""),
+            args=dict(function.get("parameters", {"type": "object", "properties": {}})),
+            **options,
+        )
+
+    @cached_property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments."""
+        return _parameters_of(self.args)
+
+    @cached_property
+    def _validator(self) -> Any:
+        return validator_for(self.parameters)
+
+    def spec(self) -> ToolSpec:
+        """The tool as recorded in ``session_started``."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.parameters,
+            schema_hash=schema_hash(self.parameters),
+            parallel_safe=self.parallel_safe,
+            timeout_s=self.timeout_s,
+            fallback=self.fallback,
+        )
+
+    def flattened_for(self, *, max_leaves: int, max_depth: int) -> bool:
+        """Tell whether the model is shown this tool's schema flattened."""
+        return needs_flattening(self.parameters, max_leaves=max_leaves, max_depth=max_depth)
+
+    def model_spec(self, *, max_leaves: int, max_depth: int) -> dict[str, Any]:
+        """The OpenAI tools-format spec shown to the model (flattened when deep)."""
+        parameters = self.parameters
+        if self.flattened_for(max_leaves=max_leaves, max_depth=max_depth):
+            parameters = flatten_schema(parameters)
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+            },
+        }
+
+    def validate(self, args: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Validate arguments; return (what ``fn`` receives, the args as recorded JSON).
+
+        Raises:
+            ArgsInvalid: the arguments do not fit the schema; the message lists each problem.
+        """
+        if isinstance(self.args, type) and issubclass(self.args, BaseModel):
+            try:
+                model = self.args.model_validate(args)
+            except ValidationError as e:
+                problems = [
+                    f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}"
+                    for error in e.errors()
+                ]
+                raise ArgsInvalid("; ".join(problems)) from e
+            return model, model.model_dump(mode="json")
+        problems = schema_errors(self._validator, args)
+        if problems:
+            raise ArgsInvalid("; ".join(problems))
+        return args, args

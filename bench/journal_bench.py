@@ -1,0 +1,510 @@
+"""Speed of the journal against raw sqlite3 doing the same work, from one run.
+
+    python bench/journal_bench.py [--events N] [--repeat R] [--quick]
+
+Prints µs per event (median of R runs) for:
+
+writing
+  (a) reference: raw sqlite3 ``executemany`` of all events in ONE transaction, each event
+      serialised canonically (orjson, sorted keys) and sha256 hash-chained by this script;
+  (b) reference: the same rows with a commit per event (BEGIN IMMEDIATE ... COMMIT);
+  (c) ours: ``Journal.append`` with many events per call (one call per session chunk);
+  (d) ours: ``Journal.append`` with one event per call.
+reading
+  (e) reference: raw ``SELECT body`` + ``orjson.loads`` per row;
+  (f) ours: ``Journal.events`` (paged streaming, each event validated into its model);
+  (g) ours: ``journal.fold`` over ``Journal.events``.
+
+Both sides write to a file in WAL mode with ``synchronous=NORMAL`` (the journal's default)
+into a table of the same shape (the reference table has the same columns and keys but no
+triggers and no ``sessions`` projection: those are part of what we pay for). The events
+are realistic (~300 bytes of canonical body: user inputs, proposals with one tool call
+and token usage, commits with small results, the odd failure and rejection) spread over
+several sessions, and prebuilt before timing: the reference starts from the payload dicts,
+ours from the pydantic models.
+
+Memory: a child process streams (and folds) the first 100k events and then all 1M events of
+one long session; its peak RSS growth above the RSS before streaming must stay flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from journal import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    AgentConfig,
+    AgentEvent,
+    Journal,
+    SessionStarted,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    UserInput,
+    VerificationFailed,
+    fold,
+)
+
+GENESIS = "0" * 64
+TS = "2026-11-29T23:00:00.123456Z"
+WORDS = (
+    "order refund customer invoice shipping address total amount status pending delivered "
+    "account balance payment card ticket priority search result weather city forecast "
+    "please check the latest update for my request and tell me what happens next"
+).split()
+TOOLS = ("lookup_order", "search_docs", "get_weather", "refund", "read_file")
+
+# -- realistic events ----------------------------------------------------------------------
+
+
+def _words(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+
+def session_start(index: int) -> SessionStarted:
+    return SessionStarted(
+        agent="examples.support:build",
+        config=AgentConfig(
+            tools=[
+                ToolSpec(
+                    name=name,
+                    description=f"{name.replace('_', ' ')} for the user",
+                    parameters={
+                        "type": "object",
+                        "properties": {"id": {"type": "string"}, "query": {"type": "string"}},
+                    },
+                    schema_hash=hashlib.sha256(name.encode()).hexdigest()[:16],
+                    parallel_safe=name != "refund",
+                )
+                for name in TOOLS
+            ]
+        ),
+        system_prompt="You are a careful support agent. Use the tools; never guess.",
+        system_prompt_hash=hashlib.sha256(b"prompt").hexdigest(),
+        model="gpt-x-mini",
+        model_settings={"temperature": 0.0, "max_tokens": 1024},
+        code_version="0.1.0+bench",
+        metadata={"bench": True, "session": index},
+    )
+
+
+def turn_events(rng: random.Random, turn: int) -> Iterator[AgentEvent]:
+    """One turn: a user input, one to three tool steps, an answer (~300-byte events)."""
+    yield UserInput(text=_words(rng, 10, 25) + "?")
+    for step in range(rng.randint(1, 3)):
+        call_id = f"call_{turn}_{step}_{rng.randrange(10**6):06d}"
+        tool = rng.choice(TOOLS)
+        args = {"id": f"A-{rng.randrange(10**5)}", "query": _words(rng, 2, 5)}
+        yield ActionProposed(
+            calls=[ToolCall(call_id=call_id, tool=tool, args=args)],
+            text=_words(rng, 3, 8),
+            model="gpt-x-mini",
+            usage=Usage(
+                input_tokens=rng.randint(500, 4000),
+                output_tokens=rng.randint(10, 200),
+                cached_tokens=rng.randint(0, 400),
+            ),
+            latency_ms=round(rng.uniform(200, 2000), 3),
+            cost=round(rng.uniform(0.0001, 0.01), 6),
+        )
+        roll = rng.random()
+        if roll < 0.05:
+            yield VerificationFailed(
+                call_id=call_id,
+                tool=tool,
+                stage="schema",
+                message=f"argument id must look like A-123, got {args['id']!r}; fix it",
+            )
+        elif roll < 0.12:
+            yield ActionFailed(
+                call_id=call_id,
+                tool=tool,
+                kind="business",
+                message=f"{tool}: nothing found for {args['id']}",
+                args=args,
+                duration_ms=round(rng.uniform(1, 50), 3),
+            )
+        else:
+            yield ActionCommitted(
+                call_id=call_id,
+                tool=tool,
+                args=args,
+                result={
+                    "ok": True,
+                    "id": args["id"],
+                    "status": rng.choice(["pending", "shipped", "delivered"]),
+                    "total": round(rng.uniform(1, 500), 2),
+                    "note": _words(rng, 2, 6),
+                },
+                duration_ms=round(rng.uniform(1, 80), 3),
+            )
+    yield AgentCompleted(answer=_words(rng, 8, 20) + ".")
+
+
+def session_events(index: int, count: int, seed: int = 7) -> Iterator[AgentEvent]:
+    """``count`` events of session ``index``: its start, then whole turns (the last cut)."""
+    rng = random.Random(seed * 1_000_003 + index)
+    yield session_start(index)
+    made, turn = 1, 0
+    while True:
+        for event in turn_events(rng, turn):
+            if made == count:
+                return
+            yield event
+            made += 1
+        turn += 1
+
+
+def workload(total: int) -> list[tuple[str, list[AgentEvent]]]:
+    """``total`` events over several sessions (1000 events per session, 2 to 20 sessions)."""
+    sessions = max(2, min(20, total // 1000))
+    per, extra = divmod(total, sessions)
+    return [
+        (f"bench-{i:03d}", list(session_events(i, per + (1 if i < extra else 0))))
+        for i in range(sessions)
+    ]
+
+
+# -- the reference: raw sqlite3 doing the same serialisation and hashing -------------------
+
+REFERENCE_DDL = """CREATE TABLE events (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts TEXT NOT NULL,
+    type TEXT NOT NULL,
+    v INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    UNIQUE (session_id, seq)
+)"""
+INSERT = (
+    "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def reference_connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(REFERENCE_DDL)
+    return conn
+
+
+def reference_row(session_id: str, seq: int, payload: dict[str, Any], chain: str) -> tuple[Any, ...]:
+    """Canonical bytes (sorted keys) of the flat record and its sha256 chain hash."""
+    record = dict(payload, session_id=session_id, seq=seq, ts=TS, v=1)
+    body = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    digest = hashlib.sha256(chain.encode("ascii"))
+    digest.update(body)
+    return (session_id, seq, TS, payload["type"], 1, body.decode(), digest.hexdigest(), "")
+
+
+def reference_batched(path: Path, payloads: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    conn = reference_connect(path)
+    start = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    rows = []
+    for session_id, items in payloads:
+        chain = GENESIS
+        for seq, payload in enumerate(items):
+            row = reference_row(session_id, seq, payload, chain)
+            chain = row[6]
+            rows.append(row)
+    conn.executemany(INSERT, rows)
+    conn.execute("COMMIT")
+    _LAST[0] = time.perf_counter() - start
+    conn.close()
+
+
+def reference_per_event(path: Path, order: list[tuple[str, int, dict[str, Any]]]) -> None:
+    conn = reference_connect(path)
+    heads: dict[str, str] = {}
+    start = time.perf_counter()
+    for session_id, seq, payload in order:
+        row = reference_row(session_id, seq, payload, heads.get(session_id, GENESIS))
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(INSERT, row)
+        conn.execute("COMMIT")
+        heads[session_id] = row[6]
+    _LAST[0] = time.perf_counter() - start
+    conn.close()
+
+
+def reference_read(path: Path, session_ids: Sequence[str]) -> None:
+    conn = sqlite3.connect(path)
+    start = time.perf_counter()
+    for session_id in session_ids:
+        for (body,) in conn.execute(
+            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+        ):
+            orjson.loads(body)
+    _LAST[0] = time.perf_counter() - start
+    conn.close()
+
+
+# -- ours ------------------------------------------------------------------------------------
+
+
+def ours_batched(path: Path, work: list[tuple[str, list[AgentEvent]]], batch: int) -> None:
+    with Journal.open(path) as j:
+        start = time.perf_counter()
+        for session_id, events in work:
+            for offset in range(0, len(events), batch):
+                j.append(session_id, events[offset : offset + batch], ts=TS)
+        _LAST[0] = time.perf_counter() - start
+
+
+def ours_per_event(path: Path, order: list[tuple[str, int, AgentEvent]]) -> None:
+    with Journal.open(path) as j:
+        start = time.perf_counter()
+        for session_id, _seq, event in order:
+            j.append(session_id, [event], ts=TS)
+        _LAST[0] = time.perf_counter() - start
+
+
+def ours_read(path: Path, session_ids: Sequence[str]) -> None:
+    with Journal.open(path, create=False) as j:
+        start = time.perf_counter()
+        for session_id in session_ids:
+            for _event in j.events(session_id):
+                pass
+        _LAST[0] = time.perf_counter() - start
+
+
+def ours_fold(path: Path, session_ids: Sequence[str]) -> None:
+    with Journal.open(path, create=False) as j:
+        start = time.perf_counter()
+        for session_id in session_ids:
+            fold(j.events(session_id))
+        _LAST[0] = time.perf_counter() - start
+
+
+_LAST = [0.0]
+
+
+def interleave(work: list[tuple[str, list[Any]]]) -> list[tuple[str, int, Any]]:
+    """Round-robin over sessions, as many live sessions would append."""
+    order = []
+    longest = max(len(items) for _, items in work)
+    for seq in range(longest):
+        for session_id, items in work:
+            if seq < len(items):
+                order.append((session_id, seq, items[seq]))
+    return order
+
+
+# -- memory ----------------------------------------------------------------------------------
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise LookupError(field)
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) so the peak covers only what follows."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def memory_child(path: str, stop: int) -> None:
+    """Stream and fold the first ``stop`` events of session ``long``; print RSS figures (KiB).
+
+    The baseline is taken after the imports, the connection and the first page; the peak
+    (VmHWM, reset at the baseline when the kernel allows it) covers the streaming only.
+    """
+    with Journal.open(path, create=False) as j:
+        events = j.events("long", stop=stop)
+        first = next(events)
+        state = fold([first])
+        reset = _reset_peak()
+        base = _status_kib("VmRSS")
+        start = time.perf_counter()
+        state = fold(events, state)
+        elapsed = time.perf_counter() - start
+        peak = _status_kib("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = {"base": base, "peak": peak, "events": state.events, "s": elapsed, "reset": reset}
+    print(orjson.dumps(result).decode())
+
+
+def build_long_session(path: Path, total: int) -> None:
+    with Journal.open(path) as j:
+        chunk: list[AgentEvent] = []
+        for event in session_events(0, total, seed=11):
+            chunk.append(event)
+            if len(chunk) == 10_000:
+                j.append("long", chunk, ts=TS)
+                chunk = []
+        if chunk:
+            j.append("long", chunk, ts=TS)
+
+
+def measure_memory(directory: Path, sizes: Sequence[int]) -> list[dict[str, Any]]:
+    path = directory / "long.db"
+    build_long_session(path, max(sizes))
+    results = []
+    for size in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(path), str(size)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        results.append({"size": size, **orjson.loads(out.strip().splitlines()[-1])})
+    return results
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def timed(runs: int, make: Callable[[Path], None], directory: Path, name: str) -> float:
+    """Median seconds of ``runs`` runs of ``make(fresh_path)`` (each times its own region)."""
+    times = []
+    for index in range(runs):
+        path = directory / f"{name}-{index}.db"
+        make(path)
+        times.append(_LAST[0])
+    return statistics.median(times)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=None, help="events written and read")
+    parser.add_argument("--per-event", type=int, default=None, help="events for per-event appends")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per figure (median)")
+    parser.add_argument("--batch", type=int, default=1000, help="events per batched append call")
+    parser.add_argument("--memory", type=int, nargs="*", default=None, help="streamed event counts")
+    parser.add_argument("--quick", action="store_true", help="small sizes, well under a minute")
+    parser.add_argument("--memory-child", nargs=2, metavar=("DB", "STOP"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        memory_child(args.memory_child[0], int(args.memory_child[1]))
+        return 0
+    events = args.events or (5_000 if args.quick else 50_000)
+    per_event = min(events, args.per_event or (2_000 if args.quick else 10_000))
+    repeat = args.repeat or (3 if args.quick else 5)
+    memory = args.memory if args.memory is not None else (
+        [10_000, 100_000] if args.quick else [100_000, 1_000_000]
+    )
+
+    work = workload(events)
+    payloads = [(sid, [e.model_dump(mode="json") for e in evs]) for sid, evs in work]
+    session_ids = [sid for sid, _ in work]
+    small = workload(per_event)
+    small_payloads = [(sid, [e.model_dump(mode="json") for e in evs]) for sid, evs in small]
+    body_sizes = [
+        len(reference_row(sid, seq, p, GENESIS)[5])
+        for sid, items in payloads
+        for seq, p in enumerate(items)
+    ]
+
+    with tempfile.TemporaryDirectory(prefix="journal-bench-") as tmp:
+        directory = Path(tmp)
+        t_ref_batch = timed(repeat, lambda p: reference_batched(p, payloads), directory, "rb")
+        t_ref_each = timed(
+            repeat, lambda p: reference_per_event(p, interleave(small_payloads)), directory, "re"
+        )
+        t_batch = timed(repeat, lambda p: ours_batched(p, work, args.batch), directory, "ob")
+        t_each = timed(repeat, lambda p: ours_per_event(p, interleave(small)), directory, "oe")
+        ours_db = directory / "ob-0.db"
+        ref_db = directory / "rb-0.db"
+        t_ref_read = timed(repeat, lambda _p: reference_read(ref_db, session_ids), directory, "x")
+        t_read = timed(repeat, lambda _p: ours_read(ours_db, session_ids), directory, "x")
+        t_fold = timed(repeat, lambda _p: ours_fold(ours_db, session_ids), directory, "x")
+        mem = measure_memory(directory, memory) if memory else []
+
+    def us(seconds: float, count: int) -> float:
+        return seconds / count * 1e6
+
+    rows = [
+        ("write", "(a) raw executemany, one transaction", us(t_ref_batch, events), None, ""),
+        ("write", "(b) raw commit per event", us(t_ref_each, per_event), None, ""),
+        (
+            "write",
+            f"(c) Journal.append, {args.batch} events/call",
+            us(t_batch, events),
+            t_batch / t_ref_batch,
+            "(a) ≤ 2×",
+        ),
+        (
+            "write",
+            "(d) Journal.append, 1 event/call",
+            us(t_each, per_event),
+            (t_each / per_event) / (t_ref_each / per_event),
+            "(b) ≤ 1.5×",
+        ),
+        ("read", "(e) raw SELECT + orjson.loads", us(t_ref_read, events), None, ""),
+        (
+            "read",
+            "(f) Journal.events (validated)",
+            us(t_read, events),
+            t_read / t_ref_read,
+            "(e) ≤ 3×",
+        ),
+        ("read", "(g) fold(Journal.events)", us(t_fold, events), t_fold / t_ref_read, "(e)"),
+    ]
+    print(
+        f"agent-journal bench: {events} events ({per_event} for per-event appends) in "
+        f"{len(work)} sessions, body {statistics.mean(body_sizes):.0f} B mean "
+        f"({min(body_sizes)}-{max(body_sizes)}), median of {repeat} runs"
+    )
+    print(
+        f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, "
+        f"{os.cpu_count()} cpus, WAL + synchronous=NORMAL"
+    )
+    print()
+    print(f"| {'':5} | {'what':39} | {'µs/event':>8} | {'ratio':>6} | {'target':10} | {'met':4} |")
+    print(f"|{'-' * 7}|{'-' * 41}|{'-' * 10}|{'-' * 8}|{'-' * 12}|{'-' * 6}|")
+    for kind, what, value, ratio, target in rows:
+        limit = float(target.split("≤ ")[1].rstrip("×")) if "≤" in target else None
+        met = "" if limit is None else ("yes" if ratio is not None and ratio <= limit else "NO")
+        shown = f"{ratio:5.2f}×" if ratio is not None else ""
+        print(f"| {kind:5} | {what:39} | {value:8.1f} | {shown:>6} | {target:10} | {met:4} |")
+    if mem:
+        print()
+        print("| streamed + folded events | peak RSS MiB | growth while streaming MiB | seconds |")
+        print("|-------------------------:|------------:|---------------------------:|--------:|")
+        for item in mem:
+            print(
+                f"| {item['events']:>24,} | {item['peak'] / 1024:11.1f} | "
+                f"{(item['peak'] - item['base']) / 1024:26.1f} | {item['s']:7.1f} |"
+            )
+        growth = [(item["peak"] - item["base"]) / 1024 for item in mem]
+        flat = growth[-1] <= max(growth[0] * 1.5, growth[0] + 8)
+        print(
+            f"memory flat ({mem[0]['events']:,} vs {mem[-1]['events']:,} events): "
+            f"{'yes' if flat else 'NO'} ({growth[0]:.1f} MiB vs {growth[-1]:.1f} MiB growth)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""DDL of the PostgreSQL journal, versioned; the triggers are the append-only guarantee.
+
+The tables mirror the SQLite journal's (same names and columns, ``TEXT COLLATE "C"`` where
+SQLite compares bytes), so both stores run the same queries. The payload is TEXT, never
+JSONB, and ``ts`` is TEXT: the stored bytes are the canonical bytes.
+
+The guard functions run with ``search_path`` pinned to the journal's schema (``SET
+search_path FROM CURRENT`` while the schema is created), so they check the right tables
+whatever the search path of the connection that fires them. ``global_position`` is a
+one-row counter updated inside every append transaction: its row lock serialises the
+assignment of positions, so positions become visible in the order they were assigned.
+"""
+
+from __future__ import annotations
+
+from ._sqlstore import SchemaSpec
+
+FORMAT = "agent-journal"
+SCHEMA_VERSION = 1
+
+TABLES = (
+    """CREATE TABLE meta (
+        key TEXT COLLATE "C" PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE global_position (
+        id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id),
+        pos BIGINT NOT NULL
+    )""",
+    "INSERT INTO global_position(id, pos) VALUES (TRUE, 0)",
+    """CREATE TABLE events (
+        pos BIGINT NOT NULL UNIQUE,
+        session_id TEXT COLLATE "C" NOT NULL,
+        seq BIGINT NOT NULL,
+        ts TEXT COLLATE "C" NOT NULL,
+        type TEXT COLLATE "C" NOT NULL,
+        v INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        hash TEXT COLLATE "C" NOT NULL,
+        summary TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )""",
+    """CREATE TABLE sessions (
+        session_id TEXT COLLATE "C" PRIMARY KEY,
+        agent TEXT COLLATE "C",
+        model TEXT COLLATE "C",
+        status TEXT COLLATE "C" NOT NULL,
+        events BIGINT NOT NULL,
+        turns BIGINT NOT NULL,
+        steps BIGINT NOT NULL,
+        failures BIGINT NOT NULL,
+        tokens_in BIGINT NOT NULL,
+        tokens_out BIGINT NOT NULL,
+        tokens_cached BIGINT NOT NULL,
+        cost DOUBLE PRECISION NOT NULL,
+        started TEXT COLLATE "C",
+        ended TEXT COLLATE "C",
+        last_seq BIGINT NOT NULL,
+        head_hash TEXT COLLATE "C" NOT NULL,
+        replay_of TEXT COLLATE "C",
+        forked_from TEXT COLLATE "C",
+        fork_seq BIGINT,
+        halt_rule TEXT COLLATE "C",
+        fold_version INTEGER NOT NULL,
+        state TEXT NOT NULL
+    )""",
+    "CREATE INDEX sessions_started ON sessions(started)",
+    "CREATE INDEX sessions_status ON sessions(status, started)",
+    "CREATE INDEX sessions_agent ON sessions(agent, started)",
+    """CREATE TABLE erasures (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id TEXT COLLATE "C" NOT NULL,
+        erased_at TEXT COLLATE "C" NOT NULL,
+        erased_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        events BIGINT NOT NULL,
+        head_hash TEXT COLLATE "C" NOT NULL
+    )""",
+    "CREATE INDEX erasures_session ON erasures(session_id)",
+    """CREATE TABLE erase_authorised (
+        session_id TEXT COLLATE "C" PRIMARY KEY
+    )""",
+)
+
+FUNCTIONS = {
+    "agent_journal_reject": """
+BEGIN
+    RAISE EXCEPTION 'agent-journal: % are append-only (% rejected)', TG_TABLE_NAME, TG_OP;
+END
+""",
+    "agent_journal_no_delete": """
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM erase_authorised WHERE session_id = OLD.session_id) THEN
+        RAISE EXCEPTION 'agent-journal: events are append-only (DELETE rejected)';
+    END IF;
+    RETURN OLD;
+END
+""",
+    "agent_journal_no_overwrite": """
+BEGIN
+    IF EXISTS (SELECT 1 FROM events WHERE session_id = NEW.session_id AND seq = NEW.seq)
+        OR EXISTS (SELECT 1 FROM events WHERE pos = NEW.pos) THEN
+        RAISE EXCEPTION 'agent-journal: events are append-only (INSERT over a taken seq)';
+    END IF;
+    RETURN NEW;
+END
+""",
+    "agent_journal_erase_audit": """
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM erasures WHERE session_id = NEW.session_id AND head_hash = (
+            SELECT hash FROM events WHERE session_id = NEW.session_id ORDER BY seq DESC LIMIT 1)
+    ) THEN
+        RAISE EXCEPTION 'agent-journal: an erase needs its audit record in erasures first';
+    END IF;
+    RETURN NEW;
+END
+""",
+}
+
+
+def _trigger(name: str, when: str, table: str, level: str, function: str) -> tuple[str, str]:
+    return name, (
+        f"CREATE TRIGGER {name} BEFORE {when} ON {table} FOR EACH {level} "
+        f"EXECUTE FUNCTION {function}()"
+    )
+
+
+TRIGGERS = dict(
+    (
+        _trigger("events_no_update", "UPDATE", "events", "ROW", "agent_journal_reject"),
+        _trigger("events_no_delete", "DELETE", "events", "ROW", "agent_journal_no_delete"),
+        _trigger("events_no_truncate", "TRUNCATE", "events", "STATEMENT", "agent_journal_reject"),
+        _trigger("events_no_overwrite", "INSERT", "events", "ROW", "agent_journal_no_overwrite"),
+        _trigger("erasures_no_update", "UPDATE", "erasures", "ROW", "agent_journal_reject"),
+        _trigger("erasures_no_delete", "DELETE", "erasures", "ROW", "agent_journal_reject"),
+        _trigger(
+            "erasures_no_truncate", "TRUNCATE", "erasures", "STATEMENT", "agent_journal_reject"
+        ),
+        _trigger(
+            "erase_requires_audit", "INSERT", "erase_authorised", "ROW", "agent_journal_erase_audit"
+        ),
+    )
+)
+"""Trigger name -> its definition, exactly as ``pg_get_triggerdef`` prints it (unqualified)."""
+
+TRIGGER_PURPOSE = {
+    "events_no_update": "rejecting UPDATE of events",
+    "events_no_delete": "rejecting DELETE of events outside an audited erase",
+    "events_no_truncate": "rejecting TRUNCATE of events",
+    "events_no_overwrite": "rejecting an insert over an existing (session_id, seq)",
+    "erasures_no_update": "rejecting UPDATE of erasure audit records",
+    "erasures_no_delete": "rejecting DELETE of erasure audit records",
+    "erasures_no_truncate": "rejecting TRUNCATE of erasure audit records",
+    "erase_requires_audit": "requiring an audit record before an erase",
+}
+
+OUR_TABLES = frozenset(
+    {"meta", "global_position", "events", "sessions", "erasures", "erase_authorised"}
+)
+
+
+def function_ddl(name: str) -> str:
+    """Return the CREATE FUNCTION statement of one guard function."""
+    return (
+        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
+        f"SET search_path FROM CURRENT AS $body${FUNCTIONS[name]}$body$"
+    )
+
+
+def statements() -> list[str]:
+    """Return every statement that creates the current schema, in order."""
+    return [*TABLES, *(function_ddl(name) for name in FUNCTIONS), *TRIGGERS.values()]
+
+
+SPEC = SchemaSpec(
+    format=FORMAT,
+    version=SCHEMA_VERSION,
+    create=tuple(statements()),
+    migrations={},
+    triggers=tuple(TRIGGERS),
+    purposes=TRIGGER_PURPOSE,
+)

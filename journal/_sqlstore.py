@@ -1,0 +1,529 @@
+"""What the SQL stores share: schema setup, appends, imports, reads, verify and erase.
+
+`SQLJournal` implements the whole `Journal` contract over a handful of primitives that
+each backend provides (a read context, a write transaction, how positions are assigned,
+how a session is locked, which triggers are installed), so SQLite and PostgreSQL run the
+very same planning (`plan_append`, `plan_import`), projection and checks. Queries are
+written once with ``?`` placeholders; the PostgreSQL transaction object rewrites them.
+"""
+
+from __future__ import annotations
+
+import getpass
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+import orjson
+
+from .canonical import format_ts
+from .errors import (
+    InvalidInputError,
+    NotAJournalError,
+    SchemaVersionError,
+    SessionNotFoundError,
+    StoreError,
+)
+from .events import AgentEvent
+from .fold import FOLD_VERSION, SessionState, fold
+from .records import StoredEvent, decode
+from .sessions import (
+    PROJECTION_COLUMNS,
+    AppendPlan,
+    SessionHead,
+    SessionSummary,
+    plan_append,
+    plan_import,
+    projection_row,
+)
+from .store import Erasure, Journal, SchemaSetup, system_clock
+from .verify import Problem, VerifyReport, check_session
+
+_STATE_CACHE_SIZE = 256
+_ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
+_ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
+_MAX_SEQ = 2**63 - 1
+
+TriggerState = Literal["ok", "replaced", "disabled"]
+"""How an installed guard trigger compares with the one the schema defines."""
+
+
+@dataclass(frozen=True)
+class SchemaSpec:
+    """A store's versioned DDL: what creates it and what upgrades each older version."""
+
+    format: str
+    version: int
+    create: tuple[str, ...]
+    migrations: dict[int, tuple[str, ...]]
+    """Statements that take a schema from version ``key`` to ``key + 1``."""
+    triggers: tuple[str, ...]
+    purposes: dict[str, str] = field(default_factory=dict)
+    """Trigger name -> what it enforces, for verify's messages."""
+
+
+class SqlTx:
+    """One connection inside a transaction (or a read), with ``?`` placeholders."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def sql(self, text: str) -> str:
+        """Return ``text`` in the connection's placeholder style."""
+        return text
+
+    def rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a query and return all its rows."""
+        return list(self.connection.execute(self.sql(text), params).fetchall())
+
+    def one(self, text: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """Run a query and return its first row, or None."""
+        found = self.rows(text, params)
+        return found[0] if found else None
+
+    def run(self, text: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement."""
+        self.connection.execute(self.sql(text), params)
+
+    def run_many(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run a statement once per row of parameters."""
+        self.connection.executemany(self.sql(text), rows)
+
+
+TxFactory = Callable[[], AbstractContextManager[SqlTx]]
+
+
+def trigger_problem(name: str, purpose: str, state: TriggerState | None) -> Problem:
+    """Return verify's finding for a guard trigger that is missing, replaced or disabled."""
+    if state is None:
+        message = f"trigger {name} is missing: {purpose} is not enforced"
+    elif state == "disabled":
+        message = f"trigger {name} is disabled: {purpose} is not enforced"
+    else:
+        message = f"trigger {name} was replaced: {purpose} may not hold"
+    return Problem(session_id=None, seq=None, kind="missing_trigger", message=message)
+
+
+def _stored(row: tuple[Any, ...]) -> StoredEvent:
+    return StoredEvent(*row)
+
+
+def event_params(row: StoredEvent) -> tuple[Any, ...]:
+    """Return the values of an events-table row, in the order of its INSERT's columns."""
+    return (row.session_id, row.seq, row.ts, row.type, row.v, row.body, row.hash, row.summary)
+
+
+class SQLJournal(Journal):
+    """The `Journal` contract over SQL; subclasses supply the connection primitives."""
+
+    SCHEMA: ClassVar[SchemaSpec]
+    KIND: ClassVar[str]
+    """What the target is called in messages (``SQLite database``, ``PostgreSQL schema``)."""
+
+    _setup: SchemaSetup
+
+    def __init__(self, *, clock: Any = None, hmac_key: bytes | None = None) -> None:
+        super().__init__(clock=clock, hmac_key=hmac_key)
+        self._states: dict[str, SessionState] = {}
+
+    # -- primitives each backend provides --------------------------------------------
+
+    @abstractmethod
+    def _reading(self) -> AbstractContextManager[SqlTx]:
+        """A connection for reads; store errors are translated to ours."""
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[SqlTx]:
+        """A write transaction: committed on success, rolled back on any error."""
+
+    @abstractmethod
+    def _table_names(self, tx: SqlTx) -> set[str]:
+        """The tables at the target (for SQLite the file, for PostgreSQL the schema)."""
+
+    @abstractmethod
+    def _foreign_tables(self, tables: set[str]) -> set[str]:
+        """The tables that make a target without ``meta`` something other than a journal."""
+
+    @abstractmethod
+    def _missing_error(self) -> StoreError:
+        """The error for an empty target opened with ``create=False``."""
+
+    @abstractmethod
+    def _trigger_states(self) -> dict[str, TriggerState]:
+        """The schema's guard triggers that are installed, by name, and how they compare."""
+
+    def _lock_session(self, tx: SqlTx, session_id: str) -> None:
+        """Serialise writers of one session until the transaction ends (SQLite: a no-op)."""
+
+    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
+        """Insert rows; the database assigns their global positions."""
+        tx.run_many(
+            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [event_params(row) for row in rows],
+        )
+
+    # -- schema setup ----------------------------------------------------------------
+
+    @property
+    def schema_setup(self) -> SchemaSetup:
+        """What opening this journal did to its schema."""
+        return self._setup
+
+    def _prepare(self, read: TxFactory, write: TxFactory, *, create: bool, hmac: bool) -> None:
+        """Check the schema; create or upgrade it under an exclusive write when needed."""
+        with read() as tx:
+            found = self._settle(tx, create=create, hmac=hmac, change=False)
+        if found is None:
+            with write() as tx:
+                found = self._settle(tx, create=create, hmac=hmac, change=True)
+        assert found is not None
+        self._setup = found
+
+    def _settle(self, tx: SqlTx, *, create: bool, hmac: bool, change: bool) -> SchemaSetup | None:
+        spec = self.SCHEMA
+        tables = self._table_names(tx)
+        if "meta" not in tables:
+            foreign = self._foreign_tables(tables)
+            if foreign:
+                raise NotAJournalError(
+                    f"{self.target}: is a {self.KIND} but not an agent-journal journal "
+                    f"(tables: {', '.join(sorted(foreign)[:5])})"
+                )
+            if not create:
+                raise self._missing_error()
+            if not change:
+                return None
+            for statement in spec.create:
+                tx.run(statement)
+            tx.run_many(
+                "INSERT INTO meta(key, value) VALUES (?, ?)",
+                [
+                    ("format", spec.format),
+                    ("schema_version", str(spec.version)),
+                    ("chain", "hmac-sha256" if hmac else "sha256"),
+                ],
+            )
+            return SchemaSetup(action="created", version=spec.version)
+        meta = dict(tx.rows("SELECT key, value FROM meta"))
+        if meta.get("format") != spec.format:
+            raise NotAJournalError(
+                f"{self.target}: has a meta table but is not an agent-journal journal"
+            )
+        version = int(meta.get("schema_version", "0"))
+        if version > spec.version:
+            raise SchemaVersionError(
+                f"{self.target}: schema version {version} is newer than this code "
+                f"({spec.version}); upgrade agent-journal"
+            )
+        chain = meta.get("chain", "sha256")
+        if chain != ("hmac-sha256" if hmac else "sha256"):
+            need = "an HMAC key" if chain == "hmac-sha256" else "no HMAC key"
+            raise StoreError(f"{self.target}: this journal's chain is {chain}; open it with {need}")
+        if version == spec.version:
+            return SchemaSetup(action="current", version=version)
+        if not change:
+            return None
+        for step in range(version, spec.version):
+            for statement in spec.migrations[step]:
+                tx.run(statement)
+        tx.run("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(spec.version),))
+        return SchemaSetup(action="upgraded", version=spec.version, from_version=version)
+
+    def _query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._reading() as tx:
+            return tx.rows(text, params)
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _head(self, tx: SqlTx, session_id: str) -> SessionHead | None:
+        row = tx.one(
+            "SELECT last_seq, head_hash, fold_version, state FROM sessions WHERE session_id = ?",
+            (session_id,),
+        )
+        if row is None:
+            return None
+        last_seq, head_hash, fold_version, state_json = row
+        cached = self._states.get(session_id)
+        if cached is not None and cached.last_seq == last_seq and fold_version == FOLD_VERSION:
+            return SessionHead(last_seq, head_hash, cached)
+        if fold_version == FOLD_VERSION:
+            state = SessionState.model_validate(orjson.loads(state_json))
+        else:
+            state = fold(decode(r) for r in self._pages(tx.rows, session_id))
+        return SessionHead(last_seq, head_hash, state)
+
+    def _write(self, tx: SqlTx, session_id: str, plan: AppendPlan) -> None:
+        row = projection_row(plan.state, plan.head_hash)
+        row["session_id"] = session_id
+        names = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        updates = ", ".join(f"{name} = excluded.{name}" for name in row if name != "session_id")
+        tx.run(
+            f"INSERT INTO sessions({names}) VALUES ({marks}) "
+            f"ON CONFLICT(session_id) DO UPDATE SET {updates}",
+            list(row.values()),
+        )
+        self._insert_events(tx, plan.rows)
+
+    def _remember(self, session_id: str, state: SessionState) -> None:
+        if len(self._states) >= _STATE_CACHE_SIZE:
+            self._states.pop(next(iter(self._states)), None)
+        self._states[session_id] = state
+
+    def append(
+        self,
+        session_id: str,
+        events: Sequence[AgentEvent],
+        *,
+        expected_seq: int | None = None,
+        ts: datetime | str | None = None,
+    ) -> int:
+        """Append events in one transaction; see `Journal.append`."""
+        if not events:
+            raise ValueError("append needs at least one event")
+        stamp = ts if ts is not None else self._clock()
+        with self._transaction() as tx:
+            self._lock_session(tx, session_id)
+            plan = plan_append(
+                session_id,
+                self._head(tx, session_id),
+                events,
+                expected_seq=expected_seq,
+                ts=stamp,
+                hasher=self.hasher,
+            )
+            self._write(tx, session_id, plan)
+        self._remember(session_id, plan.state)
+        return plan.rows[-1].seq
+
+    def import_records(self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Import one session's records, all or nothing; see `Journal.import_records`."""
+        with self._transaction() as tx:
+            self._lock_session(tx, session_id)
+            plan = plan_import(
+                session_id,
+                self._head(tx, session_id),
+                records,
+                hasher=self.hasher,
+                stored_hash_at=lambda seq: self._hash_at(tx, session_id, seq),
+            )
+            if plan is None:
+                return 0
+            self._write(tx, session_id, plan)
+        self._remember(session_id, plan.state)
+        return len(plan.rows)
+
+    @staticmethod
+    def _hash_at(tx: SqlTx, session_id: str, seq: int) -> str | None:
+        row = tx.one("SELECT hash FROM events WHERE session_id = ? AND seq = ?", (session_id, seq))
+        return None if row is None else str(row[0])
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _pages(
+        self,
+        query: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]],
+        session_id: str,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> Iterator[StoredEvent]:
+        upper = stop if stop is not None else _MAX_SEQ
+        cursor = start
+        while True:
+            rows = query(
+                f"SELECT {_ROW_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
+                "ORDER BY seq LIMIT ?",
+                (session_id, cursor, upper, self.PAGE_SIZE),
+            )
+            for row in rows:
+                yield _stored(row)
+            if len(rows) < self.PAGE_SIZE:
+                return
+            cursor = rows[-1][1] + 1
+
+    def stored_events(
+        self, session_id: str, *, start: int = 0, stop: int | None = None
+    ) -> Iterator[StoredEvent]:
+        """Stream stored rows in pages of `PAGE_SIZE`; see `Journal.stored_events`."""
+        return self._pages(self._query, session_id, start, stop)
+
+    def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
+        """Rows appended after a global position; see `Journal.read_after`."""
+        return [
+            _stored(row)
+            for row in self._query(
+                f"SELECT {_ROW_COLUMNS} FROM events WHERE pos > ? ORDER BY pos LIMIT ?",
+                (position, limit),
+            )
+        ]
+
+    def head_position(self) -> int:
+        """The newest global position; see `Journal.head_position`."""
+        return int(self._query("SELECT coalesce(max(pos), 0) FROM events")[0][0])
+
+    def sessions(
+        self,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionSummary]:
+        """List summaries, newest first; see `Journal.sessions`."""
+        clauses, params = [], []
+        for clause, value in (
+            ("status = ?", status),
+            ("agent = ?", agent),
+            ("started >= ?", since),
+            ("started < ?", until),
+        ):
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
+        text = f"SELECT {', '.join(PROJECTION_COLUMNS)} FROM sessions"
+        if clauses:
+            text += " WHERE " + " AND ".join(clauses)
+        text += " ORDER BY started DESC NULLS LAST, session_id"
+        if limit is not None:
+            text += f" LIMIT {int(limit)}"
+        return [
+            SessionSummary.model_validate(dict(zip(PROJECTION_COLUMNS, row, strict=True)))
+            for row in self._query(text, params)
+        ]
+
+    def summary(self, session_id: str) -> SessionSummary | None:
+        """One session's summary; see `Journal.summary`."""
+        rows = self._query(
+            f"SELECT {', '.join(PROJECTION_COLUMNS)} FROM sessions WHERE session_id = ?",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        return SessionSummary.model_validate(dict(zip(PROJECTION_COLUMNS, rows[0], strict=True)))
+
+    def state(self, session_id: str) -> SessionState:
+        """The state after the last event; see `Journal.state`."""
+        with self._reading() as tx:
+            head = self._head(tx, session_id)
+        if head is None:
+            raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
+        return head.state
+
+    # -- verification ----------------------------------------------------------------
+
+    def _guard_problems(self) -> list[Problem]:
+        installed = self._trigger_states()
+        problems = [
+            trigger_problem(name, self.SCHEMA.purposes[name], installed.get(name))
+            for name in self.SCHEMA.triggers
+            if installed.get(name) != "ok"
+        ]
+        for (session_id,) in self._query("SELECT session_id FROM erase_authorised"):
+            problems.append(
+                Problem(
+                    session_id=session_id,
+                    seq=None,
+                    kind="missing_trigger",
+                    message="an erase authorisation was left in place: "
+                    "DELETE of this session's events is not rejected",
+                )
+            )
+        return problems
+
+    def verify(self, session_ids: Sequence[str] | None = None) -> VerifyReport:
+        """Check chains, projection, decoding and triggers; see `Journal.verify`.
+
+        Erased sessions are not findings: their audit records say where they went.
+        """
+        problems = self._guard_problems()
+        projected = {
+            sid: (last_seq, head)
+            for sid, last_seq, head in self._query(
+                "SELECT session_id, last_seq, head_hash FROM sessions"
+            )
+        }
+        if session_ids is None:
+            with_events = {sid for (sid,) in self._query("SELECT DISTINCT session_id FROM events")}
+            targets = sorted(with_events | set(projected))
+        else:
+            targets = list(session_ids)
+        erased = {sid for (sid,) in self._query("SELECT DISTINCT session_id FROM erasures")}
+        total = checked = 0
+        for session_id in targets:
+            last_seq, head = projected.get(session_id, (None, None))
+            found, count = check_session(
+                session_id,
+                self.stored_events(session_id),
+                projected_last_seq=last_seq,
+                projected_head=head,
+                hasher=self.hasher,
+            )
+            if session_id not in projected and count == 0:
+                if session_id in erased:
+                    continue
+                raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
+            problems.extend(found)
+            total += count
+            checked += 1
+        return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
+
+    # -- erasing ---------------------------------------------------------------------
+
+    def erase(self, session_id: str, *, reason: str, erased_by: str | None = None) -> Erasure:
+        """Remove a whole session with an audit record; see `Journal.erase`."""
+        if not reason.strip():
+            raise InvalidInputError(f"session {session_id}: an erase needs a reason")
+        with self._transaction() as tx:
+            self._lock_session(tx, session_id)
+            last = tx.one(
+                "SELECT hash FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            )
+            projected = tx.one("SELECT head_hash FROM sessions WHERE session_id = ?", (session_id,))
+            head = last or projected
+            if head is None:
+                raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
+            (count,) = tx.rows("SELECT count(*) FROM events WHERE session_id = ?", (session_id,))[0]
+            erasure = Erasure(
+                session_id=session_id,
+                erased_at=format_ts(system_clock()),
+                erased_by=erased_by or _os_user(),
+                reason=reason.strip(),
+                events=int(count),
+                head_hash=str(head[0]),
+            )
+            tx.run(
+                f"INSERT INTO erasures({', '.join(_ERASURE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                [getattr(erasure, name) for name in _ERASURE_COLUMNS],
+            )
+            if count:
+                tx.run("INSERT INTO erase_authorised(session_id) VALUES (?)", (session_id,))
+                tx.run("DELETE FROM events WHERE session_id = ?", (session_id,))
+                tx.run("DELETE FROM erase_authorised WHERE session_id = ?", (session_id,))
+            tx.run("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+        self._states.pop(session_id, None)
+        return erasure
+
+    def erasures(self, session_id: str | None = None) -> list[Erasure]:
+        """Audit records of erased sessions, oldest first; see `Journal.erasures`."""
+        text = f"SELECT {', '.join(_ERASURE_COLUMNS)} FROM erasures"
+        params: tuple[str, ...] = ()
+        if session_id is not None:
+            text += " WHERE session_id = ?"
+            params = (session_id,)
+        return [
+            Erasure.model_validate(dict(zip(_ERASURE_COLUMNS, row, strict=True)))
+            for row in self._query(text + " ORDER BY id", params)
+        ]
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

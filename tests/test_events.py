@@ -1,0 +1,260 @@
+"""Typed events: the discriminated union, the one mapper, versions, upcasters, the JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from journal import (
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    Journal,
+    StoredEvent,
+    UnknownEventTypeError,
+    UnknownVersionError,
+    UserInput,
+    chain_hash,
+    decode,
+    encode,
+    event_json_schema,
+    export_session,
+    import_file,
+    register_upcaster,
+)
+from journal.upcasting import unregister_upcaster
+
+from .helpers import TS0, make_journal, run_cli, sample_session, schema_errors, write_lines
+from .strategies import EVENT_STRATEGIES, timestamps
+
+ZEROS = "0" * 64
+
+
+def stored(event_type: str, version: int, fields: dict[str, Any], seq: int = 1) -> StoredEvent:
+    """A stored row as another writer could have left it (its body is taken as is)."""
+    body = {"session_id": "s", "seq": seq, "ts": TS0, "type": event_type, "v": version, **fields}
+    text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+    return StoredEvent("s", seq, TS0, event_type, version, text, ZEROS, "")
+
+
+def test_there_is_a_strategy_for_every_event_type() -> None:
+    assert set(EVENT_STRATEGIES) == set(EVENT_TYPES)
+    assert set(EVENT_TYPES) == {
+        "session_started",
+        "user_input",
+        "action_proposed",
+        "repair_applied",
+        "verification_failed",
+        "action_committed",
+        "action_failed",
+        "circuit_opened",
+        "fallback_invoked",
+        "context_compacted",
+        "agent_completed",
+        "agent_halted",
+    }
+
+
+@pytest.mark.parametrize("event_type", sorted(EVENT_TYPES))
+@settings(max_examples=40)
+@given(data=st.data(), ts=timestamps)
+def test_every_event_type_round_trips_through_encode_and_decode(
+    event_type: str, data: st.DataObject, ts: str
+) -> None:
+    event = data.draw(EVENT_STRATEGIES[event_type])
+    row = encode("s", 4, ts, event, ZEROS, chain_hash)
+    back = decode(row)
+    assert type(back.event) is EVENT_TYPES[event_type]
+    assert back.event == event
+    version = EVENT_TYPES[event_type].VERSION
+    assert (back.session_id, back.seq, back.ts, back.v, back.hash) == (
+        "s",
+        4,
+        ts,
+        version,
+        row.hash,
+    )
+    assert encode("s", 4, ts, back.event, ZEROS, chain_hash) == row
+    assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
+
+
+def test_the_union_dispatches_on_type() -> None:
+    assert EVENT_ADAPTER.validate_python({"type": "user_input", "text": "hi"}) == UserInput(
+        text="hi"
+    )
+    with pytest.raises(ValidationError, match="Unable to extract tag using discriminator"):
+        EVENT_ADAPTER.validate_python({"text": "hi"})
+    with pytest.raises(ValidationError, match="does not match any of the expected tags"):
+        EVENT_ADAPTER.validate_python({"type": "tool_called", "text": "hi"})
+    with pytest.raises(ValidationError, match=r"user_input\.text\n +Field required"):
+        EVENT_ADAPTER.validate_python({"type": "user_input", "answer": "hi"})
+
+
+def test_events_are_frozen_and_forbid_unknown_fields() -> None:
+    event = UserInput(text="hi")
+    with pytest.raises(ValidationError, match="frozen"):
+        event.text = "changed"  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        UserInput(text="hi", mood="happy")  # type: ignore[call-arg]
+
+
+def test_decode_rejects_an_unknown_type_naming_it_and_the_place() -> None:
+    with pytest.raises(UnknownEventTypeError) as caught:
+        decode(stored("tool_called", 1, {"tool": "x"}))
+    assert str(caught.value).startswith("session s seq 1: unknown event type 'tool_called' (known:")
+
+
+def test_decode_rejects_a_newer_version_naming_type_and_version() -> None:
+    with pytest.raises(UnknownVersionError) as caught:
+        decode(stored("user_input", 2, {"text": "hi"}))
+    assert str(caught.value) == (
+        "session s seq 1: event type 'user_input' v2 is newer than this code (v1); "
+        "upgrade agent-journal"
+    )
+
+
+def test_an_old_version_without_upcaster_is_an_error_naming_type_and_version() -> None:
+    with pytest.raises(UnknownVersionError, match="'user_input' v0 has no upcaster to v1"):
+        decode(stored("user_input", 0, {"message": "hi"}))
+
+
+def test_body_that_disagrees_with_its_envelope_is_rejected() -> None:
+    row = stored("user_input", 1, {"text": "hi"})
+    moved = StoredEvent("s", 2, row.ts, row.type, row.v, row.body, row.hash, row.summary)
+    with pytest.raises(Exception, match="session s seq 2: body field 'seq' disagrees"):
+        decode(moved)
+
+
+@pytest.fixture
+def user_input_v0() -> Iterator[None]:
+    """An upcaster that lifts user_input v0 (field ``message``) to v1 (field ``text``)."""
+
+    @register_upcaster("user_input", 0)
+    def rename(payload: dict[str, Any]) -> dict[str, Any]:
+        payload["text"] = payload.pop("message")
+        return payload
+
+    yield
+    unregister_upcaster("user_input", 0)
+
+
+@pytest.mark.usefixtures("user_input_v0")
+def test_a_registered_upcaster_lifts_old_records_when_read() -> None:
+    old = stored("user_input", 0, {"message": "hello"})
+    back = decode(old)
+    assert back.event == UserInput(text="hello")
+    assert back.v == 0  # the record keeps the version it was written at
+
+
+@pytest.mark.usefixtures("user_input_v0")
+def test_old_records_import_unchanged_and_export_byte_identical(tmp_path: Path) -> None:
+    header = {"format": "agent-journal", "format_version": 1, "session_id": "s"}
+    start = {"session_id": "s", "seq": 0, "ts": TS0, "type": "session_started", "v": 1}
+    old = {"session_id": "s", "seq": 1, "ts": TS0, "type": "user_input", "v": 0, "message": "hi"}
+    source = write_lines(tmp_path / "old.jsonl", [header, start, old])
+    with Journal.open(tmp_path / "j.db") as journal:
+        assert import_file(journal, source).new_events == 2
+        assert [e.event for e in journal.events("s")][1] == UserInput(text="hi")
+        lines = export_session(journal, "s").splitlines()
+    assert json.loads(lines[2]) | {"hash": None} == old | {"hash": None}
+
+
+def test_upcasters_must_lift_an_old_version_of_a_known_type() -> None:
+    with pytest.raises(UnknownVersionError, match="current version is v1"):
+        register_upcaster("user_input", 1)
+    with pytest.raises(UnknownEventTypeError, match="'tool_called'"):
+        register_upcaster("tool_called", 0)
+
+
+def test_unregistering_restores_the_error() -> None:
+    register_upcaster("agent_completed", 0)(lambda payload: payload)
+    unregister_upcaster("agent_completed", 0)
+    with pytest.raises(UnknownVersionError, match="no upcaster"):
+        decode(stored("agent_completed", 0, {"answer": "a"}))
+
+
+# -- the JSON Schema ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def printed_schema() -> dict[str, Any]:
+    result = run_cli("schema")
+    assert result.exit_code == 0
+    schema: dict[str, Any] = json.loads(result.stdout)
+    return schema
+
+
+def test_schema_command_prints_the_json_schema_of_a_record(printed_schema: dict[str, Any]) -> None:
+    assert printed_schema == event_json_schema()
+    assert printed_schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    mapping = printed_schema["discriminator"]["mapping"]
+    assert set(mapping) == set(EVENT_TYPES)
+    assert [branch["$ref"] for branch in printed_schema["oneOf"]] == [
+        f"#/$defs/{model.__name__}" for model in EVENT_TYPES.values()
+    ]
+    for event_type, ref in mapping.items():
+        definition = printed_schema["$defs"][ref.removeprefix("#/$defs/")]
+        assert definition["properties"]["type"]["const"] == event_type
+        assert {"session_id", "seq", "ts", "type", "v"} <= set(definition["required"])
+        assert "hash" in definition["properties"]
+        assert definition["additionalProperties"] is False
+
+
+def test_schema_validates_every_exported_record(
+    printed_schema: dict[str, Any], tmp_path: Path
+) -> None:
+    make_journal(tmp_path / "j.db", {"s": sample_session()})
+    with Journal.open(tmp_path / "j.db") as journal:
+        records = [json.loads(line) for line in export_session(journal, "s").splitlines()[1:]]
+    assert len(records) == len(sample_session())
+    for record in records:
+        assert schema_errors(record, printed_schema) == [], record["type"]
+
+
+@settings(max_examples=150)
+@given(event=st.one_of(list(EVENT_STRATEGIES.values())), ts=timestamps)
+def test_schema_validates_records_of_any_event(
+    printed_schema: dict[str, Any], event: Any, ts: str
+) -> None:
+    record = json.loads(encode("s", 0, ts, event, ZEROS, chain_hash).line())
+    assert schema_errors(record, printed_schema) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"mood": "happy"}, "unexpected property 'mood'"),
+        ({"text": None}, "None is not of type string"),
+        ({"ts": "2026-11-29T23:00:00Z"}, "does not match"),
+        ({"hash": "XYZ"}, "does not match"),
+        ({"seq": -1}, "breaks minimum 0"),
+        ({"v": True}, "True is not of type integer"),
+        ({"session_id": "has space"}, "does not match"),
+        ({"session_id": None}, "None is not of type string"),
+    ],
+)
+def test_schema_rejects_bad_records(
+    printed_schema: dict[str, Any], change: dict[str, Any], error: str
+) -> None:
+    record = json.loads(encode("s", 1, TS0, UserInput(text="hi"), ZEROS, chain_hash).line())
+    assert schema_errors(record, printed_schema) == []
+    bad = record | change
+    assert schema_errors(bad, printed_schema) == ["$: 0 branches of oneOf match"]
+    branch = {"$ref": printed_schema["discriminator"]["mapping"]["user_input"]}
+    assert any(error in problem for problem in schema_errors(bad, branch, printed_schema))
+
+
+def test_schema_rejects_an_unknown_type_and_a_missing_envelope(
+    printed_schema: dict[str, Any],
+) -> None:
+    record = json.loads(encode("s", 1, TS0, UserInput(text="hi"), ZEROS, chain_hash).line())
+    assert schema_errors(record | {"type": "tool_called"}, printed_schema) != []
+    for field in ("session_id", "seq", "ts", "type", "v"):
+        assert schema_errors({k: v for k, v in record.items() if k != field}, printed_schema)
