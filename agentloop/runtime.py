@@ -248,6 +248,17 @@ class AgentRuntime:
         await self._drive(session)
         return self._result(session)
 
+    async def continue_turn(self, session_id: str) -> TurnResult:
+        """Drive a session whose last turn has no ending yet (a fork, a crash) to its reply.
+
+        A session that is completed or halted is returned as it is.
+        """
+        session = self._session(session_id)
+        if session.phase is Phase.IDLE and session.state.turns > 0:
+            session.move(Phase.OBSERVE)
+            await self._drive(session)
+        return self._result(session)
+
     def run(self, text: str, *, session_id: str | None = None) -> TurnResult:
         """Synchronous `run_turn` for plain scripts (starts a new session by default)."""
         return asyncio.run(self.run_turn(session_id or self.start(), text))

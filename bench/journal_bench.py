@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,8 @@ from journal import (
 
 GENESIS = "0" * 64
 TS = "2026-11-29T23:00:00.123456Z"
+MOMENT = datetime(2026, 11, 29, 23, 0, 0, 123456, tzinfo=UTC)
+"""What our appends are stamped with: a datetime, as the runtime's clock gives."""
 WORDS = (
     "order refund customer invoice shipping address total amount status pending delivered "
     "account balance payment card ticket priority search result weather city forecast "
@@ -211,7 +214,9 @@ def reference_connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def reference_row(session_id: str, seq: int, payload: dict[str, Any], chain: str) -> tuple[Any, ...]:
+def reference_row(
+    session_id: str, seq: int, payload: dict[str, Any], chain: str
+) -> tuple[Any, ...]:
     """Canonical bytes (sorted keys) of the flat record and its sha256 chain hash."""
     record = dict(payload, session_id=session_id, seq=seq, ts=TS, v=1)
     body = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
@@ -271,7 +276,7 @@ def ours_batched(path: Path, work: list[tuple[str, list[AgentEvent]]], batch: in
         start = time.perf_counter()
         for session_id, events in work:
             for offset in range(0, len(events), batch):
-                j.append(session_id, events[offset : offset + batch], ts=TS)
+                j.append(session_id, events[offset : offset + batch], ts=MOMENT)
         _LAST[0] = time.perf_counter() - start
 
 
@@ -279,7 +284,7 @@ def ours_per_event(path: Path, order: list[tuple[str, int, AgentEvent]]) -> None
     with Journal.open(path) as j:
         start = time.perf_counter()
         for session_id, _seq, event in order:
-            j.append(session_id, [event], ts=TS)
+            j.append(session_id, [event], ts=MOMENT)
         _LAST[0] = time.perf_counter() - start
 
 
@@ -361,10 +366,10 @@ def build_long_session(path: Path, total: int) -> None:
         for event in session_events(0, total, seed=11):
             chunk.append(event)
             if len(chunk) == 10_000:
-                j.append("long", chunk, ts=TS)
+                j.append("long", chunk, ts=MOMENT)
                 chunk = []
         if chunk:
-            j.append("long", chunk, ts=TS)
+            j.append("long", chunk, ts=MOMENT)
 
 
 def measure_memory(directory: Path, sizes: Sequence[int]) -> list[dict[str, Any]]:
@@ -385,14 +390,26 @@ def measure_memory(directory: Path, sizes: Sequence[int]) -> list[dict[str, Any]
 # -- the run -------------------------------------------------------------------------------
 
 
-def timed(runs: int, make: Callable[[Path], None], directory: Path, name: str) -> float:
-    """Median seconds of ``runs`` runs of ``make(fresh_path)`` (each times its own region)."""
-    times = []
+def measure(
+    runs: int, cases: dict[str, Callable[[Path], None]], directory: Path
+) -> dict[str, list[float]]:
+    """Seconds of each case in each of ``runs`` rounds; the cases take turns within a round.
+
+    Taking turns (rather than all runs of one case, then the next) keeps a load spike on a
+    shared machine from landing on one side of a ratio only. Each case writes to a fresh
+    file ``NAME-ROUND.db`` and times its own region; write files other than round 0's
+    (which the reads use) are removed after use.
+    """
+    times: dict[str, list[float]] = {name: [] for name in cases}
     for index in range(runs):
-        path = directory / f"{name}-{index}.db"
-        make(path)
-        times.append(_LAST[0])
-    return statistics.median(times)
+        for name, case in cases.items():
+            path = directory / f"{name}-{index}.db"
+            case(path)
+            times[name].append(_LAST[0])
+            if index:
+                for leftover in directory.glob(f"{name}-{index}.db*"):
+                    leftover.unlink()
+    return times
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -411,8 +428,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     events = args.events or (5_000 if args.quick else 50_000)
     per_event = min(events, args.per_event or (2_000 if args.quick else 10_000))
     repeat = args.repeat or (3 if args.quick else 5)
-    memory = args.memory if args.memory is not None else (
-        [10_000, 100_000] if args.quick else [100_000, 1_000_000]
+    memory = (
+        args.memory
+        if args.memory is not None
+        else ([10_000, 100_000] if args.quick else [100_000, 1_000_000])
     )
 
     work = workload(events)
@@ -428,48 +447,43 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="journal-bench-") as tmp:
         directory = Path(tmp)
-        t_ref_batch = timed(repeat, lambda p: reference_batched(p, payloads), directory, "rb")
-        t_ref_each = timed(
-            repeat, lambda p: reference_per_event(p, interleave(small_payloads)), directory, "re"
+        ours_db, ref_db = directory / "c-0.db", directory / "a-0.db"
+        times = measure(
+            repeat,
+            {
+                "a": lambda p: reference_batched(p, payloads),
+                "b": lambda p: reference_per_event(p, interleave(small_payloads)),
+                "c": lambda p: ours_batched(p, work, args.batch),
+                "d": lambda p: ours_per_event(p, interleave(small)),
+                "e": lambda _p: reference_read(ref_db, session_ids),
+                "f": lambda _p: ours_read(ours_db, session_ids),
+                "g": lambda _p: ours_fold(ours_db, session_ids),
+            },
+            directory,
         )
-        t_batch = timed(repeat, lambda p: ours_batched(p, work, args.batch), directory, "ob")
-        t_each = timed(repeat, lambda p: ours_per_event(p, interleave(small)), directory, "oe")
-        ours_db = directory / "ob-0.db"
-        ref_db = directory / "rb-0.db"
-        t_ref_read = timed(repeat, lambda _p: reference_read(ref_db, session_ids), directory, "x")
-        t_read = timed(repeat, lambda _p: ours_read(ours_db, session_ids), directory, "x")
-        t_fold = timed(repeat, lambda _p: ours_fold(ours_db, session_ids), directory, "x")
         mem = measure_memory(directory, memory) if memory else []
 
-    def us(seconds: float, count: int) -> float:
-        return seconds / count * 1e6
+    counts = {"a": events, "b": per_event, "c": events, "d": per_event}
+    per_us = {k: statistics.median(v) / counts.get(k, events) * 1e6 for k, v in times.items()}
+
+    def ratio(ours: str, reference: str) -> float:
+        """Median over rounds of the per-round ratio (both sides measured in the same round)."""
+        return statistics.median(x / y for x, y in zip(times[ours], times[reference], strict=True))
 
     rows = [
-        ("write", "(a) raw executemany, one transaction", us(t_ref_batch, events), None, ""),
-        ("write", "(b) raw commit per event", us(t_ref_each, per_event), None, ""),
+        ("write", "(a) raw executemany, one transaction", per_us["a"], None, ""),
+        ("write", "(b) raw commit per event", per_us["b"], None, ""),
         (
             "write",
             f"(c) Journal.append, {args.batch} events/call",
-            us(t_batch, events),
-            t_batch / t_ref_batch,
+            per_us["c"],
+            ratio("c", "a"),
             "(a) ≤ 2×",
         ),
-        (
-            "write",
-            "(d) Journal.append, 1 event/call",
-            us(t_each, per_event),
-            (t_each / per_event) / (t_ref_each / per_event),
-            "(b) ≤ 1.5×",
-        ),
-        ("read", "(e) raw SELECT + orjson.loads", us(t_ref_read, events), None, ""),
-        (
-            "read",
-            "(f) Journal.events (validated)",
-            us(t_read, events),
-            t_read / t_ref_read,
-            "(e) ≤ 3×",
-        ),
-        ("read", "(g) fold(Journal.events)", us(t_fold, events), t_fold / t_ref_read, "(e)"),
+        ("write", "(d) Journal.append, 1 event/call", per_us["d"], ratio("d", "b"), "(b) ≤ 1.5×"),
+        ("read", "(e) raw SELECT + orjson.loads", per_us["e"], None, ""),
+        ("read", "(f) Journal.events (validated)", per_us["f"], ratio("f", "e"), "(e) ≤ 3×"),
+        ("read", "(g) fold(Journal.events)", per_us["g"], ratio("g", "e"), "(e)"),
     ]
     print(
         f"agent-journal bench: {events} events ({per_event} for per-event appends) in "

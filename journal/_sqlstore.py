@@ -9,6 +9,7 @@ written once with ``?`` placeholders; the PostgreSQL transaction object rewrites
 
 from __future__ import annotations
 
+import functools
 import getpass
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -46,6 +47,10 @@ _STATE_CACHE_SIZE = 256
 _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
 _MAX_SEQ = 2**63 - 1
+_INDEXED_COLUMNS = ("agent", "status", "started")
+"""Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
+its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
+appends change none of them; rewriting three indexes per commit doubled its cost)."""
 
 TriggerState = Literal["ok", "replaced", "disabled"]
 """How an installed guard trigger compares with the one the schema defines."""
@@ -88,6 +93,10 @@ class SqlTx:
         """Run a statement."""
         self.connection.execute(self.sql(text), params)
 
+    def changed(self, text: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement and return how many rows it changed."""
+        return int(self.connection.execute(self.sql(text), params).rowcount)
+
     def run_many(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run a statement once per row of parameters."""
         self.connection.executemany(self.sql(text), rows)
@@ -105,6 +114,20 @@ def trigger_problem(name: str, purpose: str, state: TriggerState | None) -> Prob
     else:
         message = f"trigger {name} was replaced: {purpose} may not hold"
     return Problem(session_id=None, seq=None, kind="missing_trigger", message=message)
+
+
+@functools.cache
+def _update_sql(names: tuple[str, ...]) -> str:
+    return f"UPDATE sessions SET {', '.join(f'{n} = ?' for n in names)} WHERE session_id = ?"
+
+
+@functools.cache
+def _upsert_sql(names: tuple[str, ...]) -> str:
+    updates = ", ".join(f"{name} = excluded.{name}" for name in names if name != "session_id")
+    return (
+        f"INSERT INTO sessions({', '.join(names)}) VALUES ({', '.join('?' for _ in names)}) "
+        f"ON CONFLICT(session_id) DO UPDATE SET {updates}"
+    )
 
 
 def _stored(row: tuple[Any, ...]) -> StoredEvent:
@@ -127,7 +150,8 @@ class SQLJournal(Journal):
 
     def __init__(self, *, clock: Any = None, hmac_key: bytes | None = None) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key)
-        self._states: dict[str, SessionState] = {}
+        self._states: dict[str, tuple[str, SessionState]] = {}
+        self._snapshots_table = False
 
     # -- primitives each backend provides --------------------------------------------
 
@@ -240,39 +264,60 @@ class SQLJournal(Journal):
     # -- writing ---------------------------------------------------------------------
 
     def _head(self, tx: SqlTx, session_id: str) -> SessionHead | None:
-        row = tx.one(
-            "SELECT last_seq, head_hash, fold_version, state FROM sessions WHERE session_id = ?",
-            (session_id,),
-        )
+        return self._locate(tx, session_id)[0]
+
+    def _locate(self, tx: SqlTx, session_id: str) -> tuple[SessionHead | None, tuple[Any, ...]]:
+        """The session's head, and its stored `_INDEXED_COLUMNS` (empty for a new session).
+
+        The state comes from this connection's cache when it is the one for the stored last
+        seq and head hash; otherwise from the stored state JSON (read only then: it is the
+        widest column), or by a refold when that was written by another fold version.
+        """
+        head = "SELECT last_seq, head_hash, fold_version, agent, status, started"
+        row = tx.one(f"{head} FROM sessions WHERE session_id = ?", (session_id,))
         if row is None:
-            return None
-        last_seq, head_hash, fold_version, state_json = row
+            return None, ()
+        last_seq, head_hash, fold_version = row[:3]
         cached = self._states.get(session_id)
-        if cached is not None and cached.last_seq == last_seq and fold_version == FOLD_VERSION:
-            return SessionHead(last_seq, head_hash, cached)
+        if (
+            fold_version == FOLD_VERSION
+            and cached is not None
+            and cached[0] == head_hash
+            and cached[1].last_seq == last_seq
+        ):
+            return SessionHead(last_seq, head_hash, cached[1]), row[3:]
+        row = tx.one(f"{head}, state FROM sessions WHERE session_id = ?", (session_id,))
+        if row is None:
+            return None, ()
+        last_seq, head_hash, fold_version = row[:3]
         if fold_version == FOLD_VERSION:
-            state = SessionState.model_validate(orjson.loads(state_json))
+            state = SessionState.model_validate(orjson.loads(row[6]))
         else:
             state = fold(decode(r) for r in self._pages(tx.rows, session_id))
-        return SessionHead(last_seq, head_hash, state)
+        return SessionHead(last_seq, head_hash, state), row[3:6]
 
-    def _write(self, tx: SqlTx, session_id: str, plan: AppendPlan) -> None:
+    def _write(
+        self, tx: SqlTx, session_id: str, plan: AppendPlan, indexed: tuple[Any, ...] = ()
+    ) -> None:
+        """Insert the rows and write the projection; ``indexed`` as `_locate` returned it."""
         row = projection_row(plan.state, plan.head_hash)
+        if indexed:
+            # The key, and the indexed columns that keep their stored value, are left alone.
+            stored = dict(zip(_INDEXED_COLUMNS, indexed, strict=True), session_id=session_id)
+            names = [n for n in row if n not in stored or stored[n] != row[n]]
+            params = [row[n] for n in names]
+            params.append(session_id)
+            if tx.changed(_update_sql(tuple(names)), params):
+                self._insert_events(tx, plan.rows)
+                return
         row["session_id"] = session_id
-        names = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        updates = ", ".join(f"{name} = excluded.{name}" for name in row if name != "session_id")
-        tx.run(
-            f"INSERT INTO sessions({names}) VALUES ({marks}) "
-            f"ON CONFLICT(session_id) DO UPDATE SET {updates}",
-            list(row.values()),
-        )
+        tx.run(_upsert_sql(tuple(row)), list(row.values()))
         self._insert_events(tx, plan.rows)
 
-    def _remember(self, session_id: str, state: SessionState) -> None:
+    def _remember(self, session_id: str, head_hash: str, state: SessionState) -> None:
         if len(self._states) >= _STATE_CACHE_SIZE:
             self._states.pop(next(iter(self._states)), None)
-        self._states[session_id] = state
+        self._states[session_id] = (head_hash, state)
 
     def append(
         self,
@@ -288,33 +333,35 @@ class SQLJournal(Journal):
         stamp = ts if ts is not None else self._clock()
         with self._transaction() as tx:
             self._lock_session(tx, session_id)
+            head, indexed = self._locate(tx, session_id)
             plan = plan_append(
                 session_id,
-                self._head(tx, session_id),
+                head,
                 events,
                 expected_seq=expected_seq,
                 ts=stamp,
                 hasher=self.hasher,
             )
-            self._write(tx, session_id, plan)
-        self._remember(session_id, plan.state)
+            self._write(tx, session_id, plan, indexed)
+        self._remember(session_id, plan.head_hash, plan.state)
         return plan.rows[-1].seq
 
     def import_records(self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
         """Import one session's records, all or nothing; see `Journal.import_records`."""
         with self._transaction() as tx:
             self._lock_session(tx, session_id)
+            head, indexed = self._locate(tx, session_id)
             plan = plan_import(
                 session_id,
-                self._head(tx, session_id),
+                head,
                 records,
                 hasher=self.hasher,
                 stored_hash_at=lambda seq: self._hash_at(tx, session_id, seq),
             )
             if plan is None:
                 return 0
-            self._write(tx, session_id, plan)
-        self._remember(session_id, plan.state)
+            self._write(tx, session_id, plan, indexed)
+        self._remember(session_id, plan.head_hash, plan.state)
         return len(plan.rows)
 
     @staticmethod
@@ -506,6 +553,8 @@ class SQLJournal(Journal):
                 tx.run("DELETE FROM events WHERE session_id = ?", (session_id,))
                 tx.run("DELETE FROM erase_authorised WHERE session_id = ?", (session_id,))
             tx.run("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            if self._has_snapshots(tx):
+                tx.run("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
         self._states.pop(session_id, None)
         return erasure
 
@@ -520,6 +569,54 @@ class SQLJournal(Journal):
             Erasure.model_validate(dict(zip(_ERASURE_COLUMNS, row, strict=True)))
             for row in self._query(text + " ORDER BY id", params)
         ]
+
+
+    # -- snapshots (derived data) ---------------------------------------------------
+
+    def _has_snapshots(self, tx: SqlTx) -> bool:
+        if not self._snapshots_table:
+            self._snapshots_table = "snapshots" in self._table_names(tx)
+        return self._snapshots_table
+
+    def load_snapshot(
+        self, session_id: str, seq: int, fold_version: int
+    ) -> tuple[int, SessionState] | None:
+        """The nearest snapshot at or before ``seq``; see `Journal.load_snapshot`."""
+        with self._reading() as tx:
+            if not self._has_snapshots(tx):
+                return None
+            row = tx.one(
+                "SELECT seq, state FROM snapshots WHERE session_id = ? AND fold_version = ? "
+                "AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                (session_id, fold_version, seq),
+            )
+        if row is None:
+            return None
+        return int(row[0]), SessionState.model_validate(orjson.loads(row[1]))
+
+    def save_snapshots(
+        self, session_id: str, fold_version: int, snapshots: Sequence[tuple[int, SessionState]]
+    ) -> None:
+        """Store snapshots, keeping existing ones; see `Journal.save_snapshots`."""
+        with self._transaction() as tx:
+            tx.run(SNAPSHOTS_DDL)
+            self._snapshots_table = True
+            tx.run_many(
+                "INSERT INTO snapshots(session_id, fold_version, seq, state) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                [
+                    (session_id, fold_version, seq, state.model_dump_json())
+                    for seq, state in snapshots
+                ],
+            )
+
+
+SNAPSHOTS_DDL = (
+    "CREATE TABLE IF NOT EXISTS snapshots (session_id TEXT NOT NULL, fold_version INTEGER "
+    "NOT NULL, seq INTEGER NOT NULL, state TEXT NOT NULL, "
+    "PRIMARY KEY (session_id, fold_version, seq))"
+)
+"""The derived table of folded states, created on first need."""
 
 
 def _os_user() -> str:

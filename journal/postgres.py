@@ -199,10 +199,10 @@ class PostgresJournal(SQLJournal):
                         yield _PgTx(conn)
                 else:
                     yield _PgTx(conn)
-        except psycopg.Error as e:
-            raise self._translate(e, action) from e
         except PoolTimeout as e:
             raise JournalBusyError(f"{self._target}: no free connection for {action}") from e
+        except psycopg.Error as e:
+            raise self._translate(e, action) from e
 
     def _reading(self) -> AbstractContextManager[SqlTx]:
         return self._pooled("read", write=False)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
@@ -65,12 +64,23 @@ class SessionSummary(BaseModel):
 PROJECTION_COLUMNS = tuple(SessionSummary.model_fields)
 """Columns of the sessions table besides ``fold_version`` and ``state``."""
 
+_FROM_STATE = tuple(
+    name
+    for name in PROJECTION_COLUMNS
+    if name in SessionState.model_fields or hasattr(SessionState, name)
+)
+"""The columns a `SessionState` has (the others, such as ``head_hash``, start as None)."""
+
 
 def projection_row(state: SessionState, head_hash: str) -> dict[str, Any]:
     """Return the sessions-table row for ``state`` (with its state JSON and fold version)."""
-    row = {name: getattr(state, name, None) for name in PROJECTION_COLUMNS}
+    row: dict[str, Any] = dict.fromkeys(PROJECTION_COLUMNS)
+    for name in _FROM_STATE:
+        row[name] = getattr(state, name)
     row.update(head_hash=head_hash, fold_version=state.fold_version)
-    row["state"] = orjson.dumps(state.model_dump(mode="json")).decode()
+    # The same JSON as orjson.dumps(state.model_dump(mode="json")), in one pass (hot path:
+    # one per append).
+    row["state"] = state.__pydantic_serializer__.to_json(state).decode()
     return row
 
 

@@ -299,6 +299,21 @@ class Journal(ABC):
     def erasures(self, session_id: str | None = None) -> list[Erasure]:
         """Return the audit records of erased sessions, oldest first."""
 
+    @abstractmethod
+    def load_snapshot(
+        self, session_id: str, seq: int, fold_version: int
+    ) -> tuple[int, SessionState] | None:
+        """The latest stored snapshot of a session's state at or before ``seq``, if any.
+
+        Snapshots are derived data (see `replay.Timeline`): never exported or verified.
+        """
+
+    @abstractmethod
+    def save_snapshots(
+        self, session_id: str, fold_version: int, snapshots: Sequence[tuple[int, SessionState]]
+    ) -> None:
+        """Store snapshots (seq, state after it) of a session; existing ones are kept."""
+
     def now(self) -> datetime:
         """Return the journal clock's current time."""
         return self._clock()

@@ -4,7 +4,9 @@ A copy reads the source's stored rows and imports them into the destination with
 `Journal.import_records`, which verifies every record's hash against the chain before it
 writes anything, one transaction per session. Copying again is a no-op for sessions that
 are already there with the same content, and appends only the new tail of a session that
-grew since; a session that differs is a conflict and is left as it was.
+grew since; a session that differs is a conflict and is left as it was. A session that
+was erased from the destination is not brought back (its erasure's head hash is in the
+source's chain): copying must not undo a retention or right-to-erasure request.
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ from .records import where
 from .sessions import SessionSummary
 from .store import Journal
 
-__all__ = ["CopyResult", "copy_session", "copy_sessions", "select_sessions"]
+__all__ = ["CopyResult", "copy_session", "copy_sessions", "erased_in", "select_sessions"]
 
 
 @dataclass
 class CopyResult:
-    """What a copy did: sessions copied, new events written, sessions already there, errors."""
+    """What a copy did: sessions copied, new events, sessions already there, erased, errors."""
 
     sessions: int = 0
     new_events: int = 0
     unchanged: int = 0
+    erased: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -77,13 +80,37 @@ def copy_session(
 ) -> int:
     """Copy one session, all or nothing; return how many events were new (0: already there).
 
-    ``on_event(1)`` is called for every event read (a progress bar's advance).
+    ``on_event(n)`` is called as events are read (a progress bar's advance). A session
+    whose head the destination holds already is not read again.
 
     Raises:
         InvalidEventError: a record's hash does not verify against its chain.
         SessionConflictError: the destination holds different content for the session.
     """
+    summary = source.summary(session_id)
+    if summary is not None and _holds(destination, session_id, summary.last_seq, summary.head_hash):
+        if on_event is not None:
+            on_event(summary.events)
+        return 0
     return destination.import_records(session_id, _records(source, session_id, on_event))
+
+
+def _holds(journal: Journal, session_id: str, seq: int, hash_: str) -> bool:
+    """Tell whether ``journal`` has the chain whose hash at ``seq`` is ``hash_`` (so all of it)."""
+    return any(
+        row.hash == hash_ for row in journal.stored_events(session_id, start=seq, stop=seq + 1)
+    )
+
+
+def erased_in(destination: Journal, source: Journal, session_id: str) -> bool:
+    """Tell whether the source's session is one the destination erased (or a longer copy)."""
+    if destination.summary(session_id) is not None:
+        return False
+    for erasure in destination.erasures(session_id):
+        rows = source.stored_events(session_id, start=erasure.events - 1, stop=erasure.events)
+        if any(row.hash == erasure.head_hash for row in rows):
+            return True
+    return False
 
 
 def copy_sessions(
@@ -93,10 +120,18 @@ def copy_sessions(
     *,
     on_event: Callable[[int], None] | None = None,
 ) -> CopyResult:
-    """Copy sessions one transaction each; a session that fails is reported, not fatal."""
+    """Copy sessions one transaction each; a session that fails is reported, not fatal.
+
+    Sessions erased from the destination are skipped and listed in `CopyResult.erased`.
+    """
     result = CopyResult()
     for summary in sessions:
         try:
+            if erased_in(destination, source, summary.session_id):
+                result.erased.append(summary.session_id)
+                if on_event is not None:
+                    on_event(summary.events)
+                continue
             new = copy_session(source, destination, summary.session_id, on_event=on_event)
         except JournalError as e:
             result.errors.append(str(e))

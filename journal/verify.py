@@ -11,7 +11,8 @@ bytes before decoding anything. It reports, as `Problem` findings:
   projection's head hash is not the chain's;
 * ``projection``: events without a projection row, or a projection ahead of its events;
 * ``undecodable``: a body that passes the chain but is not a valid event;
-* ``missing_trigger``: an append-only trigger was dropped or replaced.
+* ``missing_trigger``: an append-only trigger was dropped, replaced or disabled, or an
+  erase authorisation was left behind (the store adds these; erased sessions are no finding).
 
 What it cannot see: someone with write access who rewrites a whole chain from the altered
 event to the end *and* updates the projection's head hash produces a consistent journal.

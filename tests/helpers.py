@@ -229,7 +229,9 @@ def run_cli(*args: object, env: dict[str, str] | None = None) -> Result:
     """Run ``agent-journal ARGS`` in-process with click's runner (stdout and stderr apart)."""
     from tui.cli import cli
 
-    return CliRunner(env=env).invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    return CliRunner(env=env).invoke(
+        cli, [str(a) for a in args], catch_exceptions=False, prog_name="agent-journal"
+    )
 
 
 def run_process(*args: object) -> subprocess.CompletedProcess[str]:

@@ -7,95 +7,31 @@ a replay or diff diverged), 2 bad usage or bad input (one line on stderr, no tra
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import get_args
 
 import click
 import orjson
 
 from journal import Journal, JournalError, SessionStatus
 
+from .cli_replay import demo, diff, fork, replay, state
+from .clikit import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDING,
+    ErrorBoundaryGroup,
+    db_option,
+    fail,
+    json_option,
+    open_existing,
+    print_json,
+)
+
 __all__ = ["main"]
 
-EXIT_FINDING = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 3
-DEFAULT_DB = "./agent-journal.db"
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _Group(click.Group):
-    """A click group that turns our errors into one line and an exit code."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except JournalError as e:
-            _fail(str(e), EXIT_BAD_INPUT)
-        except BrokenPipeError:
-            sys.stderr.close()  # the reader went away (| head): not an error
-            sys.exit(0)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
-            raise
-        except Exception as e:
-            if os.environ.get("AGENT_JOURNAL_DEBUG"):
-                raise
-            _fail(
-                f"internal error: {type(e).__name__}: {e} (AGENT_JOURNAL_DEBUG=1 shows the trace)",
-                EXIT_INTERNAL,
-            )
-
-
-def _fail(message: str, code: int) -> None:
-    from .render import safe_text
-
-    click.echo(f"agent-journal: {safe_text(message)}", err=True)
-    sys.exit(code)
-
-
-def db_option(function: F) -> F:
-    """Add ``--db PATH_OR_URL`` (env ``AGENT_JOURNAL_DB``) to a command."""
-    return click.option(
-        "--db",
-        "db",
-        envvar="AGENT_JOURNAL_DB",
-        default=DEFAULT_DB,
-        show_default=True,
-        metavar="PATH_OR_URL",
-        help="Journal: a SQLite file or a postgresql:// URL (env AGENT_JOURNAL_DB).",
-    )(function)
-
-
-def json_option(function: F) -> F:
-    """Add ``--json`` to a listing command."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
-        function
-    )
-
-
-def open_existing(db: str) -> Journal:
-    """Open a journal for reading; a missing journal is an error, never created."""
-    return Journal.open(db, create=False)
-
-
-def print_json(value: Any) -> None:
-    """Write a JSON document to stdout, indented, keys sorted."""
-    from .render import json_default
-
-    sys.stdout.buffer.write(
-        orjson.dumps(value, default=json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-        + b"\n"
-    )
-    sys.stdout.flush()
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ErrorBoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agent-journal")
 def cli() -> None:
     """A flight recorder for tool-calling AI agents.
@@ -327,6 +263,7 @@ def copy(
     click.echo(
         f"copied {result.sessions} sessions {where}: {result.new_events} new events, "
         f"{result.unchanged} sessions already up to date"
+        + (f", {len(result.erased)} skipped (erased there)" if result.erased else "")
         + (f", {len(result.errors)} failed" if result.errors else "")
     )
     if result.errors:
@@ -348,7 +285,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
     with open_existing(db) as journal:
         if not yes:
             if not sys.stdin.isatty():
-                _fail("erasing is permanent: pass --yes to confirm", EXIT_BAD_INPUT)
+                fail("erasing is permanent: pass --yes to confirm", EXIT_BAD_INPUT)
             click.confirm(f"erase session {session} from {journal.target} for good?", abort=True)
         erasure = journal.erase(session, reason=reason, erased_by=erased_by)
         target = journal.target
@@ -358,62 +295,8 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
     )
 
 
-@cli.command()
-@click.option(
-    "--db",
-    "db",
-    envvar="AGENT_JOURNAL_DB",
-    default=DEFAULT_DB,
-    show_default=True,
-    metavar="PATH_OR_URL",
-    help="Journal to write the demo sessions into (created if missing).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scripted models.")
-@click.option(
-    "--sessions",
-    "count",
-    type=click.IntRange(min=1),
-    help="How many sessions (default: one per scenario; more repeat them with new seeds).",
-)
-@click.option("--no-tui", is_flag=True, help="Do not open the terminal UI afterwards.")
-def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
-    """Run the example agents into a journal and show what happened.
-
-    Every scenario exercises one path of the loop: a refund whose guard has a bug and its
-    fixed twin, a breaker with and without a fallback, exact-repeat, step-limit and storm
-    halts, parallel reads, repairs of a sloppy model, an agent whose own code raises, and
-    a multi-turn chat. The same seed gives the same sessions; sessions already in the
-    journal are left alone.
-    """
-    from agentloop.demo import run_demo
-    from agentloop.examples import SCENARIOS
-
-    from .render import console, print_sessions
-
-    total = count or len(SCENARIOS)
-    err = console(stderr=True)
-    with Journal.open(db) as journal:
-        if sys.stderr.isatty():
-            from rich.progress import Progress
-
-            with Progress(console=err, transient=True) as bar:
-                task = bar.add_task("running demo sessions", total=total)
-                ran = run_demo(journal, seed=seed, sessions=total, progress=lambda _: bar.advance(task))
-        else:
-            ran = run_demo(journal, seed=seed, sessions=total)
-        summaries = [journal.require(item.session_id) for item in ran]
-    print_sessions(summaries)
-    out = console()
-    out.print()
-    for item in ran:
-        note = "" if item.created else " (already in the journal)"
-        out.print(f"{item.session_id}: {item.scenario.shows}{note}")
-    out.print()
-    out.print(f"Journal: {db}. Try: agent-journal show {ran[0].session_id} --db {db}")
-    if not no_tui and sys.stdin.isatty() and sys.stdout.isatty():
-        from .app import JournalApp
-
-        JournalApp(db=db).run()
+for _command in (demo, state, replay, fork, diff):
+    cli.add_command(_command)
 
 
 def main() -> None:

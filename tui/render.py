@@ -9,29 +9,36 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from journal import SessionSummary, StoredEvent
+    from journal import SessionState, SessionSummary, StoredEvent
     from journal.verify import VerifyReport
+    from replay import DiffResult, ReplayResult, StateChange
 
 __all__ = [
     "FAILURE_TYPES",
     "console",
+    "diff_json",
     "event_style",
     "format_cost",
     "format_time",
     "json_default",
+    "print_diff",
+    "print_replay",
     "print_sessions",
+    "print_state",
     "print_timeline",
     "print_verify",
     "safe_text",
 ]
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # tabs and newlines too
 
 FAILURE_TYPES = frozenset(
     {"verification_failed", "action_failed", "agent_halted", "circuit_opened"}
@@ -71,8 +78,14 @@ def console(stderr: bool = False) -> Console:
     """Return a rich console that never interprets markup or emoji in what it prints."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 here; a reader that went away (| head) is the CLI's to handle (exit 0)
+            self.quiet = True
+            raise BrokenPipeError
+
     stream = sys.stderr if stderr else sys.stdout
-    return Console(
+    return _Console(
         file=stream,
         width=None if stream.isatty() else 400,
         markup=False,
@@ -167,3 +180,160 @@ def json_default(value: Any) -> Any:
     if dump is None:
         raise TypeError(f"{type(value).__name__} is not JSON serialisable")
     return dump(mode="json")
+
+
+def _record_line(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return "(nothing)"
+    detail = {
+        k: v for k, v in record.items() if k not in ("session_id", "seq", "ts", "v", "hash", "type")
+    }
+    text = orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()
+    return safe_text(f"{record.get('type')} {text}")
+
+
+def _short(value: Any, width: int = 100) -> str:
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return safe_text(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def _change_line(path: str, before: Any, after: Any, width: int, *, indent: int) -> str:
+    return f"{' ' * indent}{safe_text(path)}: {_short(before, width)} -> {_short(after, width)}"
+
+
+def print_state(
+    session_id: str, seq: int, state: SessionState, changes: Sequence[StateChange]
+) -> None:
+    """Print a folded state as ``field  value`` lines, then what the event at ``seq`` changed."""
+    out = console()
+    out.print(safe_text(f"{session_id} after seq {seq}"), style="bold")
+    for key, value in state.model_dump(mode="json").items():
+        out.print(f"  {key:<22} {_short(value)}", overflow="ellipsis", no_wrap=True)
+    if changes:
+        out.print("changed by this event:", style="bold")
+        for change in changes:
+            out.print(_change_line(change.path, change.before, change.after, 40, indent=2))
+
+
+def print_replay(result: ReplayResult) -> None:
+    """Print a replay's verdict and, when it diverged, the first divergence."""
+    out = console()
+    saved = f" (saved as {result.replay_session_id})" if result.saved else ""
+    head = f"replay of {result.session_id} with {result.agent}: "
+    if result.identical:
+        note = (
+            "" if result.recording_complete else "; the recording has no ending, its prefix matched"
+        )
+        out.print(
+            safe_text(f"{head}identical, {result.recorded_events} events{note}{saved}"),
+            style="green",
+        )
+    else:
+        divergence = result.first_divergence
+        assert divergence is not None
+        out.print(safe_text(f"{head}diverged at seq {divergence.seq}{saved}"), style="red")
+        out.print(safe_text(f"  {divergence.reason}"))
+        out.print(
+            f"  expected: {_record_line(divergence.expected)}", overflow="ellipsis", no_wrap=True
+        )
+        out.print(
+            f"  actual:   {_record_line(divergence.actual)}", overflow="ellipsis", no_wrap=True
+        )
+        for change in divergence.changes:
+            out.print(_change_line(change.path, change.expected, change.actual, 60, indent=4))
+    for call in result.unrecorded_calls:
+        out.print(
+            safe_text(f"  not in the recording: {call.tool}({_short(call.args)})"), style="yellow"
+        )
+    for live in result.live_differences:
+        out.print(
+            safe_text(
+                f"  live {live.tool} differs from seq {live.recorded_seq}: "
+                f"{_short(live.recorded, 50)} -> {_short(live.live, 50)}"
+            ),
+            style="yellow",
+        )
+
+
+def diff_json(
+    result: DiffResult,
+    a: Sequence[dict[str, Any]],
+    b: Sequence[dict[str, Any]],
+    name_a: str,
+    name_b: str,
+) -> dict[str, Any]:
+    """The ``diff --json`` document: verdict, first divergence and every non-equal row."""
+    rows = [row for row in result.rows if row.kind != "equal"]
+
+    def side(records: Sequence[dict[str, Any]], index: int | None) -> dict[str, Any] | None:
+        return None if index is None else records[index]
+
+    first = rows[0] if rows else None
+    return {
+        "verdict": "identical" if result.identical else "diverged",
+        "a": name_a,
+        "b": name_b,
+        "a_events": result.a_count,
+        "b_events": result.b_count,
+        "first_divergence": None
+        if first is None
+        else {
+            "seq": first.a if first.a is not None else first.b,
+            "kind": first.kind,
+            "expected": side(a, first.a),
+            "actual": side(b, first.b),
+            "changes": [change.as_json() for change in first.changes],
+        },
+        "rows": [
+            {
+                "kind": row.kind,
+                "a": row.a,
+                "b": row.b,
+                "changes": [c.as_json() for c in row.changes],
+            }
+            for row in rows
+        ],
+    }
+
+
+def print_diff(
+    result: DiffResult,
+    a: Sequence[dict[str, Any]],
+    b: Sequence[dict[str, Any]],
+    name_a: str,
+    name_b: str,
+) -> None:
+    """Print an aligned diff: runs of equal events collapsed, each difference on its lines."""
+    out = console()
+    out.print(safe_text(f"--- {name_a} ({result.a_count} events)"), style="red")
+    out.print(safe_text(f"+++ {name_b} ({result.b_count} events)"), style="green")
+    if result.identical:
+        out.print("identical (volatile fields ignored)", style="green")
+        return
+    equal = 0
+    for row in result.rows:
+        if row.kind == "equal":
+            equal += 1
+            continue
+        if equal:
+            out.print(f"  … {equal} equal event(s)", style="dim")
+            equal = 0
+        if row.kind in ("changed", "removed") and row.a is not None:
+            out.print(
+                f"- {row.a:>5} {_record_line(a[row.a])}",
+                style="red",
+                overflow="ellipsis",
+                no_wrap=True,
+            )
+        if row.kind in ("changed", "inserted") and row.b is not None:
+            out.print(
+                f"+ {row.b:>5} {_record_line(b[row.b])}",
+                style="green",
+                overflow="ellipsis",
+                no_wrap=True,
+            )
+        for change in row.changes:
+            out.print(_change_line(change.path, change.expected, change.actual, 50, indent=8))
+    if equal:
+        out.print(f"  … {equal} equal event(s)", style="dim")
+    out.print(f"{result.differences} difference(s)")

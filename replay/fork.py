@@ -1,0 +1,197 @@
+"""Fork: copy a session's prefix into a new session and run on from there with current code.
+
+The new session records ``forked_from`` and ``fork_seq`` in its ``session_started``; the
+copied events keep their recorded timestamps. From the fork point on, the loop runs the
+current code: while what it writes still matches the recording, it is served the recorded
+model outputs and tool results; from the first difference on, the agent's own model and
+real tools take over. The recorded user inputs after the fork point are fed turn by turn.
+A fork point inside a proposal drops that proposal's unanswered calls: the loop observes
+and proposes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentloop import (
+    Agent,
+    AgentRuntime,
+    LiveToolExecutor,
+    LLMProvider,
+    ModelRequest,
+    ModelResponse,
+    Tool,
+    ToolOutcome,
+    counter_ids,
+)
+from journal import (
+    InvalidInputError,
+    Journal,
+    RecordedEvent,
+    SessionNotFoundError,
+    SessionStarted,
+    SessionState,
+    ToolCall,
+    UserInput,
+)
+
+from .normalize import fingerprint, record_of
+from .recorded import RecordedLLM, RecordedTools
+from .replayer import agent_for, free_session_id
+
+__all__ = ["ForkResult", "fork"]
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """The new session a fork wrote, and how far the recording carried it."""
+
+    session_id: str
+    forked_from: str
+    fork_seq: int
+    status: str
+    last_seq: int
+    recorded_until: int
+    """The last seq at which the fork still matched the recording."""
+
+
+class _Matcher:
+    """Tells whether the fork still writes what the recording has, seq for seq."""
+
+    def __init__(self, journal: Journal, fork_id: str, recorded: Sequence[RecordedEvent]) -> None:
+        self.journal = journal
+        self.fork_id = fork_id
+        self.recorded = recorded
+        self.checked = -1
+        self.diverged = False
+
+    def fits(self) -> bool:
+        if self.diverged:
+            return False
+        for item in self.journal.events(self.fork_id, start=self.checked + 1):
+            if item.seq == 0:
+                self.checked = 0
+                continue
+            if item.seq >= len(self.recorded) or fingerprint(record_of(item)) != fingerprint(
+                record_of(self.recorded[item.seq])
+            ):
+                self.diverged = True
+                return False
+            self.checked = item.seq
+        return True
+
+
+class _HybridModel:
+    def __init__(self, recorded: RecordedLLM, own: LLMProvider | None, matcher: _Matcher) -> None:
+        self.recorded, self.own, self.matcher = recorded, own, matcher
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.matcher.fits() and not self.recorded.exhausted:
+            return await self.recorded.complete(request)
+        if self.own is None:
+            raise InvalidInputError(
+                f"fork {request.session_id}: the recording no longer fits at seq {request.seq} "
+                "and the agent has no model of its own to continue with"
+            )
+        return await self.own.complete(request)
+
+
+class _HybridTools:
+    def __init__(self, recorded: RecordedTools, matcher: _Matcher) -> None:
+        self.recorded, self.matcher, self.live = recorded, matcher, LiveToolExecutor()
+
+    async def execute(
+        self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
+    ) -> ToolOutcome:
+        if self.matcher.fits():
+            outcome = await self.recorded.execute(tool, call, args, state, timeout_s)
+            if not self.recorded.unrecorded:
+                return outcome
+            self.recorded.unrecorded.clear()
+        return await self.live.execute(tool, call, args, state, timeout_s)
+
+
+def _copy_prefix(
+    journal: Journal,
+    fork_id: str,
+    prefix: Sequence[RecordedEvent],
+    started: SessionStarted,
+    agent: Agent,
+) -> None:
+    head = started.model_copy(
+        update={
+            "forked_from": prefix[0].session_id,
+            "fork_seq": prefix[-1].seq,
+            "replay_of": None,
+            "agent": agent.reference,
+        }
+    )
+    journal.append(fork_id, [head], expected_seq=0, ts=prefix[0].ts)
+    group: list[RecordedEvent] = []
+    for item in prefix[1:]:
+        if group and item.ts != group[0].ts:
+            journal.append(
+                fork_id, [g.event for g in group], expected_seq=group[0].seq, ts=group[0].ts
+            )
+            group = []
+        group.append(item)
+    if group:
+        journal.append(fork_id, [g.event for g in group], expected_seq=group[0].seq, ts=group[0].ts)
+
+
+def fork(
+    journal: Journal, session_id: str, at_seq: int, *, agent: str | Agent | None = None
+) -> ForkResult:
+    """Fork ``session_id`` after event ``at_seq`` into a new session and run it on.
+
+    Raises:
+        SessionNotFoundError: no such session.
+        InvalidInputError: ``at_seq`` is outside the session.
+        AgentLoadError: no agent to run (none recorded and none given).
+    """
+    recorded = list(journal.events(session_id))
+    if not recorded:
+        raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+    if not 0 <= at_seq < len(recorded):
+        raise InvalidInputError(
+            f"session {session_id}: cannot fork at seq {at_seq}; it has seqs 0..{len(recorded) - 1}"
+        )
+    started = recorded[0].event
+    assert isinstance(started, SessionStarted)
+    built = agent_for(started, session_id, agent)
+    fork_id = free_session_id(journal, session_id, "fork")
+    prefix = recorded[: at_seq + 1]
+    _copy_prefix(journal, fork_id, prefix, started, built)
+    matcher = _Matcher(journal, fork_id, recorded)
+    matcher.checked = at_seq
+    after = recorded[at_seq + 1 :]
+    runtime = AgentRuntime(
+        built,
+        journal,
+        llm=_HybridModel(RecordedLLM(after), built.llm, matcher),
+        tools=_HybridTools(RecordedTools(after), matcher),
+        ids=counter_ids(fork_id),
+    )
+    inputs = [item.event.text for item in after if isinstance(item.event, UserInput)]
+
+    async def run_on() -> None:
+        result = await runtime.continue_turn(fork_id)
+        for text in inputs:
+            if result.status in ("halted", "failed"):
+                return
+            result = await runtime.run_turn(fork_id, text)
+
+    asyncio.run(run_on())
+    matcher.fits()
+    state = journal.state(fork_id)
+    return ForkResult(
+        session_id=fork_id,
+        forked_from=session_id,
+        fork_seq=at_seq,
+        status=state.status,
+        last_seq=state.last_seq,
+        recorded_until=matcher.checked,
+    )

@@ -1,0 +1,92 @@
+"""Normalisation: which fields of an event are volatile and left out when runs are compared.
+
+Two runs of the same code on the same recorded inputs differ in what the clock and the
+machine put into them. `DEFAULT_RULES` drops, before comparing:
+
+* from every event: the envelope's ``session_id``, ``seq``, ``ts`` and ``hash`` (the chain
+  depends on the session id and the times; positions are compared by the alignment);
+* ``session_started``: ``code_version``, ``replay_of``, ``forked_from``, ``fork_seq``;
+* ``action_proposed``: ``latency_ms``;
+* ``action_committed`` and ``action_failed``: ``duration_ms``.
+
+Extend it for your own volatile fields: ``DEFAULT_RULES.extended({"action_committed":
+["result.fetched_at"]})``. Paths are dotted; ``*`` as the event type applies to all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from journal import RecordedEvent
+
+__all__ = ["DEFAULT_RULES", "NormalizationRules", "fingerprint", "normalize", "record_of"]
+
+
+@dataclass(frozen=True)
+class NormalizationRules:
+    """Dotted field paths to drop, per event type (``*`` for every type)."""
+
+    ignore: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def extended(self, more: Mapping[str, Iterable[str]]) -> NormalizationRules:
+        """Return these rules plus ``more``."""
+        merged = {key: tuple(value) for key, value in self.ignore.items()}
+        for key, paths in more.items():
+            merged[key] = (*merged.get(key, ()), *paths)
+        return NormalizationRules(ignore=merged)
+
+    def paths_for(self, event_type: str) -> tuple[str, ...]:
+        """The paths dropped from events of ``event_type``."""
+        return (*self.ignore.get("*", ()), *self.ignore.get(event_type, ()))
+
+
+DEFAULT_RULES = NormalizationRules(
+    ignore={
+        "*": ("session_id", "seq", "ts", "hash"),
+        "session_started": ("code_version", "replay_of", "forked_from", "fork_seq"),
+        "action_proposed": ("latency_ms",),
+        "action_committed": ("duration_ms",),
+        "action_failed": ("duration_ms",),
+    }
+)
+"""The documented default rule set."""
+
+
+def record_of(item: RecordedEvent) -> dict[str, Any]:
+    """Return the flat record of an event (envelope beside payload), as JSON values."""
+    record = item.event.model_dump(mode="json")
+    record.update(session_id=item.session_id, seq=item.seq, ts=item.ts, v=item.v, hash=item.hash)
+    return record
+
+
+def _drop(record: dict[str, Any], path: str) -> None:
+    """Remove a dotted path from ``record``, copying the nested objects it goes through."""
+    head, _, rest = path.partition(".")
+    if not rest:
+        record.pop(head, None)
+        return
+    child = record.get(head)
+    if isinstance(child, dict):
+        record[head] = child = dict(child)
+        _drop(child, rest)
+
+
+def normalize(
+    record: Mapping[str, Any], rules: NormalizationRules = DEFAULT_RULES
+) -> dict[str, Any]:
+    """Return a copy of a flat record without the fields ``rules`` call volatile."""
+    copy = dict(record)
+    for path in rules.paths_for(str(record.get("type"))):
+        _drop(copy, path)
+    return copy
+
+
+def fingerprint(record: Mapping[str, Any], rules: NormalizationRules = DEFAULT_RULES) -> str:
+    """A short digest of the normalised record: equal fingerprints mean equal events."""
+    body = orjson.dumps(normalize(record, rules), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(body).hexdigest()[:32]

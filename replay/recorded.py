@@ -1,0 +1,198 @@
+"""Recorded stand-ins for the loop's ports: the model, the tools and the clock.
+
+* `RecordedLLM` serves the recorded ``action_proposed`` outputs in order; asking for one
+  more than was recorded raises `RecordingExhausted` (a divergence, never a hang).
+* `RecordedTools` serves recorded tool outcomes, paired by position *and* by tool +
+  canonical arguments, never by call id alone: real transcripts reuse ids and models
+  reorder calls. A call the recording never ran is reported, and answered with a failure
+  that makes the divergence visible. Tools named live run for real, and a live result
+  that differs from the recorded one is reported.
+* `RecordedClock` returns the recorded timestamp of the seq being written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from agentloop import LiveToolExecutor, ModelRequest, ModelResponse, Tool, ToolOutcome
+from journal import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    JournalError,
+    RecordedEvent,
+    SessionState,
+    ToolCall,
+    call_key,
+    parse_ts,
+)
+
+__all__ = [
+    "LiveDifference",
+    "RecordedClock",
+    "RecordedLLM",
+    "RecordedTools",
+    "RecordingExhausted",
+    "UnrecordedCall",
+]
+
+
+class RecordingExhausted(JournalError):
+    """The code asked the model for more than the recording holds."""
+
+
+@dataclass(frozen=True)
+class UnrecordedCall:
+    """A tool call the replay made that the recording never ran."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LiveDifference:
+    """A tool run live whose result differs from the recorded one."""
+
+    tool: str
+    args: dict[str, Any]
+    recorded: Any
+    live: Any
+    recorded_seq: int
+
+
+class RecordedLLM:
+    """Serves recorded model outputs in order."""
+
+    def __init__(self, proposals: Sequence[RecordedEvent]) -> None:
+        self._proposals = [p for p in proposals if isinstance(p.event, ActionProposed)]
+        self._next = 0
+
+    @property
+    def served(self) -> int:
+        """How many recorded outputs were served."""
+        return self._next
+
+    @property
+    def exhausted(self) -> bool:
+        """True when every recorded output was served."""
+        return self._next >= len(self._proposals)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The next recorded output; see `agentloop.LLMProvider`."""
+        if self._next >= len(self._proposals):
+            raise RecordingExhausted(
+                f"recording exhausted at seq {request.seq}: the code asked for model output "
+                f"#{self._next + 1}, the recording has {len(self._proposals)}"
+            )
+        recorded = self._proposals[self._next]
+        self._next += 1
+        event = recorded.event
+        assert isinstance(event, ActionProposed)
+        return ModelResponse(
+            calls=list(event.calls),
+            text=event.text,
+            reasoning=event.reasoning,
+            model=event.model,
+            usage=event.usage,
+            latency_ms=event.latency_ms,
+            cost=event.cost,
+        )
+
+
+@dataclass
+class _Outcome:
+    seq: int
+    key: str
+    event: ActionCommitted | ActionFailed
+    used: bool = False
+
+
+@dataclass
+class RecordedTools:
+    """Serves recorded tool outcomes; see the module docstring for the pairing rule.
+
+    Args:
+        events: the recorded session.
+        live: tool names to run for real instead (``True`` for every tool).
+    """
+
+    events: Sequence[RecordedEvent]
+    live: bool | frozenset[str] = False
+    unrecorded: list[UnrecordedCall] = field(default_factory=list)
+    live_differences: list[LiveDifference] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._outcomes = [
+            _Outcome(item.seq, call_key(item.event.tool, item.event.args), item.event)
+            for item in self.events
+            if isinstance(item.event, (ActionCommitted, ActionFailed))
+        ]
+        self._position = 0
+        self._live = LiveToolExecutor()
+
+    def _is_live(self, tool: str) -> bool:
+        return self.live is True or (isinstance(self.live, frozenset) and tool in self.live)
+
+    def _take(self, key: str) -> _Outcome | None:
+        """Take the first unused recorded outcome with this tool and arguments.
+
+        The search starts at the current position, so calls in recorded order pair up by
+        position, and a reordered call finds its own outcome further on.
+        """
+        while self._position < len(self._outcomes) and self._outcomes[self._position].used:
+            self._position += 1
+        for outcome in self._outcomes[self._position :]:
+            if not outcome.used and outcome.key == key:
+                outcome.used = True
+                return outcome
+        return None
+
+    async def execute(
+        self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
+    ) -> ToolOutcome:
+        """Serve (or, for live tools, run and compare) one call; see `agentloop.ToolExecutor`."""
+        recorded_args = args.model_dump(mode="json") if hasattr(args, "model_dump") else args
+        recorded = self._take(call_key(tool.name, recorded_args))
+        if self._is_live(tool.name):
+            outcome = await self._live.execute(tool, call, args, state, timeout_s)
+            if recorded is not None:
+                self._compare(tool.name, recorded_args, recorded, outcome)
+            return outcome
+        if recorded is None:
+            self.unrecorded.append(UnrecordedCall(tool.name, recorded_args))
+            return ToolOutcome(
+                ok=False,
+                kind="infrastructure",
+                message=f"replay: the recording never ran {tool.name} with these arguments",
+            )
+        event = recorded.event
+        if isinstance(event, ActionCommitted):
+            return ToolOutcome(ok=True, result=event.result, duration_ms=event.duration_ms)
+        return ToolOutcome(
+            ok=False, kind=event.kind, message=event.message, duration_ms=event.duration_ms
+        )
+
+    def _compare(
+        self, tool: str, args: dict[str, Any], recorded: _Outcome, live: ToolOutcome
+    ) -> None:
+        event = recorded.event
+        was = event.result if isinstance(event, ActionCommitted) else {"error": event.message}
+        now = live.result if live.ok else {"error": live.message}
+        if was != now:
+            self.live_differences.append(LiveDifference(tool, args, was, now, recorded.seq))
+
+
+class RecordedClock:
+    """The recorded time of each seq (after the recording's end: its last time)."""
+
+    def __init__(self, events: Iterable[RecordedEvent]) -> None:
+        self._times = [parse_ts(item.ts) for item in events]
+
+    def __call__(self, seq: int) -> datetime:
+        """The time event ``seq`` was recorded at."""
+        if not self._times:
+            raise RecordingExhausted("the recording has no events")
+        return self._times[min(seq, len(self._times) - 1)]

@@ -1,0 +1,326 @@
+"""Deterministic re-run of a recorded session with the current code, compared event by event.
+
+The `Replayer` builds the agent (from the session's recorded ``agent`` reference, or the
+one given), swaps its ports for recorded ones (`replay.recorded`), feeds the recorded user
+inputs turn by turn, and compares what the current code writes with what was recorded,
+after `replay.normalize` drops the volatile fields. The result is identical, or the first
+divergence: the seq, the expected and the actual event, and the field-level difference.
+
+* A recording without a terminal event (a crash, a cut transcript) is replayed up to its
+  end and is identical if that prefix matches.
+* Asking the model for more than was recorded is a divergence ("recording exhausted at
+  seq N"), never a hang.
+* An exception in the agent's code is journaled by the loop as a halt with rule
+  ``error``; it shows as a divergence at that step, with the exception's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentloop import Agent, AgentLoadError, AgentRuntime, counter_ids, load_agent
+from journal import (
+    AgentCompleted,
+    AgentHalted,
+    Journal,
+    JournalError,
+    RecordedEvent,
+    SessionNotFoundError,
+    SessionStarted,
+    UserInput,
+)
+
+from .diff import Change, field_changes
+from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize, record_of
+from .recorded import LiveDifference, RecordedClock, RecordedLLM, RecordedTools, UnrecordedCall
+
+__all__ = [
+    "Divergence",
+    "DivergenceError",
+    "ReplayResult",
+    "Replayer",
+    "agent_for",
+    "compare",
+    "free_session_id",
+]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a replay first differs from its recording."""
+
+    seq: int
+    reason: str
+    expected: dict[str, Any] | None
+    actual: dict[str, Any] | None
+    changes: tuple[Change, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The divergence as a JSON object (the shape of ``replay --json``)."""
+        return {
+            "seq": self.seq,
+            "reason": self.reason,
+            "expected": self.expected,
+            "actual": self.actual,
+            "changes": [change.as_json() for change in self.changes],
+        }
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """The outcome of one replay."""
+
+    session_id: str
+    replay_session_id: str
+    saved: bool
+    agent: str | None
+    verdict: Literal["identical", "diverged"]
+    first_divergence: Divergence | None
+    recorded_events: int
+    replayed_events: int
+    recording_complete: bool
+    unrecorded_calls: tuple[UnrecordedCall, ...] = ()
+    live_differences: tuple[LiveDifference, ...] = ()
+
+    @property
+    def identical(self) -> bool:
+        """True when the replay matched the recording."""
+        return self.verdict == "identical"
+
+    def as_json(self) -> dict[str, Any]:
+        """The result as a JSON object (the shape of ``replay --json``)."""
+        return {
+            "verdict": self.verdict,
+            "first_divergence": None
+            if self.first_divergence is None
+            else self.first_divergence.as_json(),
+            "session_id": self.session_id,
+            "replay_session_id": self.replay_session_id,
+            "saved": self.saved,
+            "agent": self.agent,
+            "recorded_events": self.recorded_events,
+            "replayed_events": self.replayed_events,
+            "recording_complete": self.recording_complete,
+            "unrecorded_calls": [{"tool": c.tool, "args": c.args} for c in self.unrecorded_calls],
+            "live_differences": [
+                {
+                    "tool": d.tool,
+                    "args": d.args,
+                    "recorded": d.recorded,
+                    "live": d.live,
+                    "recorded_seq": d.recorded_seq,
+                }
+                for d in self.live_differences
+            ],
+        }
+
+
+class DivergenceError(JournalError):
+    """Raised by `Replayer.replay_or_raise` when a replay diverges; carries the result."""
+
+    def __init__(self, result: ReplayResult) -> None:
+        divergence = result.first_divergence
+        assert divergence is not None
+        super().__init__(
+            f"session {result.session_id} diverged at seq {divergence.seq}: {divergence.reason}"
+        )
+        self.result = result
+
+
+def agent_for(started: SessionStarted, session_id: str, override: str | Agent | None) -> Agent:
+    """The agent to replay a session with: the override, else the recorded reference.
+
+    Raises:
+        AgentLoadError: neither is there, or the reference cannot be built.
+    """
+    if isinstance(override, Agent):
+        return override
+    reference = override or started.agent
+    if not reference:
+        raise AgentLoadError(
+            f"session {session_id} records no agent reference; pass --agent module:factory"
+        )
+    seed = started.metadata.get("seed")
+    return load_agent(reference, **({"seed": seed} if isinstance(seed, int) else {}))
+
+
+def free_session_id(journal: Journal, base: str, suffix: str) -> str:
+    """The first ``<base>.<suffix>-<n>`` not in ``journal`` (ids stay within 128 chars)."""
+    stem = base[: 128 - len(suffix) - 8]
+    n = 1
+    while journal.summary(f"{stem}.{suffix}-{n}") is not None:
+        n += 1
+    return f"{stem}.{suffix}-{n}"
+
+
+def _complete(events: Sequence[RecordedEvent]) -> bool:
+    return bool(events) and isinstance(events[-1].event, (AgentCompleted, AgentHalted))
+
+
+class Replayer:
+    """Re-runs recorded sessions with the current code.
+
+    Args:
+        agent: the agent (or ``module:factory``) to run instead of the recorded reference.
+        live_tools: ``True`` to run every tool for real, or the names of tools to run live;
+            by default every tool result comes from the recording (no side effects).
+        save: store the replay in the journal as a new session with ``replay_of``.
+        rules: what counts as volatile; see `replay.normalize`.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: str | Agent | None = None,
+        live_tools: bool | Iterable[str] = False,
+        save: bool = False,
+        rules: NormalizationRules = DEFAULT_RULES,
+    ) -> None:
+        self.agent = agent
+        self.live: bool | frozenset[str] = (
+            live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
+        )
+        self.save = save
+        self.rules = rules
+
+    def replay(self, journal: Journal, session_id: str) -> ReplayResult:
+        """Replay one session of ``journal`` and compare it with its recording."""
+        recorded = list(journal.events(session_id))
+        if not recorded:
+            raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+        started = recorded[0].event
+        assert isinstance(started, SessionStarted)
+        agent = agent_for(started, session_id, self.agent)
+        rules = self.rules
+        if self.agent is not None and agent.reference != started.agent:
+            rules = rules.extended({"session_started": ["agent"]})
+        target = journal if self.save else Journal.open(":memory:")
+        try:
+            replay_id = free_session_id(target, session_id, "replay")
+            llm = RecordedLLM(recorded)
+            tools = RecordedTools(recorded, self.live)
+            runtime = AgentRuntime(
+                agent,
+                target,
+                llm=llm,
+                tools=tools,
+                clock=RecordedClock(recorded),
+                ids=counter_ids(replay_id),
+            )
+            error = _run(runtime, replay_id, session_id, started, recorded)
+            replayed = list(target.events(replay_id))
+        finally:
+            if target is not journal:
+                target.close()
+        divergence = compare(recorded, replayed, rules, error=error, exhausted=llm.exhausted)
+        if divergence is None and tools.unrecorded:
+            call = tools.unrecorded[0]
+            divergence = Divergence(
+                seq=len(replayed) - 1,
+                reason=f"the code called {call.tool}({call.args}), which the recording never ran",
+                expected=None,
+                actual=None,
+            )
+        return ReplayResult(
+            session_id=session_id,
+            replay_session_id=replay_id,
+            saved=self.save,
+            agent=agent.reference,
+            verdict="identical" if divergence is None else "diverged",
+            first_divergence=divergence,
+            recorded_events=len(recorded),
+            replayed_events=len(replayed),
+            recording_complete=_complete(recorded),
+            unrecorded_calls=tuple(tools.unrecorded),
+            live_differences=tuple(tools.live_differences),
+        )
+
+    def replay_or_raise(self, journal: Journal, session_id: str) -> ReplayResult:
+        """Like `replay`, but raise `DivergenceError` when the replay diverges."""
+        result = self.replay(journal, session_id)
+        if not result.identical:
+            raise DivergenceError(result)
+        return result
+
+
+def _run(
+    runtime: AgentRuntime,
+    replay_id: str,
+    session_id: str,
+    started: SessionStarted,
+    recorded: Sequence[RecordedEvent],
+) -> str | None:
+    """Drive the replay; return the text of an exception the loop itself raised, if any."""
+
+    async def drive() -> None:
+        runtime.start(replay_id, metadata=started.metadata, replay_of=session_id)
+        for item in recorded:
+            if isinstance(item.event, UserInput):
+                result = await runtime.run_turn(replay_id, item.event.text)
+                if result.status in ("halted", "failed"):
+                    return
+
+    try:
+        asyncio.run(drive())
+    except Exception as error:  # the replay must report, never crash
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def compare(
+    recorded: Sequence[RecordedEvent],
+    replayed: Sequence[RecordedEvent],
+    rules: NormalizationRules = DEFAULT_RULES,
+    *,
+    error: str | None = None,
+    exhausted: bool = False,
+) -> Divergence | None:
+    """Return the first divergence between a recording and a replay, or None."""
+    complete = _complete(recorded)
+    for seq in range(max(len(recorded), len(replayed))):
+        if seq >= len(recorded):
+            if not complete:
+                return None
+            return Divergence(
+                seq,
+                "the replay went on past the end of the recording",
+                None,
+                record_of(replayed[seq]),
+            )
+        expected = record_of(recorded[seq])
+        if seq >= len(replayed):
+            reason = "the replay stopped before the recording's end"
+            if error:
+                reason += f": the loop raised {error}"
+            return Divergence(seq, reason, expected, None)
+        actual = record_of(replayed[seq])
+        if fingerprint(expected, rules) == fingerprint(actual, rules):
+            continue
+        changes = field_changes(normalize(expected, rules), normalize(actual, rules))
+        return Divergence(
+            seq, _reason(expected, actual, changes, exhausted), expected, actual, changes
+        )
+    return None
+
+
+def _reason(
+    expected: dict[str, Any], actual: dict[str, Any], changes: tuple[Change, ...], exhausted: bool
+) -> str:
+    kind = actual.get("type")
+    if kind == "agent_halted" and actual.get("rule") == "error":
+        message = str(actual.get("reason", ""))
+        if exhausted and "recording exhausted" in message:
+            return message.split(": ", 1)[-1]
+        return f"the agent's code raised: {message}"
+    if kind != expected.get("type"):
+        detail = ""
+        if kind == "verification_failed":
+            detail = f" ({actual.get('stage')}: {actual.get('message')})"
+        elif kind == "agent_halted":
+            detail = f" ({actual.get('rule')}: {actual.get('reason')})"
+        return f"expected {expected.get('type')}, got {kind}{detail}"
+    paths = ", ".join(change.path for change in changes[:5])
+    return f"{kind} differs in {paths}"

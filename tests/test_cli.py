@@ -1,0 +1,520 @@
+"""The command line: help, the public contract of each command, exit codes, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import Result
+
+from journal import Journal, SessionStarted, UserInput, export_session
+from journal.sqlite import SQLiteJournal
+from tui.cli import cli
+
+from .helpers import (
+    REPO,
+    TickingClock,
+    drop_triggers,
+    foreign,
+    jsonl_lines,
+    make_journal,
+    restore_triggers,
+    run_cli,
+    run_process,
+    sample_session,
+    short_session,
+    snapshot,
+    write_lines,
+)
+
+SUMMARY_KEYS = {
+    "session_id",
+    "agent",
+    "status",
+    "events",
+    "steps",
+    "failures",
+    "started",
+    "ended",
+    "replay_of",
+    "forked_from",
+}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """A journal with a failed session ``s`` (14 events) and a completed ``short`` (5)."""
+    return make_journal(tmp_path / "j.db", {"short": short_session(), "s": sample_session()})
+
+
+@pytest.fixture
+def exported(db: Path, tmp_path: Path) -> Path:
+    """Session ``s`` exported to a JSONL file."""
+    with Journal.open(db) as journal:
+        data = export_session(journal, "s")
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    return path
+
+
+def one_error_line(result: Result) -> str:
+    """The single stderr line of a bad-input exit, after checking there is no traceback."""
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("agent-journal: ")
+    return line
+
+
+# -- help --------------------------------------------------------------------------------
+
+
+def test_the_group_help_lists_every_command_with_its_summary() -> None:
+    result = run_cli("--help")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Usage: agent-journal [OPTIONS] COMMAND [ARGS]...")
+    listed = {line.split()[0]: line for line in result.stdout.split("Commands:\n")[1].splitlines()}
+    assert set(listed) == set(cli.commands)
+    for name, command in cli.commands.items():
+        first_words = " ".join(command.get_short_help_str(limit=200).split()[:3])
+        assert first_words in listed[name]
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_command_has_help_that_reads_well(name: str) -> None:
+    command = cli.commands[name]
+    for flag in ("--help", "-h"):
+        result = run_cli(name, flag)
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr == ""
+        assert result.stdout.startswith(f"Usage: agent-journal {name} ")
+    summary = " ".join((command.help or "").strip().split("\n\n")[0].split())
+    assert summary and summary[0].isupper() and summary.endswith("."), summary
+    assert summary in " ".join(result.stdout.split())
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            assert param.help and param.help.strip(), f"{name} {param.opts} has no help"
+
+
+# -- sessions ----------------------------------------------------------------------------
+
+
+def test_sessions_json_is_the_public_contract(db: Path) -> None:
+    result = run_cli("sessions", "--db", db, "--json")
+    assert result.exit_code == 0
+    listed = json.loads(result.stdout)
+    assert [row["session_id"] for row in listed] == ["s", "short"]  # newest first
+    for row in listed:
+        assert SUMMARY_KEYS <= set(row)
+    by_id = {row["session_id"]: row for row in listed}
+    assert {k: by_id["s"][k] for k in SUMMARY_KEYS} == {
+        "session_id": "s",
+        "agent": "tests.agents:build",
+        "status": "failed",
+        "events": 14,
+        "steps": 3,
+        "failures": 2,
+        "started": "2026-11-29T23:00:00.001000Z",
+        "ended": "2026-11-29T23:00:00.001000Z",
+        "replay_of": None,
+        "forked_from": None,
+    }
+    with Journal.open(db) as journal:
+        assert listed == [s.model_dump(mode="json") for s in journal.sessions()]
+
+
+def test_sessions_filters_and_reads_the_db_from_the_environment(db: Path) -> None:
+    env = {"AGENT_JOURNAL_DB": str(db)}
+    for args, expected in [
+        ((), ["s", "short"]),
+        (("--status", "completed"), ["short"]),
+        (("--agent", "tests.agents:build"), ["s"]),
+        (("--limit", "1"), ["s"]),
+        (("--status", "halted"), []),
+    ]:
+        result = run_cli("sessions", "--json", *args, env=env)
+        assert result.exit_code == 0
+        assert [row["session_id"] for row in json.loads(result.stdout)] == expected
+
+
+def test_sessions_table(db: Path) -> None:
+    result = run_cli("sessions", "--db", db)
+    assert result.exit_code == 0
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == [
+        "session",
+        "agent",
+        "status",
+        "events",
+        "steps",
+        "fail",
+        "tokens",
+        "cost",
+        "started",
+        "lineage",
+    ]
+    assert [row.split()[:6] for row in rows] == [
+        ["s", "tests.agents:build", "failed", "14", "3", "2"],
+        ["short", "tests.agents:short", "completed", "5", "1", "0"],
+    ]
+
+
+def test_the_default_db_is_in_the_working_directory(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(db.parent)
+    db.rename("agent-journal.db")
+    assert json.loads(run_cli("sessions", "--json").stdout)[0]["session_id"] == "s"
+
+
+# -- show --------------------------------------------------------------------------------
+
+
+def test_show_prints_one_line_per_event(db: Path) -> None:
+    result = run_cli("show", "s", "--db", db)
+    assert result.exit_code == 0
+    header, *lines = result.stdout.splitlines()
+    assert header.split()[:3] == ["s", "tests.agents:build", "failed"]
+    assert "events=14 steps=3 failures=2" in header and "halt=error" in header
+    assert [line.split()[0] for line in lines] == [str(seq) for seq in range(14)]
+    assert [line.split()[2] for line in lines] == [e.type for e in sample_session()]
+    assert lines[1].endswith("user_input          refund order 7")
+    assert lines[4].endswith(
+        "guard refund: amount ($150) exceeds the order total ($100); propose a refund of at "
+        "most $100"
+    )
+
+
+def test_show_json_holds_the_summary_and_the_records(db: Path, exported: Path) -> None:
+    result = run_cli("show", "s", "--db", db, "--json", "--from", "2", "--to", "4")
+    assert result.exit_code == 0
+    shown = json.loads(result.stdout)
+    assert set(shown) == {"session", "events"}
+    assert shown["session"]["session_id"] == "s"
+    assert SUMMARY_KEYS <= set(shown["session"])
+    assert shown["events"] == jsonl_lines(exported.read_bytes())[3:6]
+
+
+# -- verify ------------------------------------------------------------------------------
+
+
+def test_verify_of_an_intact_journal(db: Path) -> None:
+    result = run_cli("verify", "--db", db)
+    assert (result.exit_code, result.stdout) == (0, "ok: 2 session(s), 19 event(s) checked\n")
+    result = run_cli("verify", "--db", db, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"ok": True, "problems": [], "sessions": 2, "events": 19}
+
+
+@pytest.fixture
+def tampered(db: Path) -> Path:
+    """The journal with seq 5 of ``s`` removed behind its back."""
+    with foreign(db) as conn:
+        drop_triggers(conn)
+        conn.execute("DELETE FROM events WHERE session_id = 's' AND seq = 5")
+        restore_triggers(conn)
+    return db
+
+
+def test_verify_reports_findings_with_exit_1(tampered: Path) -> None:
+    result = run_cli("verify", "--db", tampered, "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {
+        "ok": False,
+        "problems": [
+            {
+                "session_id": "s",
+                "seq": 5,
+                "kind": "removed",
+                "message": "seq 5 missing before seq 6",
+            }
+        ],
+        "sessions": 2,
+        "events": 18,
+    }
+    result = run_cli("verify", "--db", tampered)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "session s seq 5: removed: seq 5 missing before seq 6",
+        "1 problem(s): 2 session(s), 18 event(s) checked",
+    ]
+    assert run_cli("verify", "--db", tampered, "--session", "short").exit_code == 0
+    assert (
+        run_cli("verify", "--db", tampered, "--session", "short", "--session", "s").exit_code == 1
+    )
+
+
+# -- export and import -------------------------------------------------------------------
+
+
+def test_export_to_a_file_and_to_stdout_give_the_same_bytes(
+    db: Path, exported: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    result = run_cli("export", "s", "--db", db, "-o", out)
+    assert result.exit_code == 0
+    assert result.stderr == f"exported s: 14 events to {out}\n"
+    assert out.read_bytes() == exported.read_bytes()
+    result = run_cli("export", "s", "--db", db)
+    assert result.stdout_bytes == exported.read_bytes()
+
+
+def test_import_reports_each_file_and_is_idempotent(exported: Path, tmp_path: Path) -> None:
+    target = tmp_path / "new.db"
+    result = run_cli("import", exported, "--db", target)
+    assert (result.exit_code, result.stderr) == (0, f"imported s: 14 events ({exported})\n")
+    result = run_cli("import", exported, "--db", target)
+    assert (result.exit_code, result.stderr) == (0, f"imported s: already present ({exported})\n")
+    with Journal.open(target) as journal:
+        assert export_session(journal, "s") == exported.read_bytes()
+
+
+def test_one_bad_file_fails_alone_and_the_exit_is_2(exported: Path, tmp_path: Path) -> None:
+    bad = write_lines(tmp_path / "bad.jsonl", [b"not json"])
+    target = tmp_path / "new.db"
+    result = run_cli("import", bad, exported, "--db", target)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"agent-journal: {bad}:1: not valid JSON: Expecting value: line 1 column 1 (char 0)",
+        f"imported s: 14 events ({exported})",
+    ]
+    with Journal.open(target) as journal:
+        assert [s.session_id for s in journal.sessions()] == ["s"]
+
+
+# -- exit codes and bad input ------------------------------------------------------------
+
+
+def test_schema_prints_json_and_exits_0() -> None:
+    result = run_cli("schema")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["title"] == "agent-journal event record"
+
+
+def _lines(exported: Path, index: int, **changes: Any) -> list[dict[str, Any] | bytes]:
+    lines: list[dict[str, Any] | bytes] = list(jsonl_lines(exported.read_bytes()))
+    edited = {k: v for k, v in lines[index].items() if k != "hash"}  # type: ignore[union-attr]
+    lines[index] = {**edited, **changes}
+    return lines
+
+
+def _garbage(tmp_path: Path) -> Path:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
+    return path
+
+
+def _foreign_db(tmp_path: Path) -> Path:
+    path = tmp_path / "app.db"
+    with foreign(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users(name) VALUES ('ada')")
+    return path
+
+
+Case = Callable[[Path, Path, Path], tuple[list[object], Path, str]]
+"""(db, exported file, tmp dir) -> (arguments, the file that must not change, error text)."""
+
+BAD_INPUT: dict[str, Case] = {
+    "malformed line": lambda db, f, tmp: (
+        ["import", write_lines(tmp / "x.jsonl", [*_lines(f, 0)[:2], b'{"seq": 1,']), "--db", db],
+        db,
+        "x.jsonl:3: not valid JSON",
+    ),
+    "wrong hash": lambda db, f, tmp: (
+        ["import", write_lines(tmp / "x.jsonl", _lines(f, 3, hash="a" * 64)), "--db", db],
+        db,
+        "x.jsonl:4: hash aaaaaaaaaaaa… does not match the chain",
+    ),
+    "unknown event type": lambda db, f, tmp: (
+        ["import", write_lines(tmp / "x.jsonl", _lines(f, 2, type="tool_called")), "--db", db],
+        db,
+        "x.jsonl:3: unknown event type 'tool_called'",
+    ),
+    "newer event version": lambda db, f, tmp: (
+        ["import", write_lines(tmp / "x.jsonl", _lines(f, 2, v=9)), "--db", db],
+        db,
+        "x.jsonl:3: event type 'user_input' v9 is newer than this code (v1)",
+    ),
+    "file that is not JSONL": lambda db, f, tmp: (
+        ["import", _garbage(tmp), "--db", db],
+        db,
+        ":1: ",
+    ),
+    "SQLite file as JSONL": lambda db, f, tmp: (["import", db, "--db", db], db, "j.db:1: "),
+    "missing file": lambda db, f, tmp: (
+        ["import", tmp / "nope.jsonl", "--db", db],
+        db,
+        "nope.jsonl: no such file",
+    ),
+    "conflicting session": lambda db, f, tmp: (
+        ["import", write_lines(tmp / "x.jsonl", _lines(f, 2, text="other")[:3]), "--db", db],
+        db,
+        "x.jsonl: session s: exists already with different content",
+    ),
+    "not a journal (sessions)": lambda db, f, tmp: (
+        ["sessions", "--db", _foreign_db(tmp)],
+        tmp / "app.db",
+        "app.db: is a SQLite database but not an agent-journal journal (tables: users)",
+    ),
+    "not a journal (import)": lambda db, f, tmp: (
+        ["import", f, "--db", _foreign_db(tmp)],
+        tmp / "app.db",
+        "app.db: is a SQLite database but not an agent-journal journal (tables: users)",
+    ),
+    "garbage --db (verify)": lambda db, f, tmp: (
+        ["verify", "--db", _garbage(tmp)],
+        tmp / "garbage.db",
+        "garbage.db: not a SQLite journal (file is not a database)",
+    ),
+    "garbage --db (import)": lambda db, f, tmp: (
+        ["import", f, "--db", _garbage(tmp)],
+        tmp / "garbage.db",
+        "garbage.db: not a SQLite journal (file is not a database)",
+    ),
+    "missing journal (sessions)": lambda db, f, tmp: (
+        ["sessions", "--db", tmp / "none.db"],
+        tmp / "none.db",
+        "none.db: no journal here (the file does not exist)",
+    ),
+    "missing journal (show)": lambda db, f, tmp: (
+        ["show", "s", "--db", tmp / "none.db"],
+        tmp / "none.db",
+        "none.db: no journal here",
+    ),
+    "missing journal (export)": lambda db, f, tmp: (
+        ["export", "s", "--db", tmp / "none.db", "-o", tmp / "out.jsonl"],
+        tmp / "none.db",
+        "none.db: no journal here",
+    ),
+    "a directory as --db": lambda db, f, tmp: (
+        ["verify", "--db", tmp],
+        db,
+        "is a directory, not a journal file",
+    ),
+    "unknown session (show)": lambda db, f, tmp: (
+        ["show", "nope", "--db", db],
+        db,
+        f"session nope: not in {db}",
+    ),
+    "unknown session (export)": lambda db, f, tmp: (
+        ["export", "nope", "--db", db, "-o", tmp / "out.jsonl"],
+        db,
+        f"session nope: not in {db}",
+    ),
+    "unknown session (verify)": lambda db, f, tmp: (
+        ["verify", "--session", "nope", "--db", db],
+        db,
+        f"session nope: not in {db}",
+    ),
+    "export into a missing directory": lambda db, f, tmp: (
+        ["export", "s", "--db", db, "-o", tmp / "missing" / "s.jsonl"],
+        db,
+        "missing/s.jsonl: cannot write: No such file or directory",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(
+    db: Path, exported: Path, tmp_path: Path, case: str
+) -> None:
+    args, watched, error = BAD_INPUT[case](db, exported, tmp_path)
+    before = snapshot(watched)
+    line = one_error_line(run_cli(*args))
+    assert error in line
+    assert snapshot(watched) == before
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.fixture
+def locked(db: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[sqlite3.Connection]:
+    """The journal write-locked by a foreign connection; our busy timeout cut to 0.1 s."""
+    defaults = SQLiteJournal.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "busy_timeout_ms", 100)
+    with foreign(db) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        yield conn
+        conn.execute("ROLLBACK")
+
+
+def test_a_locked_journal_refuses_an_import_and_keeps_readers_going(
+    db: Path, exported: Path, tmp_path: Path, locked: sqlite3.Connection
+) -> None:
+    before = snapshot(db)
+    line = one_error_line(run_cli("import", exported, "--db", db))
+    assert line == f"agent-journal: {db}: database is locked by another writer (begin)"
+    assert snapshot(db) == before
+    assert run_cli("sessions", "--db", db).exit_code == 0  # WAL: reads go on
+
+
+# -- untrusted text is shown, never interpreted ------------------------------------------
+
+HOSTILE = "[bold red]boom[/bold red] \x1b[31mred\x1b[0m \x07 \x1b]8;;http://x\x1b\\link [link=x]y"
+
+
+def test_markup_and_escape_sequences_are_printed_literally(tmp_path: Path) -> None:
+    db = tmp_path / "j.db"
+    with Journal.open(db, clock=TickingClock()) as journal:
+        journal.append(
+            "s", [SessionStarted(agent=f"evil:{HOSTILE}"), UserInput(text=f"{HOSTILE}\nline 2")]
+        )
+    for args in (["show", "s"], ["sessions"], ["show", "\x1b[2Jnope"]):
+        result = run_cli(*args, "--db", db)
+        output = result.stdout + result.stderr
+        for raw in ("\x1b", "\x07"):
+            assert raw not in output
+        if args[-1] != "\x1b[2Jnope":
+            assert "[bold red]boom[/bold red] \\x1b[31mred\\x1b[0m \\x07" in output
+            assert "[link=x]y" in output
+    assert one_error_line(result) == f"agent-journal: session \\x1b[2Jnope: not in {db}"
+
+
+def test_a_file_name_with_a_newline_still_gives_one_error_line(db: Path, tmp_path: Path) -> None:
+    one_error_line(run_cli("import", tmp_path / "a\nb.jsonl", "--db", db))
+
+
+# -- a real process ----------------------------------------------------------------------
+
+
+def test_a_real_process_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    done = run_process("verify", "--db", _garbage(tmp_path))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"agent-journal: {tmp_path / 'garbage.db'}: not a SQLite journal (file is not a database)\n"
+    )
+
+
+def test_a_real_process_reports_findings_with_exit_1(tampered: Path) -> None:
+    done = run_process("verify", "--db", tampered, "--json")
+    assert (done.returncode, json.loads(done.stdout)["ok"], done.stderr) == (1, False, "")
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
+    db = tmp_path / "j.db"
+    with Journal.open(db) as journal:
+        journal.append("s", [SessionStarted(), *(UserInput(text="x" * 200) for _ in range(3000))])
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from tui.cli import main; main()", "show", "s", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"s ")
+    process.stdout.close()  # like `| head -1`
+    assert process.wait(timeout=30) == 0
+    assert b"Traceback" not in process.stderr.read()
+    process.stderr.close()

@@ -1,0 +1,197 @@
+"""Administering stores: ``init``, ``copy`` between SQLite and PostgreSQL, ``erase``, upgrades."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from journal import Journal, SessionConflictError, SessionStarted, UserInput
+from journal._sqlite_schema import ERASE_TABLES, TRIGGERS
+from journal.jsonl import export_session
+from journal.transfer import copy_session
+
+from .helpers import TS0, TickingClock, run_cli, sample_session, short_session
+from .stores import PgSchema
+
+V1_DELETE_TRIGGER = """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'agent-journal: events are append-only (DELETE rejected)');
+END"""
+
+
+def _fill(target: str | Path) -> None:
+    with Journal.open(target, clock=TickingClock()) as journal:
+        journal.append("failed-1", sample_session())
+        journal.append("ok-1", short_session())
+        journal.append("ok-2", short_session(), ts="2027-01-01T00:00:00.000000Z")
+
+
+def _exports(target: str | Path) -> dict[str, bytes]:
+    with Journal.open(target, create=False) as journal:
+        return {s.session_id: export_session(journal, s.session_id) for s in journal.sessions()}
+
+
+def test_init_creates_then_reports_up_to_date(tmp_path: Path, pg_schema: PgSchema) -> None:
+    for target, version in ((tmp_path / "j.db", 2), (pg_schema.url, 1)):
+        first = run_cli("init", "--db", target)
+        assert first.exit_code == 0, first.stderr
+        assert first.stdout.startswith("created a journal at ")
+        assert f"(schema version {version})" in first.stdout
+        again = run_cli("init", "--db", target)
+        assert again.exit_code == 0 and "is up to date" in again.stdout
+    assert "5432" in first.stdout and "@" not in first.stdout.split("at ")[1].split(" ")[0][:3]
+
+
+def test_copy_sqlite_to_postgres_and_back_is_verified_and_idempotent(
+    tmp_path: Path, pg_schema: PgSchema
+) -> None:
+    source, back = tmp_path / "laptop.db", tmp_path / "back.db"
+    _fill(source)
+    first = run_cli("copy", "--from", source, "--to", pg_schema.url)
+    assert first.exit_code == 0, first.stderr
+    assert first.stdout.startswith("copied 3 sessions from ")
+    total = len(sample_session()) + 2 * len(short_session())
+    assert f": {total} new events, 0 sessions already up to date" in first.stdout
+    again = run_cli("copy", "--from", source, "--to", pg_schema.url)
+    assert "0 new events, 3 sessions already up to date" in again.stdout
+    assert _exports(pg_schema.url) == _exports(source)
+    home = run_cli("copy", "--from", pg_schema.url, "--to", back)
+    assert home.exit_code == 0 and f"{total} new events" in home.stdout
+    assert _exports(back) == _exports(source)
+    assert run_cli("verify", "--db", pg_schema.url).exit_code == 0
+
+
+def test_copy_filters_by_session_status_and_time(tmp_path: Path, pg_schema: PgSchema) -> None:
+    source = tmp_path / "src.db"
+    _fill(source)
+    failed = run_cli("copy", "--from", source, "--to", pg_schema.url, "--status", "failed")
+    assert failed.exit_code == 0 and "copied 1 sessions" in failed.stdout
+    recent = run_cli("copy", "--from", source, "--to", tmp_path / "r.db", "--since", "2027-01-01")
+    assert recent.exit_code == 0 and set(_exports(tmp_path / "r.db")) == {"ok-2"}
+    named = run_cli("copy", "ok-1", "--from", source, "--to", pg_schema.url)
+    assert "copied 1 sessions" in named.stdout
+    assert set(_exports(pg_schema.url)) == {"failed-1", "ok-1"}
+    missing = run_cli("copy", "nope", "--from", source, "--to", pg_schema.url)
+    assert missing.exit_code == 2 and missing.stderr.count("\n") == 1
+    assert "session nope" in missing.stderr
+
+
+def test_copy_extends_a_grown_session_and_reports_conflicts(
+    tmp_path: Path, pg_schema: PgSchema
+) -> None:
+    source = tmp_path / "src.db"
+    _fill(source)
+    run_cli("copy", "--from", source, "--to", pg_schema.url)
+    with Journal.open(source) as journal:
+        journal.append("ok-1", [UserInput(text="more")], ts=TS0)
+        journal.append("clash", [SessionStarted(agent="a:b")], ts=TS0)
+    with Journal.open(pg_schema.url) as journal:
+        journal.append("clash", [SessionStarted(agent="other:one")], ts=TS0)
+        head = journal.head_position()
+    result = run_cli("copy", "--from", source, "--to", pg_schema.url)
+    assert result.exit_code == 2
+    assert "1 new events" in result.stdout and "1 failed" in result.stdout
+    assert result.stderr.startswith("agent-journal: session clash: exists already")
+    assert result.stderr.count("\n") == 1
+    with Journal.open(pg_schema.url) as journal:
+        assert journal.head_position() == head + 1
+        assert journal.require("clash").agent == "other:one"
+        with Journal.open(source) as src, pytest.raises(SessionConflictError):
+            copy_session(src, journal, "clash")
+
+
+def test_copy_errors_are_one_line(tmp_path: Path) -> None:
+    result = run_cli("copy", "--from", tmp_path / "none.db", "--to", tmp_path / "x.db")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "does not exist" in result.stderr and not (tmp_path / "x.db").exists()
+
+
+def test_erase_command_on_both_stores(tmp_path: Path, pg_schema: PgSchema) -> None:
+    for target in (tmp_path / "j.db", pg_schema.url):
+        _fill(target)
+        refused = run_cli("erase", "ok-1", "--db", target, "--reason", "retention")
+        assert refused.exit_code == 2 and "--yes" in refused.stderr
+        done = run_cli(
+            "erase", "ok-1", "--db", target, "--reason", "retention", "--by", "ops", "--yes"
+        )
+        assert done.exit_code == 0, done.stderr
+        assert done.stdout.startswith("erased ok-1: 5 events (head hash ")
+        with Journal.open(target) as journal:
+            assert journal.summary("ok-1") is None
+            [erasure] = journal.erasures()
+            assert (erasure.reason, erasure.erased_by, erasure.events) == ("retention", "ops", 5)
+        assert run_cli("verify", "--db", target, "--session", "ok-1").exit_code == 0
+        assert run_cli("verify", "--db", target).exit_code == 0
+        again = run_cli("erase", "ok-1", "--db", target, "--reason", "x", "--yes")
+        assert again.exit_code == 2 and "ok-1" in again.stderr
+
+
+def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: PgSchema) -> None:
+    source = tmp_path / "laptop.db"
+    _fill(source)
+    run_cli("copy", "--from", source, "--to", pg_schema.url)
+    with Journal.open(pg_schema.url) as journal:
+        journal.erase("ok-1", reason="user asked")
+    again = run_cli("copy", "--from", source, "--to", pg_schema.url)
+    assert again.exit_code == 0
+    assert "0 new events, 2 sessions already up to date, 1 skipped (erased there)" in again.stdout
+    with Journal.open(source) as journal:
+        journal.erase("ok-2", reason="reuse the id")
+        journal.append("ok-1", [UserInput(text="grown")])
+        journal.append("ok-2", [SessionStarted(agent="a:new")])
+    with Journal.open(pg_schema.url) as journal:
+        journal.erase("ok-2", reason="retention")
+    third = run_cli("copy", "ok-1", "ok-2", "--from", source, "--to", pg_schema.url)
+    assert "copied 1 sessions" in third.stdout and "1 skipped (erased there)" in third.stdout
+    with Journal.open(pg_schema.url) as journal:
+        assert journal.summary("ok-1") is None
+        assert journal.require("ok-2").agent == "a:new"
+
+
+def _downgrade_to_v1(path: Path) -> None:
+    """Turn a fresh version 2 file into exactly what version 1 created."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for name in ("events_no_delete", "erasures_no_update", "erasures_no_delete"):
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("DROP TRIGGER erase_requires_audit")
+    for statement in ERASE_TABLES:
+        if statement.startswith("CREATE TABLE"):
+            conn.execute(f"DROP TABLE {statement.split()[2]}")
+    conn.execute(V1_DELETE_TRIGGER)
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_a_version_1_file_is_upgraded_in_place_once(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _fill(path)
+    before = _exports(path)
+    _downgrade_to_v1(path)
+    with Journal.open(path, create=False) as journal:
+        assert journal.schema_setup.model_dump() == {
+            "action": "upgraded",
+            "version": 2,
+            "from_version": 1,
+        }
+        assert journal.verify().ok
+    result = run_cli("init", "--db", path)
+    assert result.exit_code == 0 and "up to date (schema version 2)" in result.stdout
+    conn = sqlite3.connect(path)
+    installed = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+    conn.close()
+    assert installed == TRIGGERS
+    assert _exports(path) == before
+    with Journal.open(path) as journal:
+        journal.erase("ok-1", reason="upgrade works")
+        assert journal.verify().ok
+
+
+def test_init_reports_an_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _fill(path)
+    _downgrade_to_v1(path)
+    result = run_cli("init", "--db", path)
+    assert result.exit_code == 0
+    assert result.stdout == f"upgraded the journal at {path} from schema version 1 to 2\n"

@@ -1,0 +1,262 @@
+"""CLI commands that run or compare sessions: demo, state, replay, fork and diff."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from journal import InvalidInputError, Journal
+
+from .clikit import (
+    DEFAULT_DB,
+    EXIT_FINDING,
+    db_option,
+    json_option,
+    open_existing,
+    print_json,
+)
+
+__all__ = ["demo", "diff", "fork", "replay", "state"]
+
+
+@click.command()
+@click.option(
+    "--db",
+    "db",
+    envvar="AGENT_JOURNAL_DB",
+    default=DEFAULT_DB,
+    show_default=True,
+    metavar="PATH_OR_URL",
+    help="Journal to write the demo sessions into (created if missing).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scripted models.")
+@click.option(
+    "--sessions",
+    "count",
+    type=click.IntRange(min=1),
+    help="How many sessions (default: one per scenario; more repeat them with new seeds).",
+)
+@click.option("--no-tui", is_flag=True, help="Do not open the terminal UI afterwards.")
+def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
+    """Run the example agents into a journal and show what happened.
+
+    Every scenario exercises one path of the loop: a refund whose guard has a bug and its
+    fixed twin, a breaker with and without a fallback, exact-repeat, step-limit and storm
+    halts, parallel reads, repairs of a sloppy model, an agent whose own code raises, and
+    a multi-turn chat. The same seed gives the same sessions; sessions already in the
+    journal are left alone.
+    """
+    from agentloop.demo import run_demo
+    from agentloop.examples import SCENARIOS
+
+    from .render import console, print_sessions
+
+    total = count or len(SCENARIOS)
+    with Journal.open(db) as journal:
+        if sys.stderr.isatty():
+            from rich.progress import Progress
+
+            with Progress(console=console(stderr=True), transient=True) as bar:
+                task = bar.add_task("running demo sessions", total=total)
+                ran = run_demo(
+                    journal, seed=seed, sessions=total, progress=lambda _: bar.advance(task)
+                )
+        else:
+            ran = run_demo(journal, seed=seed, sessions=total)
+        summaries = [journal.require(item.session_id) for item in ran]
+    print_sessions(summaries)
+    out = console()
+    out.print()
+    for item in ran:
+        note = "" if item.created else " (already in the journal)"
+        out.print(f"{item.session_id}: {item.scenario.shows}{note}")
+    out.print()
+    first = ran[0].session_id
+    out.print(f"Journal: {db}")
+    out.print(f"Next: agent-journal show {first} --db {db}")
+    fixed = "agentloop.examples.refund:build_fixed"
+    out.print(f"      agent-journal replay {first} --db {db} --agent {fixed}")
+    if not no_tui and sys.stdin.isatty() and sys.stdout.isatty():
+        from .app import JournalApp
+
+        JournalApp(db=db).run()
+
+
+@click.command()
+@click.argument("session")
+@db_option
+@click.option(
+    "--at", "at_seq", type=int, help="The seq to show the state after (default: the last)."
+)
+@json_option
+def state(session: str, db: str, at_seq: int | None, as_json: bool) -> None:
+    """Show a session's folded state after a seq, and what that event changed.
+
+    States come from snapshots kept every 256 events, so any seq of a long session
+    answers in milliseconds.
+    """
+    from replay import Timeline
+
+    with open_existing(db) as journal:
+        timeline = Timeline(journal, session)
+        seq = timeline.last_seq if at_seq is None else at_seq
+        after = timeline.state_at(seq)
+        changes = timeline.changes_at(seq)
+    if as_json:
+        print_json(
+            {
+                "session_id": session,
+                "seq": seq,
+                "state": after.model_dump(mode="json"),
+                "changed": [
+                    {"path": c.path, "before": c.before, "after": c.after} for c in changes
+                ],
+            }
+        )
+        return
+    from .render import print_state
+
+    print_state(session, seq, after, changes)
+
+
+def _live_option(function: Any) -> Any:
+    function = click.option(
+        "--live-tool",
+        "live_tool",
+        multiple=True,
+        metavar="NAME",
+        help="Run this tool for real (repeatable); others come from the recording.",
+    )(function)
+    return click.option(
+        "--live-tools", is_flag=True, help="Run every tool for real instead of the recording."
+    )(function)
+
+
+@click.command()
+@click.argument("session")
+@db_option
+@click.option(
+    "--agent", metavar="MODULE:FACTORY", help="Run this agent instead of the recorded one."
+)
+@_live_option
+@click.option("--save", is_flag=True, help="Keep the replay in the journal (replay_of SESSION).")
+@json_option
+def replay(
+    session: str,
+    db: str,
+    agent: str | None,
+    live_tools: bool,
+    live_tool: Sequence[str],
+    save: bool,
+    as_json: bool,
+) -> None:
+    """Re-run a recorded session with the current code and compare it, event by event.
+
+    The recorded model outputs stand in for the model and, unless --live-tools or
+    --live-tool is given, the recorded tool results stand in for the tools: no API key, no
+    side effects. Exit 0 when the replay is identical, 1 when it diverged (the first
+    divergence is printed: seq, expected and actual event, the fields that changed).
+    """
+    from replay import Replayer
+
+    if live_tools and live_tool:
+        raise click.UsageError("--live-tools and --live-tool exclude each other")
+    replayer = Replayer(agent=agent, live_tools=True if live_tools else live_tool, save=save)
+    with open_existing(db) as journal:
+        result = replayer.replay(journal, session)
+    if as_json:
+        print_json(result.as_json())
+    else:
+        from .render import print_replay
+
+        print_replay(result)
+    if not result.identical:
+        sys.exit(EXIT_FINDING)
+
+
+@click.command()
+@click.argument("session")
+@db_option
+@click.option("--at", "at_seq", type=int, required=True, help="The last seq to keep.")
+@click.option("--agent", metavar="MODULE:FACTORY", help="Run on with this agent instead.")
+@json_option
+def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -> None:
+    """Copy a session up to --at SEQ into a new session and run on with the current code.
+
+    Recorded model outputs and tool results are used while the run still matches the
+    recording; after the first difference the agent's own model and tools take over.
+    """
+    from replay import fork as run_fork
+
+    with open_existing(db) as journal:
+        result = run_fork(journal, session, at_seq, agent=agent)
+    if as_json:
+        print_json(
+            {
+                "session_id": result.session_id,
+                "forked_from": result.forked_from,
+                "fork_seq": result.fork_seq,
+                "status": result.status,
+                "last_seq": result.last_seq,
+                "recorded_until": result.recorded_until,
+            }
+        )
+        return
+    click.echo(
+        f"forked {session}@{at_seq} into {result.session_id}: {result.status}, "
+        f"{result.last_seq + 1} events (recording followed until seq {result.recorded_until})"
+    )
+
+
+def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, Any]]]:
+    """Load a run as flat records: from a JSONL file, or a session of the journal."""
+    if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
+        from journal.jsonl import read_jsonl
+
+        parsed = read_jsonl(source)
+        return source, [record for _, record in parsed.records]
+    if journal is None:
+        raise InvalidInputError(f"{source}: no such file, and no journal to find a session in")
+    journal.require(source)
+    return source, [
+        {**orjson.loads(row.body), "hash": row.hash} for row in journal.stored_events(source)
+    ]
+
+
+@click.command()
+@click.argument("a")
+@click.argument("b")
+@db_option
+@json_option
+def diff(a: str, b: str, db: str, as_json: bool) -> None:
+    """Compare two runs, each a session id or a JSONL file, aligned by content.
+
+    Volatile fields (times, durations, latency, ids of the session) are ignored. Exit 0
+    when identical, 1 when they differ.
+    """
+    from replay import diff_records
+
+    needs_journal = not (a.endswith(".jsonl") and b.endswith(".jsonl"))
+    journal = open_existing(db) if needs_journal else None
+    try:
+        name_a, records_a = _records(journal, a)
+        name_b, records_b = _records(journal, b)
+    finally:
+        if journal is not None:
+            journal.close()
+    result = diff_records(records_a, records_b)
+    if as_json:
+        from .render import diff_json
+
+        print_json(diff_json(result, records_a, records_b, name_a, name_b))
+    else:
+        from .render import print_diff
+
+        print_diff(result, records_a, records_b, name_a, name_b)
+    if not result.identical:
+        sys.exit(EXIT_FINDING)
