@@ -68,6 +68,14 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     failed_tool: str | None = None
 
+    def tokens(self) -> int:
+        """Estimated tokens of the message as sent: its content and its calls' arguments."""
+        return estimate_tokens(self.content) + sum(
+            estimate_tokens(call.tool)
+            + estimate_tokens(call.args if isinstance(call.args, str) else _json(call.args))
+            for call in self.tool_calls
+        )
+
     def as_chat(self) -> dict[str, Any]:
         """The message in the OpenAI chat format."""
         message: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -90,8 +98,12 @@ class Message:
         return message
 
 
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
 def _result_text(result: Any) -> str:
-    return result if isinstance(result, str) else orjson.dumps(result).decode()
+    return result if isinstance(result, str) else _json(result)
 
 
 @dataclass
@@ -104,7 +116,7 @@ class Context:
 
     def tokens(self) -> int:
         """Estimated tokens of the log."""
-        return sum(estimate_tokens(m.content) for m in self.messages)
+        return sum(m.tokens() for m in self.messages)
 
     def chat(self) -> list[dict[str, Any]]:
         """The log in the OpenAI chat format."""
@@ -211,6 +223,8 @@ def _summarise(messages: list[Message], limit_tokens: int) -> str:
             lines.append("called " + ", ".join(f"{c.tool}" for c in m.tool_calls))
         elif m.role == "tool":
             lines.append(f"-> {m.content}")
+        elif m.role == "system":
+            lines.append(m.content)  # an earlier summary frame, kept as it reads
         else:
             lines.append(f"{m.role}: {m.content}")
     text = " | ".join(" ".join(line.split()) for line in lines)
@@ -225,9 +239,11 @@ def plan_compaction(
 
     In order: a tool result larger than ``compact_result_tokens`` is cut to a summary of at
     most ``compact_summary_tokens``; a run of identical failures of one tool is folded into
-    one frame; and when the log passes ``compact_early`` (or ``compact_urgent``) of the
-    model's window, the oldest turns (all but the current one, or everything but the last
-    user message) become one summary frame.
+    one frame (when that is shorter); and when the log passes ``compact_early`` (or
+    ``compact_urgent``) of the model's window, the oldest turns (all but the current one, or
+    everything but the last user message) become one summary frame of at most
+    ``compact_summary_tokens`` and at most half their size. Tokens count message contents
+    and tool-call arguments.
     """
     for m in context.messages:
         tokens = estimate_tokens(m.content)
@@ -248,28 +264,36 @@ def plan_compaction(
             f"{len(failed)} calls to {failed[0].failed_tool} failed the same way: "
             f"{failed[-1].content}"
         )
-        return _range(context, start, end, summary)
+        folded = _range(context, start, end, summary)
+        if folded.tokens_after is not None and folded.tokens_after < (folded.tokens_before or 0):
+            return folded
     if window_tokens:
         used = context.tokens()
         if used > rails.compact_urgent * window_tokens:
             last_user = max(
                 (i for i, m in enumerate(context.messages) if m.role == "user"), default=0
             )
-            if last_user > 0:
+            if _worth_compacting(context.messages[:last_user]):
                 return _range(context, 0, last_user - 1, None, rails.compact_summary_tokens)
         if used > rails.compact_early * window_tokens:
             users = [i for i, m in enumerate(context.messages) if m.role == "user"]
-            if len(users) > 1:
+            if len(users) > 1 and _worth_compacting(context.messages[: users[-1]]):
                 return _range(context, 0, users[-1] - 1, None, rails.compact_summary_tokens)
     return None
+
+
+def _worth_compacting(messages: list[Message]) -> bool:
+    """A range is worth a summary unless it is empty or only summary frames already."""
+    return any(m.role != "system" for m in messages)
 
 
 def _range(
     context: Context, start: int, end: int, summary: str | None, limit: int = 800
 ) -> ContextCompacted:
     chosen = context.messages[start : end + 1]
-    before = sum(estimate_tokens(m.content) for m in chosen)
-    text = summary if summary is not None else _summarise(chosen, limit)
+    before = sum(m.tokens() for m in chosen)
+    # A summary is at most half of what it replaces, so compacting always shrinks the log.
+    text = summary if summary is not None else _summarise(chosen, min(limit, max(1, before // 2)))
     return ContextCompacted(
         from_seq=chosen[0].seq,
         to_seq=chosen[-1].seq,

@@ -126,9 +126,17 @@ def _retries_exhausted(state: SessionState) -> str | None:
 
 
 def verify_call(
-    call: ToolCall, *, tools: dict[str, Tool], state: SessionState, plan: Plan
+    call: ToolCall,
+    *,
+    tools: dict[str, Tool],
+    state: SessionState,
+    plan: Plan,
+    reroute: bool = True,
 ) -> Decision:
     """Decide whether ``call`` may run, given the state and what this response planned.
+
+    ``reroute=False`` decides a call that is itself a fallback: when its breaker is open
+    too it halts rather than routing on (fallbacks do not chain, so they cannot loop).
 
     Raises whatever a tool's guard raises: a guard is agent code, and an exception in it
     fails the session (the loop records it as ``agent_halted`` with rule ``error``).
@@ -175,7 +183,7 @@ def verify_call(
             suppress=first,
         )
     if tool.name in state.open_breakers:
-        fallback = tools.get(tool.fallback) if tool.fallback else None
+        fallback = tools.get(tool.fallback) if tool.fallback and reroute else None
         return Rejected(
             call,
             "circuit_open",
@@ -189,4 +197,4 @@ def verify_call(
 
 def guard_error_message(tool: Tool, error: BaseException) -> str:
     """The halt reason when a tool's guard raised instead of returning."""
-    return f"the guard of {tool.name} raised {clean_message(error)}"
+    return f"the guard of {tool.name} raised {clean_message(error, typed=True)}"

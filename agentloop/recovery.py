@@ -3,7 +3,8 @@
 * truncation: arguments cut off by a token limit (``{"q": "refund``) are closed with the
   fewest quotes and brackets that make them a JSON object again;
 * scavenge: a response with no ``tool_calls`` whose text or reasoning spells calls out
-  (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``, a JSON block) gets them back;
+  (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``, a JSON block, an OpenAI
+  ``{"tool_calls": [...]}`` object) gets them back;
 * flatten: arguments given in a flattened schema (``address__city``) are nested again.
 
 Storm suppression (dropping duplicate calls of one response, once per turn, with a
@@ -22,15 +23,25 @@ from journal import ToolCall, loads_strict
 __all__ = ["repair_truncated_json", "scavenge_calls"]
 
 _MAX_REPAIR_INPUT = 20_000
+_MAX_ATTEMPTS = 64
 _CLOSERS = {"{": "}", "[": "]"}
 _BOUNDARY = set('"}]0123456789el{[')
+_CALL_KEYS = frozenset({"name", "tool", "function"})
 
 
 def _closing(prefix: str) -> str | None:
     """Return what closes ``prefix`` (quotes and brackets), or None if it cannot end here."""
+    return _closings(prefix, {len(prefix)})[len(prefix)]
+
+
+def _closings(text: str, ends: set[int]) -> dict[int, str | None]:
+    """For each ``end`` in ``ends``: what closes ``text[:end]``, or None; in one pass."""
+    found: dict[int, str | None] = dict.fromkeys(ends)
     stack: list[str] = []
     in_string = escaped = False
-    for char in prefix:
+    if 0 in ends:
+        found[0] = ""
+    for index, char in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -44,28 +55,35 @@ def _closing(prefix: str) -> str | None:
             stack.append(_CLOSERS[char])
         elif char in "}]":
             if not stack or stack.pop() != char:
-                return None
-    if escaped:
-        return None
-    return ('"' if in_string else "") + "".join(reversed(stack))
+                break  # a closer that closes nothing: no longer prefix can be closed
+        if index + 1 in ends and not escaped:
+            found[index + 1] = ('"' if in_string else "") + "".join(reversed(stack))
+    return found
 
 
 def repair_truncated_json(raw: str) -> dict[str, Any] | None:
     """Return the object a truncated JSON text most likely meant, or None.
 
     Tries the longest prefix that ends on a value boundary, drops a dangling comma or key,
-    and closes open strings, arrays and objects. Only objects are returned.
+    and closes open strings, arrays and objects. Only objects are returned. At most
+    ``_MAX_ATTEMPTS`` prefixes are parsed, so a long text broken early costs little.
     """
     text = raw.strip()
     if not text.startswith("{") or len(text) > _MAX_REPAIR_INPUT:
         return None
-    for end in range(len(text), 0, -1):
-        if end < len(text) and text[end - 1] not in _BOUNDARY:
-            continue
-        prefix = text[:end]
-        closing = _closing(prefix)
+    ends = [
+        end for end in range(len(text), 0, -1) if end == len(text) or text[end - 1] in _BOUNDARY
+    ]
+    closings = _closings(text, set(ends))
+    attempts = 0
+    for end in ends:
+        closing = closings[end]
         if closing is None:
             continue
+        attempts += 1
+        if attempts > _MAX_ATTEMPTS:
+            return None
+        prefix = text[:end]
         candidate = prefix + closing
         for attempt in (candidate, _drop_dangling(prefix, closing)):
             if attempt is None:
@@ -126,6 +144,24 @@ def _as_call(candidate: dict[str, Any], known: set[str]) -> tuple[str, Any] | No
     return name, {}
 
 
+def _calls_in(value: Any, known: set[str]) -> Iterable[tuple[str, Any]]:
+    """Yield the calls in a JSON value: itself, or calls nested in a wrapper.
+
+    A wrapper is anything that is not call-shaped, such as ``{"tool_calls": [...]}``; a
+    call's own arguments are not searched.
+    """
+    if isinstance(value, list):
+        for item in value:
+            yield from _calls_in(item, known)
+    elif isinstance(value, dict):
+        found = _as_call(value, known)
+        if found is not None:
+            yield found
+        elif not _CALL_KEYS.intersection(value):
+            for item in value.values():
+                yield from _calls_in(item, known)
+
+
 def scavenge_calls(
     sources: Iterable[str | None], known_tools: Iterable[str], id_prefix: str
 ) -> list[ToolCall]:
@@ -139,9 +175,7 @@ def scavenge_calls(
         if not text:
             continue
         for candidate in _objects_in(text):
-            found = _as_call(candidate, known)
-            if found is not None:
-                name, args = found
+            for name, args in _calls_in(candidate, known):
                 calls.append(
                     ToolCall(call_id=f"{id_prefix}-{len(calls) + 1}", tool=name, args=args)
                 )

@@ -46,6 +46,7 @@ from journal import (
     FallbackInvoked,
     InvalidEventError,
     Journal,
+    RecordedEvent,
     RepairApplied,
     SessionStarted,
     SessionState,
@@ -54,6 +55,7 @@ from journal import (
     VerificationFailed,
     apply,
     check_json,
+    format_ts,
     loads_strict,
 )
 
@@ -115,6 +117,13 @@ class TurnResult:
     halt_reason: str | None
     last_seq: int
     state: SessionState
+
+
+@dataclass(frozen=True)
+class _Crashed:
+    """A decision that could not be made: the guard (agent code) raised."""
+
+    reason: str
 
 
 @dataclass
@@ -213,7 +222,7 @@ class AgentRuntime:
         """Load a session written earlier (by this or another process) and return its state."""
         session = _Session(session_id, SessionState())
         for recorded in self.journal.events(session_id):
-            session.state = apply(session.state, recorded.event)
+            session.state = apply(session.state, recorded)
             session.context.add(recorded.seq, recorded.event)
         if session.state.events == 0:
             self.journal.require(session_id)
@@ -244,8 +253,14 @@ class AgentRuntime:
                 f"{session.state.halt_rule}; it takes no further turns"
             )
         session.move(Phase.OBSERVE)
-        self._append(session, [UserInput(text=text)])
-        await self._drive(session)
+        try:
+            self._append(session, [UserInput(text=text)])
+            await self._drive(session)
+        except BaseException:
+            # The journal refused a write (or the turn was cancelled): what it holds is the
+            # truth, so the next turn resumes from it instead of from a loop cut mid-phase.
+            self._sessions.pop(session_id, None)
+            raise
         return self._result(session)
 
     async def continue_turn(self, session_id: str) -> TurnResult:
@@ -279,9 +294,14 @@ class AgentRuntime:
 
     def _append(self, session: _Session, events: Sequence[AgentEvent]) -> None:
         seq = session.state.last_seq + 1
-        self.journal.append(session.session_id, events, expected_seq=seq, ts=self.clock(seq))
+        when = self.clock(seq)
+        self.journal.append(session.session_id, events, expected_seq=seq, ts=when)
+        ts = format_ts(when)
         for offset, event in enumerate(events):
-            session.state = apply(session.state, event)
+            # Folded as the journal records it (seq, ts), so this state equals the fold of
+            # the stored events; the hash is not needed by the fold.
+            recorded = RecordedEvent(session.session_id, seq + offset, ts, event.VERSION, "", event)
+            session.state = apply(session.state, recorded)
             session.context.add(seq + offset, event)
 
     def _halt(
@@ -422,39 +442,62 @@ class AgentRuntime:
         return repaired
 
     async def _verify_and_commit(self, session: _Session, calls: list[ToolCall]) -> bool:
-        """Handle every call of one response; return True when the session halted."""
+        """Handle every call of one response; return True when the session halted.
+
+        Accepted parallel-safe calls gather into a batch. Any other decision (a serial
+        call, a rejection, a guard that raised) is a barrier: the batch runs and is
+        journaled first, then the call is decided again on the state that now holds those
+        outcomes, so every journaled decision is one the fold of the events before it
+        supports, and serial and parallel dispatch decide alike.
+        """
         rails = self.agent.guardrails
         plan = Plan(storms_before=session.state.storms)
         batch: list[Accepted] = []
         for call in calls:
-            session.move(Phase.VERIFY)
-            decision = self._decide(session, call, plan)
-            if decision is None:
-                return True
-            if isinstance(decision, Accepted) and decision.tool.parallel_safe and not rails.serial:
-                batch.append(decision)
-                plan.add(decision, rails.storm_window)
-                continue
-            if await self._flush(session, batch, plan):
-                return True
-            if isinstance(decision, Accepted):
-                plan.add(decision, rails.storm_window)
-                if await self._flush(session, [decision], plan):
+            while True:
+                session.move(Phase.VERIFY)
+                decision = self._decide(session, call, plan)
+                if (
+                    isinstance(decision, Accepted)
+                    and decision.tool.parallel_safe
+                    and not rails.serial
+                ):
+                    batch.append(decision)
+                    plan.add(decision, rails.storm_window)
+                    break
+                if batch:
+                    if await self._flush(session, batch, plan):
+                        return True
+                    continue
+                if await self._settle(session, decision, plan):
                     return True
-            elif await self._reject(session, decision, plan):
-                return True
+                break
         halted = await self._flush(session, batch, plan)
         if not halted:
             session.move(Phase.OBSERVE)
         return halted
 
-    def _decide(self, session: _Session, call: ToolCall, plan: Plan) -> Accepted | Rejected | None:
+    def _decide(
+        self, session: _Session, call: ToolCall, plan: Plan, *, reroute: bool = True
+    ) -> Accepted | Rejected | _Crashed:
         try:
-            return verify_call(call, tools=self._tools, state=session.state, plan=plan)
+            return verify_call(
+                call, tools=self._tools, state=session.state, plan=plan, reroute=reroute
+            )
         except Exception as error:
-            tool = self._tools[call.tool]
-            self._halt(session, "error", guard_error_message(tool, error))
-            return None
+            return _Crashed(guard_error_message(self._tools[call.tool], error))
+
+    async def _settle(
+        self, session: _Session, decision: Accepted | Rejected | _Crashed, plan: Plan
+    ) -> bool:
+        """Run or journal one decision on its own; return True when the session halted."""
+        if isinstance(decision, _Crashed):
+            self._halt(session, "error", decision.reason)
+            return True
+        if isinstance(decision, Accepted):
+            plan.add(decision, self.agent.guardrails.storm_window)
+            return await self._flush(session, [decision], plan)
+        return await self._reject(session, decision, plan)
 
     async def _reject(self, session: _Session, decision: Rejected, plan: Plan) -> bool:
         call = decision.call
@@ -480,13 +523,8 @@ class AgentRuntime:
                 ],
             )
             rerouted = ToolCall(call_id=call.call_id, tool=decision.fallback.name, args=call.args)
-            routed = self._decide(session, rerouted, plan)
-            if routed is None:
-                return True
-            if isinstance(routed, Accepted):
-                plan.add(routed, self.agent.guardrails.storm_window)
-                return await self._flush(session, [routed], plan)
-            return await self._reject(session, routed, plan)
+            routed = self._decide(session, rerouted, plan, reroute=False)
+            return await self._settle(session, routed, plan)
         return not decision.suppress and self._check_failures(session)
 
     async def _flush(self, session: _Session, batch: list[Accepted], plan: Plan) -> bool:

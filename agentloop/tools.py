@@ -47,10 +47,14 @@ class ArgsInvalid(Exception):
     """Arguments failed the tool's schema; the message lists what to fix."""
 
 
-def clean_message(error: BaseException, limit: int = 300) -> str:
-    """Return a one-line message for an exception: no traceback, no newlines, bounded."""
+def clean_message(error: BaseException, limit: int = 300, *, typed: bool = False) -> str:
+    """Return a one-line message for an exception: no traceback, no newlines, bounded.
+
+    A business error's message is kept as is (it is meant for the model); any other is
+    prefixed with its type, and so is every error when ``typed`` (a crash in agent code).
+    """
     text = " ".join(str(error).split()) or type(error).__name__
-    if not isinstance(error, (ToolError, ValueError, LookupError)):
+    if typed or not isinstance(error, (ToolError, ValueError, LookupError)):
         text = f"{type(error).__name__}: {text}"
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

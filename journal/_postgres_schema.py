@@ -13,7 +13,7 @@ assignment of positions, so positions become visible in the order they were assi
 
 from __future__ import annotations
 
-from ._sqlstore import SchemaSpec
+from ._sqltx import SchemaSpec
 
 FORMAT = "agent-journal"
 SCHEMA_VERSION = 1

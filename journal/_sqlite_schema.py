@@ -8,7 +8,7 @@ and head hash first. `MIGRATIONS` takes a version 1 file to version 2 in place.
 
 from __future__ import annotations
 
-from ._sqlstore import SchemaSpec
+from ._sqltx import SchemaSpec
 
 FORMAT = "agent-journal"
 SCHEMA_VERSION = 2

@@ -14,12 +14,19 @@ import getpass
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import orjson
 
+from ._sqltx import (
+    SchemaSpec,
+    SqlTx,
+    TriggerState,
+    TxFactory,
+    event_params,
+    trigger_problem,
+)
 from .canonical import format_ts
 from .errors import (
     InvalidInputError,
@@ -30,7 +37,7 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .records import StoredEvent, decode
+from .records import RecordedEvent, StoredEvent, decode, decode_row
 from .sessions import (
     PROJECTION_COLUMNS,
     AppendPlan,
@@ -45,75 +52,14 @@ from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
 _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
+_DECODE_COLUMNS = "session_id, seq, ts, type, v, body, hash, pos"
+"""What `decode_row` takes (no summary: streaming events has no use for it)."""
 _ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
 _MAX_SEQ = 2**63 - 1
 _INDEXED_COLUMNS = ("agent", "status", "started")
 """Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
 its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
 appends change none of them; rewriting three indexes per commit doubled its cost)."""
-
-TriggerState = Literal["ok", "replaced", "disabled"]
-"""How an installed guard trigger compares with the one the schema defines."""
-
-
-@dataclass(frozen=True)
-class SchemaSpec:
-    """A store's versioned DDL: what creates it and what upgrades each older version."""
-
-    format: str
-    version: int
-    create: tuple[str, ...]
-    migrations: dict[int, tuple[str, ...]]
-    """Statements that take a schema from version ``key`` to ``key + 1``."""
-    triggers: tuple[str, ...]
-    purposes: dict[str, str] = field(default_factory=dict)
-    """Trigger name -> what it enforces, for verify's messages."""
-
-
-class SqlTx:
-    """One connection inside a transaction (or a read), with ``?`` placeholders."""
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-
-    def sql(self, text: str) -> str:
-        """Return ``text`` in the connection's placeholder style."""
-        return text
-
-    def rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run a query and return all its rows."""
-        return list(self.connection.execute(self.sql(text), params).fetchall())
-
-    def one(self, text: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """Run a query and return its first row, or None."""
-        found = self.rows(text, params)
-        return found[0] if found else None
-
-    def run(self, text: str, params: Sequence[Any] = ()) -> None:
-        """Run a statement."""
-        self.connection.execute(self.sql(text), params)
-
-    def changed(self, text: str, params: Sequence[Any] = ()) -> int:
-        """Run a statement and return how many rows it changed."""
-        return int(self.connection.execute(self.sql(text), params).rowcount)
-
-    def run_many(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run a statement once per row of parameters."""
-        self.connection.executemany(self.sql(text), rows)
-
-
-TxFactory = Callable[[], AbstractContextManager[SqlTx]]
-
-
-def trigger_problem(name: str, purpose: str, state: TriggerState | None) -> Problem:
-    """Return verify's finding for a guard trigger that is missing, replaced or disabled."""
-    if state is None:
-        message = f"trigger {name} is missing: {purpose} is not enforced"
-    elif state == "disabled":
-        message = f"trigger {name} is disabled: {purpose} is not enforced"
-    else:
-        message = f"trigger {name} was replaced: {purpose} may not hold"
-    return Problem(session_id=None, seq=None, kind="missing_trigger", message=message)
 
 
 @functools.cache
@@ -132,11 +78,6 @@ def _upsert_sql(names: tuple[str, ...]) -> str:
 
 def _stored(row: tuple[Any, ...]) -> StoredEvent:
     return StoredEvent(*row)
-
-
-def event_params(row: StoredEvent) -> tuple[Any, ...]:
-    """Return the values of an events-table row, in the order of its INSERT's columns."""
-    return (row.session_id, row.seq, row.ts, row.type, row.v, row.body, row.hash, row.summary)
 
 
 class SQLJournal(Journal):
@@ -237,7 +178,13 @@ class SQLJournal(Journal):
             raise NotAJournalError(
                 f"{self.target}: has a meta table but is not an agent-journal journal"
             )
-        version = int(meta.get("schema_version", "0"))
+        try:
+            version = int(meta.get("schema_version", "0"))
+        except ValueError:
+            raise NotAJournalError(
+                f"{self.target}: has a meta table but its schema_version "
+                f"{meta.get('schema_version')!r} is not a number"
+            ) from None
         if version > spec.version:
             raise SchemaVersionError(
                 f"{self.target}: schema version {version} is newer than this code "
@@ -331,38 +278,70 @@ class SQLJournal(Journal):
         if not events:
             raise ValueError("append needs at least one event")
         stamp = ts if ts is not None else self._clock()
-        with self._transaction() as tx:
-            self._lock_session(tx, session_id)
-            head, indexed = self._locate(tx, session_id)
-            plan = plan_append(
-                session_id,
-                head,
-                events,
-                expected_seq=expected_seq,
-                ts=stamp,
-                hasher=self.hasher,
-            )
-            self._write(tx, session_id, plan, indexed)
-        self._remember(session_id, plan.head_hash, plan.state)
+        plan = self._commit(
+            session_id,
+            lambda tx, head: plan_append(
+                session_id, head, events, expected_seq=expected_seq, ts=stamp, hasher=self.hasher
+            ),
+        )
+        assert plan is not None
         return plan.rows[-1].seq
 
     def import_records(self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
         """Import one session's records, all or nothing; see `Journal.import_records`."""
-        with self._transaction() as tx:
-            self._lock_session(tx, session_id)
-            head, indexed = self._locate(tx, session_id)
-            plan = plan_import(
+        plan = self._commit(
+            session_id,
+            lambda tx, head: plan_import(
                 session_id,
                 head,
                 records,
                 hasher=self.hasher,
                 stored_hash_at=lambda seq: self._hash_at(tx, session_id, seq),
-            )
+            ),
+        )
+        return 0 if plan is None else len(plan.rows)
+
+    def import_sessions(
+        self, sessions: Sequence[tuple[str, Iterable[tuple[str, dict[str, Any]]]]]
+    ) -> list[int]:
+        """Import several sessions in one transaction; see `Journal.import_sessions`."""
+        counts: list[int] = []
+        written: list[tuple[str, AppendPlan]] = []
+        with self._transaction() as tx:
+            for session_id in sorted({session_id for session_id, _ in sessions}):
+                self._lock_session(tx, session_id)  # in one order: no deadlock between two
+            for session_id, records in sessions:
+                head, indexed = self._locate(tx, session_id)
+                plan = plan_import(
+                    session_id,
+                    head,
+                    records,
+                    hasher=self.hasher,
+                    stored_hash_at=functools.partial(self._hash_at, tx, session_id),
+                )
+                counts.append(0 if plan is None else len(plan.rows))
+                if plan is not None:
+                    self._write(tx, session_id, plan, indexed)
+                    written.append((session_id, plan))
+        for session_id, plan in written:
+            self._remember(session_id, plan.head_hash, plan.state)
+        return counts
+
+    def _commit(
+        self,
+        session_id: str,
+        make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
+    ) -> AppendPlan | None:
+        """Lock the session, plan against its head and write the plan, in one transaction."""
+        with self._transaction() as tx:
+            self._lock_session(tx, session_id)
+            head, indexed = self._locate(tx, session_id)
+            plan = make_plan(tx, head)
             if plan is None:
-                return 0
+                return None
             self._write(tx, session_id, plan, indexed)
         self._remember(session_id, plan.head_hash, plan.state)
-        return len(plan.rows)
+        return plan
 
     @staticmethod
     def _hash_at(tx: SqlTx, session_id: str, seq: int) -> str | None:
@@ -378,19 +357,42 @@ class SQLJournal(Journal):
         start: int = 0,
         stop: int | None = None,
     ) -> Iterator[StoredEvent]:
+        for row in self._rows(query, session_id, start, stop):
+            yield _stored(row)
+
+    def _rows(
+        self,
+        query: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]],
+        session_id: str,
+        start: int = 0,
+        stop: int | None = None,
+        columns: str = _ROW_COLUMNS,
+    ) -> Iterator[tuple[Any, ...]]:
+        """The session's rows in seq order, a page of `PAGE_SIZE` at a time.
+
+        ``columns`` must have ``seq`` second, as `_ROW_COLUMNS` has.
+        """
         upper = stop if stop is not None else _MAX_SEQ
         cursor = start
         while True:
             rows = query(
-                f"SELECT {_ROW_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
+                f"SELECT {columns} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
                 "ORDER BY seq LIMIT ?",
                 (session_id, cursor, upper, self.PAGE_SIZE),
             )
-            for row in rows:
-                yield _stored(row)
+            yield from rows
             if len(rows) < self.PAGE_SIZE:
                 return
             cursor = rows[-1][1] + 1
+
+    def events(
+        self, session_id: str, *, start: int = 0, stop: int | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Stream validated events in pages; see `Journal.events` (decoded from the columns)."""
+        for sid, seq, ts, kind, v, body, hash_, pos in self._rows(
+            self._query, session_id, start, stop, _DECODE_COLUMNS
+        ):
+            yield decode_row(sid, seq, ts, kind, v, body, hash_, pos)
 
     def stored_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None
@@ -569,7 +571,6 @@ class SQLJournal(Journal):
             Erasure.model_validate(dict(zip(_ERASURE_COLUMNS, row, strict=True)))
             for row in self._query(text + " ORDER BY id", params)
         ]
-
 
     # -- snapshots (derived data) ---------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ __all__ = [
     "header_for",
     "import_file",
     "read_jsonl",
+    "write_atomically",
     "write_jsonl",
 ]
 
@@ -73,29 +74,37 @@ def export_session(journal: Journal, session_id: str) -> bytes:
     return b"".join(line + b"\n" for line in export_lines(journal, session_id))
 
 
-def write_jsonl(journal: Journal, session_id: str, path: str | Path) -> int:
-    """Write a session to ``path`` atomically (a temporary file renamed into place).
+def write_atomically(lines: Iterable[bytes], path: str | Path) -> int:
+    """Write lines (each without its newline) to ``path`` atomically; return how many.
 
-    Returns the number of events written. A failure leaves no partial file behind.
+    The lines go to a temporary file that is renamed into place, so a failure leaves no
+    partial file behind.
     """
     target = Path(path)
-    journal.require(session_id)
-    directory = target.parent if str(target.parent) else Path(".")
     try:
-        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
-    except OSError as e:
+        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as e:  # a missing or unwritable directory: bad usage, not a crash
         raise InvalidInputError(f"{target}: cannot write: {e.strerror}") from e
-    count = -1
+    count = 0
     try:
         with os.fdopen(handle, "wb") as out:
-            for line in export_lines(journal, session_id):
+            for line in lines:
                 out.write(line + b"\n")
                 count += 1
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp_name, 0o666 & ~umask)
         os.replace(temp_name, target)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
     return count
+
+
+def write_jsonl(journal: Journal, session_id: str, path: str | Path) -> int:
+    """Write a session to ``path`` atomically; return the number of events written."""
+    journal.require(session_id)
+    return write_atomically(export_lines(journal, session_id), path) - 1
 
 
 @dataclass(frozen=True)

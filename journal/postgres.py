@@ -34,7 +34,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import _postgres_schema as schema
-from ._sqlstore import SQLJournal, SqlTx, TriggerState, event_params
+from ._sqlstore import SQLJournal
+from ._sqltx import SqlTx, TriggerState, event_params
 from .errors import (
     ConflictError,
     JournalBusyError,

@@ -27,6 +27,7 @@ __all__ = [
     "StoredEvent",
     "decode",
     "decode_payload",
+    "decode_row",
     "encode",
     "from_record",
     "record_line",
@@ -152,26 +153,67 @@ def decode(stored: StoredEvent) -> RecordedEvent:
         InvalidEventError: the body is not JSON, disagrees with its envelope, or fails
             validation (the message names the session and seq).
     """
-    at = where(stored.session_id, stored.seq)
+    return decode_row(
+        stored.session_id,
+        stored.seq,
+        stored.ts,
+        stored.type,
+        stored.v,
+        stored.body,
+        stored.hash,
+        stored.position,
+    )
+
+
+def decode_row(
+    session_id: str,
+    seq: int,
+    ts: str,
+    event_type: str,
+    version: int,
+    body: str,
+    hash_: str,
+    position: int | None = None,
+) -> RecordedEvent:
+    """`decode` of a stored record given as its columns (no `StoredEvent` built: hot path)."""
     try:
-        payload = orjson.loads(stored.body)
+        payload = orjson.loads(body)
     except orjson.JSONDecodeError as e:
-        raise InvalidEventError(f"{at}: stored body is not JSON: {e}") from e
+        raise InvalidEventError(f"{where(session_id, seq)}: stored body is not JSON: {e}") from e
     if not isinstance(payload, dict):
-        raise InvalidEventError(f"{at}: stored body is not a JSON object")
-    for name in ("session_id", "seq", "type", "v", "ts"):
-        if payload.pop(name, None) != getattr(stored, name):
-            raise InvalidEventError(f"{at}: body field {name!r} disagrees with its envelope")
-    payload["type"] = stored.type
-    event = decode_payload(stored.type, stored.v, payload, at)
+        raise InvalidEventError(f"{where(session_id, seq)}: stored body is not a JSON object")
+    pop = payload.pop
+    for name, value in (
+        ("session_id", session_id),
+        ("seq", seq),
+        ("type", event_type),
+        ("v", version),
+        ("ts", ts),
+    ):
+        if pop(name, None) != value:
+            raise InvalidEventError(
+                f"{where(session_id, seq)}: body field {name!r} disagrees with its envelope"
+            )
+    payload["type"] = event_type
+    model = EVENT_TYPES.get(event_type)
+    event: AgentEvent | None = None
+    if model is not None and version == model.VERSION:
+        # The common case, without the upcasting machinery: what decode_payload does when
+        # the version is current (model_validate is this call plus argument checks).
+        try:
+            event = model.__pydantic_validator__.validate_python(payload)
+        except ValidationError:
+            pass  # decode_payload validates again and words the error
+    if event is None:
+        event = decode_payload(event_type, version, payload, where(session_id, seq))
     return RecordedEvent(
-        session_id=stored.session_id,
-        seq=stored.seq,
-        ts=stored.ts,
-        v=stored.v,
-        hash=stored.hash,
+        session_id=session_id,
+        seq=seq,
+        ts=ts,
+        v=version,
+        hash=hash_,
         event=event,
-        position=stored.position,
+        position=position,
     )
 
 

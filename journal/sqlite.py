@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import _sqlite_schema as schema
-from ._sqlstore import SQLJournal, SqlTx, TriggerState
+from ._sqlstore import SQLJournal
+from ._sqltx import SqlTx, TriggerState
 from .errors import (
     ConflictError,
     JournalBusyError,

@@ -177,6 +177,17 @@ class Journal(ABC):
         rest; different content raises `SessionConflictError`.
         """
 
+    def import_sessions(
+        self, sessions: Sequence[tuple[str, Iterable[tuple[str, dict[str, Any]]]]]
+    ) -> list[int]:
+        """Import several whole sessions, all or nothing; return how many events each added.
+
+        Each session follows the rules of `import_records`. The SQL stores write them all in
+        one transaction (a file of many sessions imports whole or not at all); this default
+        imports one after another, so a store without transactions keeps the earlier ones.
+        """
+        return [self.import_records(session_id, records) for session_id, records in sessions]
+
     # -- reading ---------------------------------------------------------------------
 
     @abstractmethod

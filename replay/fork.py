@@ -28,6 +28,7 @@ from agentloop import (
     counter_ids,
 )
 from journal import (
+    ActionProposed,
     InvalidInputError,
     Journal,
     RecordedEvent,
@@ -39,7 +40,7 @@ from journal import (
 )
 
 from .normalize import fingerprint, record_of
-from .recorded import RecordedLLM, RecordedTools
+from .recorded import RecordedTools, response_of
 from .replayer import agent_for, free_session_id
 
 __all__ = ["ForkResult", "fork"]
@@ -85,12 +86,23 @@ class _Matcher:
 
 
 class _HybridModel:
-    def __init__(self, recorded: RecordedLLM, own: LLMProvider | None, matcher: _Matcher) -> None:
+    """The recorded output at the requested seq while the fork fits, else the agent's own.
+
+    The recorded output is served only where the recording has one at that very seq: a
+    fork point inside a proposal (its calls unanswered) is proposed again by the agent's
+    own model, never answered with the recorded output meant for after those calls ran.
+    """
+
+    def __init__(
+        self, recorded: Sequence[RecordedEvent], own: LLMProvider | None, matcher: _Matcher
+    ) -> None:
         self.recorded, self.own, self.matcher = recorded, own, matcher
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        if self.matcher.fits() and not self.recorded.exhausted:
-            return await self.recorded.complete(request)
+        if request.seq < len(self.recorded) and self.matcher.fits():
+            event = self.recorded[request.seq].event
+            if isinstance(event, ActionProposed):
+                return response_of(event)
         if self.own is None:
             raise InvalidInputError(
                 f"fork {request.session_id}: the recording no longer fits at seq {request.seq} "
@@ -171,7 +183,7 @@ def fork(
     runtime = AgentRuntime(
         built,
         journal,
-        llm=_HybridModel(RecordedLLM(after), built.llm, matcher),
+        llm=_HybridModel(recorded, built.llm, matcher),
         tools=_HybridTools(RecordedTools(after), matcher),
         ids=counter_ids(fork_id),
     )

@@ -24,7 +24,14 @@ import orjson
 
 from journal import RecordedEvent
 
-__all__ = ["DEFAULT_RULES", "NormalizationRules", "fingerprint", "normalize", "record_of"]
+__all__ = [
+    "DEFAULT_RULES",
+    "NormalizationRules",
+    "describe",
+    "fingerprint",
+    "normalize",
+    "record_of",
+]
 
 
 @dataclass(frozen=True)
@@ -90,3 +97,14 @@ def fingerprint(record: Mapping[str, Any], rules: NormalizationRules = DEFAULT_R
     """A short digest of the normalised record: equal fingerprints mean equal events."""
     body = orjson.dumps(normalize(record, rules), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(body).hexdigest()[:32]
+
+
+_ENVELOPE = ("session_id", "seq", "ts", "v", "hash", "type")
+
+
+def describe(record: Mapping[str, Any] | None) -> str:
+    """One line for a record: its type, then its fields without the envelope, as JSON."""
+    if record is None:
+        return "(nothing)"
+    detail = {key: value for key, value in record.items() if key not in _ENVELOPE}
+    return f"{record.get('type')} {orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()}"

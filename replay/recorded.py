@@ -1,7 +1,9 @@
 """Recorded stand-ins for the loop's ports: the model, the tools and the clock.
 
 * `RecordedLLM` serves the recorded ``action_proposed`` outputs in order; asking for one
-  more than was recorded raises `RecordingExhausted` (a divergence, never a hang).
+  more than was recorded raises `RecordingExhausted` (a divergence, never a hang). A model
+  call that failed in the recording (``agent_halted`` rule ``error``, "the model call
+  failed: ...") fails again at the same seq with the same message.
 * `RecordedTools` serves recorded tool outcomes, paired by position *and* by tool +
   canonical arguments, never by call id alone: real transcripts reuse ids and models
   reorder calls. A call the recording never ran is reported, and answered with a failure
@@ -17,11 +19,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentloop import LiveToolExecutor, ModelRequest, ModelResponse, Tool, ToolOutcome
+from agentloop import LiveToolExecutor, ModelRequest, ModelResponse, Tool, ToolError, ToolOutcome
 from journal import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
+    AgentHalted,
     JournalError,
     RecordedEvent,
     SessionState,
@@ -42,6 +45,18 @@ __all__ = [
 
 class RecordingExhausted(JournalError):
     """The code asked the model for more than the recording holds."""
+
+
+MODEL_FAILED = "the model call failed: "
+"""How the loop's halt reason begins when the model port raised."""
+
+
+class RecordedModelFailure(ToolError):
+    """A model call that failed in the recording, raised again with the recorded message.
+
+    A `ToolError` so that the loop reports its message as it is, which makes the halt
+    identical to the recorded one.
+    """
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,13 @@ class RecordedLLM:
 
     def __init__(self, proposals: Sequence[RecordedEvent]) -> None:
         self._proposals = [p for p in proposals if isinstance(p.event, ActionProposed)]
+        self._failures = {
+            p.seq: p.event.reason.removeprefix(MODEL_FAILED)
+            for p in proposals
+            if isinstance(p.event, AgentHalted)
+            and p.event.rule == "error"
+            and p.event.reason.startswith(MODEL_FAILED)
+        }
         self._next = 0
 
     @property
@@ -82,6 +104,9 @@ class RecordedLLM:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The next recorded output; see `agentloop.LLMProvider`."""
+        failed = self._failures.get(request.seq)
+        if failed is not None and self.exhausted:
+            raise RecordedModelFailure(failed)
         if self._next >= len(self._proposals):
             raise RecordingExhausted(
                 f"recording exhausted at seq {request.seq}: the code asked for model output "
@@ -91,15 +116,20 @@ class RecordedLLM:
         self._next += 1
         event = recorded.event
         assert isinstance(event, ActionProposed)
-        return ModelResponse(
-            calls=list(event.calls),
-            text=event.text,
-            reasoning=event.reasoning,
-            model=event.model,
-            usage=event.usage,
-            latency_ms=event.latency_ms,
-            cost=event.cost,
-        )
+        return response_of(event)
+
+
+def response_of(event: ActionProposed) -> ModelResponse:
+    """The model output a recorded ``action_proposed`` holds."""
+    return ModelResponse(
+        calls=list(event.calls),
+        text=event.text,
+        reasoning=event.reasoning,
+        model=event.model,
+        usage=event.usage,
+        latency_ms=event.latency_ms,
+        cost=event.cost,
+    )
 
 
 @dataclass

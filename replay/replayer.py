@@ -216,7 +216,8 @@ class Replayer:
             if target is not journal:
                 target.close()
         divergence = compare(recorded, replayed, rules, error=error, exhausted=llm.exhausted)
-        if divergence is None and tools.unrecorded:
+        if divergence is None and tools.unrecorded and _complete(recorded):
+            # (past the end of a cut recording every call is unrecorded, and that is fine)
             call = tools.unrecorded[0]
             divergence = Divergence(
                 seq=len(replayed) - 1,
@@ -313,7 +314,7 @@ def _reason(
     if kind == "agent_halted" and actual.get("rule") == "error":
         message = str(actual.get("reason", ""))
         if exhausted and "recording exhausted" in message:
-            return message.split(": ", 1)[-1]
+            return message[message.index("recording exhausted") :]
         return f"the agent's code raised: {message}"
     if kind != expected.get("type"):
         detail = ""

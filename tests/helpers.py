@@ -246,6 +246,16 @@ def run_process(*args: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+def one_error_line(result: Result) -> str:
+    """The single stderr line of a bad-input exit, after checking there is no traceback."""
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("agent-journal: ")
+    return line
+
+
 def worker(*args: object, **popen: Any) -> subprocess.Popen[str]:
     """Start ``python -m tests.workers ARGS`` (see tests/workers.py)."""
     return subprocess.Popen(

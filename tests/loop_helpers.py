@@ -199,22 +199,31 @@ def run_events(
 
 @dataclass
 class Gauge:
-    """Measures how many tool bodies run at once (inside the tools, not by timing)."""
+    """Measures how many tool bodies run at once (inside the tools, not by timing).
+
+    ``log`` holds ``+name`` when a body starts and ``-name`` when it ends.
+    """
 
     running: int = 0
     peak: int = 0
-    order: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def enter(self) -> None:
+    def enter(self, name: str) -> None:
         with self.lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
+            self.log.append(f"+{name}")
 
     def leave(self, name: str) -> None:
         with self.lock:
             self.running -= 1
-            self.order.append(name)
+            self.log.append(f"-{name}")
+
+    @property
+    def finished(self) -> list[str]:
+        """Tool names in the order their bodies finished."""
+        return [entry[1:] for entry in self.log if entry.startswith("-")]
 
 
 def sleepy_tools(gauge: Gauge, delays: dict[str, float], **options: Any) -> list[Tool]:
@@ -222,7 +231,7 @@ def sleepy_tools(gauge: Gauge, delays: dict[str, float], **options: Any) -> list
 
     def make(name: str, delay: float) -> Tool:
         async def body(args: Args) -> dict[str, Any]:
-            gauge.enter()
+            gauge.enter(name)
             try:
                 await asyncio.sleep(delay)
             finally:
@@ -238,7 +247,7 @@ def sync_sleepy_tool(gauge: Gauge, name: str, delay: float, **options: Any) -> T
     """A sync tool (run in a worker thread) that sleeps ``delay`` seconds."""
 
     def body(args: Args) -> dict[str, Any]:
-        gauge.enter()
+        gauge.enter(name)
         try:
             time.sleep(delay)
         finally:

@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import Result
 
 from journal import Journal, SessionStarted, UserInput, export_session
 from journal.sqlite import SQLiteJournal
@@ -26,6 +25,7 @@ from .helpers import (
     foreign,
     jsonl_lines,
     make_journal,
+    one_error_line,
     restore_triggers,
     run_cli,
     run_process,
@@ -63,16 +63,6 @@ def exported(db: Path, tmp_path: Path) -> Path:
     path = tmp_path / "s.jsonl"
     path.write_bytes(data)
     return path
-
-
-def one_error_line(result: Result) -> str:
-    """The single stderr line of a bad-input exit, after checking there is no traceback."""
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stdout + result.stderr
-    assert result.stdout == ""
-    [line] = result.stderr.splitlines()
-    assert line.startswith("agent-journal: ")
-    return line
 
 
 # -- help --------------------------------------------------------------------------------
@@ -321,6 +311,14 @@ def _foreign_db(tmp_path: Path) -> Path:
     return path
 
 
+def _lying_meta(tmp_path: Path) -> Path:
+    path = tmp_path / "lying.db"
+    with foreign(path) as conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO meta VALUES ('format', 'agent-journal'), ('schema_version', 'x')")
+    return path
+
+
 Case = Callable[[Path, Path, Path], tuple[list[object], Path, str]]
 """(db, exported file, tmp dir) -> (arguments, the file that must not change, error text)."""
 
@@ -370,6 +368,11 @@ BAD_INPUT: dict[str, Case] = {
         ["import", f, "--db", _foreign_db(tmp)],
         tmp / "app.db",
         "app.db: is a SQLite database but not an agent-journal journal (tables: users)",
+    ),
+    "a meta table that lies": lambda db, f, tmp: (
+        ["sessions", "--db", _lying_meta(tmp)],
+        tmp / "lying.db",
+        "lying.db: has a meta table but its schema_version 'x' is not a number",
     ),
     "garbage --db (verify)": lambda db, f, tmp: (
         ["verify", "--db", _garbage(tmp)],

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from journal import (
     EVENT_ADAPTER,
     EVENT_TYPES,
+    InvalidEventError,
     Journal,
     StoredEvent,
     UnknownEventTypeError,
@@ -128,7 +129,7 @@ def test_an_old_version_without_upcaster_is_an_error_naming_type_and_version() -
 def test_body_that_disagrees_with_its_envelope_is_rejected() -> None:
     row = stored("user_input", 1, {"text": "hi"})
     moved = StoredEvent("s", 2, row.ts, row.type, row.v, row.body, row.hash, row.summary)
-    with pytest.raises(Exception, match="session s seq 2: body field 'seq' disagrees"):
+    with pytest.raises(InvalidEventError, match="session s seq 2: body field 'seq' disagrees"):
         decode(moved)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import sqlite3
 from contextlib import closing
@@ -27,10 +28,22 @@ from journal import (
     Usage,
     UserInput,
     fold,
+    upcasting,
 )
-from journal.canonical import INT64_MAX, INT64_MIN, MAX_DEPTH, _check_json_walk, check_json
-from journal.errors import InvalidEventError
+from journal.canonical import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_DEPTH,
+    _check_json_walk,
+    chain_hash,
+    check_json,
+)
+from journal.errors import InvalidEventError, JournalError
+from journal.fold import _copy
+from journal.records import RecordedEvent, StoredEvent, decode, decode_payload, encode, where
 from journal.sessions import projection_row
+
+from .strategies import events
 
 
 class _Str(str):
@@ -147,3 +160,114 @@ def test_cached_state_is_not_used_for_a_session_rewritten_elsewhere(tmp_path: Pa
         assert one.state("s").agent == "app.agents:two"
         assert _projection(path)["agent"] == "app.agents:two"
         assert one.state("s") == fold(one.events("s"))
+
+
+def test_fold_copy_is_model_copy() -> None:
+    state = fold(_TURNS[:4])
+    fast, plain = _copy(state), state.model_copy()
+    assert type(fast) is type(plain) is SessionState
+    assert fast == plain and fast is not state
+    assert fast.__dict__ == plain.__dict__ and fast.__dict__ is not state.__dict__
+    assert fast.model_fields_set == plain.model_fields_set
+    assert fast.model_fields_set is not state.model_fields_set
+    assert fast.__pydantic_extra__ == plain.__pydantic_extra__
+    assert fast.__pydantic_private__ == plain.__pydantic_private__
+    # What _copy relies on: no private attributes and no extra fields.
+    assert not SessionState.__private_attributes__
+    assert SessionState.model_config.get("extra") == "forbid"
+
+
+# -- decode: the direct validation equals the original path, results and errors ----------
+
+
+def _plain_decode(stored: StoredEvent) -> RecordedEvent:
+    """The decode this module replaced, kept verbatim as the reference."""
+    at = where(stored.session_id, stored.seq)
+    try:
+        payload = orjson.loads(stored.body)
+    except orjson.JSONDecodeError as e:
+        raise InvalidEventError(f"{at}: stored body is not JSON: {e}") from e
+    if not isinstance(payload, dict):
+        raise InvalidEventError(f"{at}: stored body is not a JSON object")
+    for name in ("session_id", "seq", "type", "v", "ts"):
+        if payload.pop(name, None) != getattr(stored, name):
+            raise InvalidEventError(f"{at}: body field {name!r} disagrees with its envelope")
+    payload["type"] = stored.type
+    event = decode_payload(stored.type, stored.v, payload, at)
+    return RecordedEvent(
+        session_id=stored.session_id,
+        seq=stored.seq,
+        ts=stored.ts,
+        v=stored.v,
+        hash=stored.hash,
+        event=event,
+        position=stored.position,
+    )
+
+
+def _outcome(function: Any, stored: StoredEvent) -> tuple[Any, ...]:
+    try:
+        found = function(stored)
+    except JournalError as e:
+        return ("error", type(e), str(e))
+    return ("ok", found, type(found.event), found.event.model_fields_set)
+
+
+_TAMPER = st.sampled_from(
+    [
+        ("drop", "seq"),
+        ("drop", "type"),
+        ("drop", "v"),
+        ("set", "seq", "7"),
+        ("set", "seq", 7.0),
+        ("set", "v", True),
+        ("set", "v", 2),
+        ("set", "type", "user_input"),
+        ("set", "type", "no_such_type"),
+        ("set", "call_id", 5),
+        ("set", "text", None),
+        ("set", "extra_field", 1),
+        ("set", "latency_ms", "12.5"),
+        ("set", "usage", {"input_tokens": "3"}),
+        ("set", "result", [1, {"a": None}]),
+        ("raw", "not json"),
+        ("raw", "[1, 2]"),
+    ]
+)
+
+
+@settings(max_examples=300)
+@given(events, st.integers(0, 5), st.one_of(st.none(), _TAMPER))
+def test_decode_agrees_with_the_plain_path(event: Any, seq: int, tamper: Any) -> None:
+    stored = encode("s1", seq, "2026-11-29T23:00:00.123456Z", event, "0" * 64, chain_hash)
+    if tamper is not None:
+        record = orjson.loads(stored.body)
+        if tamper[0] == "drop":
+            record.pop(tamper[1], None)
+            body = orjson.dumps(record).decode()
+        elif tamper[0] == "set":
+            record[tamper[1]] = tamper[2]
+            body = orjson.dumps(record).decode()
+        else:
+            body = tamper[1]
+        stored = dataclasses.replace(stored, body=body, position=3)
+    assert _outcome(decode, stored) == _outcome(_plain_decode, stored)
+
+
+def test_decode_runs_upcasters_for_old_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = encode(
+        "s1", 1, "2026-11-29T23:00:00.123456Z", UserInput(text="hi"), "0" * 64, chain_hash
+    )
+    old = dataclasses.replace(stored, body=stored.body.replace('"text"', '"message"'), v=0)
+    old = dataclasses.replace(old, body=old.body.replace('"v":1', '"v":0'))
+    assert _outcome(decode, old) == _outcome(_plain_decode, old)  # no upcaster: an error
+    monkeypatch.setitem(
+        upcasting._UPCASTERS,
+        ("user_input", 0),
+        lambda payload: {
+            **{k: v for k, v in payload.items() if k != "message"},
+            "text": payload["message"],
+        },
+    )
+    assert _outcome(decode, old) == _outcome(_plain_decode, old)
+    assert decode(old).event == UserInput(text="hi")

@@ -478,7 +478,7 @@ def breaker_prefix(call: Any) -> list[EventModel]:
             from_seq=2,
             to_seq=5,
             summary=f"2 calls to live failed the same way: error (infrastructure): {REFUSED}",
-            tokens_before=30,
+            tokens_before=38,
             tokens_after=24,
         ),
         proposed(call),

@@ -363,6 +363,7 @@ def _check_projection(journal: Journal, session_id: str) -> None:
     expected = {name: getattr(state, name, None) for name in type(summary).model_fields}
     expected["head_hash"] = list(journal.stored_events(session_id))[-1].hash
     assert summary.model_dump() == expected
+    assert journal.sessions() == [summary]
 
 
 @settings(max_examples=25, deadline=None)

@@ -17,7 +17,7 @@ import orjson
 
 from journal import Journal, JournalError, SessionStatus
 
-from .cli_replay import demo, diff, fork, replay, state
+from .cli_replay import demo, diff, fixture, fork, replay, state
 from .clikit import (
     EXIT_BAD_INPUT,
     EXIT_FINDING,
@@ -30,6 +30,7 @@ from .clikit import (
 )
 
 __all__ = ["main"]
+
 
 @click.group(cls=ErrorBoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agent-journal")
@@ -295,7 +296,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
     )
 
 
-for _command in (demo, state, replay, fork, diff):
+for _command in (demo, state, replay, fork, diff, fixture):
     cli.add_command(_command)
 
 

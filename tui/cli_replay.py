@@ -21,7 +21,7 @@ from .clikit import (
     print_json,
 )
 
-__all__ = ["demo", "diff", "fork", "replay", "state"]
+__all__ = ["demo", "diff", "fixture", "fork", "replay", "state"]
 
 
 @click.command()
@@ -155,7 +155,7 @@ def replay(
     save: bool,
     as_json: bool,
 ) -> None:
-    """Re-run a recorded session with the current code and compare it, event by event.
+    """Re-run a recorded session (or a JSONL fixture file) and compare it, event by event.
 
     The recorded model outputs stand in for the model and, unless --live-tools or
     --live-tool is given, the recorded tool results stand in for the tools: no API key, no
@@ -167,8 +167,16 @@ def replay(
     if live_tools and live_tool:
         raise click.UsageError("--live-tools and --live-tool exclude each other")
     replayer = Replayer(agent=agent, live_tools=True if live_tools else live_tool, save=save)
-    with open_existing(db) as journal:
-        result = replayer.replay(journal, session)
+    if session.endswith(".jsonl") and Path(session).is_file():
+        if save:
+            raise click.UsageError("--save needs a session of a journal, not a file")
+        from journal.jsonl import import_file
+
+        with Journal.open(":memory:") as scratch:
+            result = replayer.replay(scratch, import_file(scratch, session).session_id)
+    else:
+        with open_existing(db) as journal:
+            result = replayer.replay(journal, session)
     if as_json:
         print_json(result.as_json())
     else:
@@ -260,3 +268,39 @@ def diff(a: str, b: str, db: str, as_json: bool) -> None:
         print_diff(result, records_a, records_b, name_a, name_b)
     if not result.identical:
         sys.exit(EXIT_FINDING)
+
+
+@click.command()
+@click.argument("session")
+@db_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Fixture file to write (default: fixtures/SESSION.jsonl).",
+)
+@click.option(
+    "--redact/--no-redact",
+    default=True,
+    show_default=True,
+    help="Replace secrets and personal data with format-keeping placeholders.",
+)
+def fixture(session: str, db: str, output: Path | None, redact: bool) -> None:
+    """Freeze a session into a regression fixture that pytest replays on every run.
+
+    The pytest plugin (installed with agent-journal) collects every fixture under
+    fixtures/ and fails with the first divergence when the current code no longer
+    behaves the same; `pytest --journal-update` accepts an intended change. A session
+    that halted or failed is recorded as an expected failure: the fixture asserts the
+    agent still stops there, by the same rule.
+    """
+    from replay.fixtures import write_fixture
+
+    target = output or Path("fixtures") / f"{session}.jsonl"
+    with open_existing(db) as journal:
+        summary = journal.require(session)
+        write_fixture(journal, session, target, redact=redact)
+    kind = (
+        f"expected {summary.status}" if summary.status in ("halted", "failed") else summary.status
+    )
+    click.echo(f"wrote {target}: {summary.events} events, {kind}{', redacted' if redact else ''}")

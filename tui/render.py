@@ -183,13 +183,9 @@ def json_default(value: Any) -> Any:
 
 
 def _record_line(record: dict[str, Any] | None) -> str:
-    if record is None:
-        return "(nothing)"
-    detail = {
-        k: v for k, v in record.items() if k not in ("session_id", "seq", "ts", "v", "hash", "type")
-    }
-    text = orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()
-    return safe_text(f"{record.get('type')} {text}")
+    from replay.normalize import describe
+
+    return safe_text(describe(record))
 
 
 def _short(value: Any, width: int = 100) -> str:

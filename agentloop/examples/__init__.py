@@ -27,7 +27,10 @@ class Scenario:
 
 def _refund_inputs(rng: random.Random) -> list[str]:
     order = rng.choice(["1042", "2210", "3071"])
-    return [f"Please refund $150 for order {order}, the parcel arrived broken."]
+    return [
+        f"Please refund $150 for order {order}, the parcel arrived broken. "
+        "Reach me at jane.doe@gmail.com."
+    ]
 
 
 SCENARIOS: tuple[Scenario, ...] = (

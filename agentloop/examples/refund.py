@@ -73,7 +73,13 @@ def _tools(guard: Any) -> list[Tool]:
     def lookup_order(args: LookupArgs) -> dict[str, Any]:
         if not args.order_id.isdigit() or len(args.order_id) != 4:
             raise ToolError(f"order {args.order_id} not found")
-        return {"order_id": args.order_id, "total": order_total(args.order_id), "refunded": 0.0}
+        return {
+            "order_id": args.order_id,
+            "total": order_total(args.order_id),
+            "refunded": 0.0,
+            "customer_email": "jane.doe@gmail.com",
+            "paid_with": "4111 1111 1111 1111",
+        }
 
     def issue_refund(args: RefundArgs) -> dict[str, Any]:
         refunds.append(args.order_id)

@@ -1,0 +1,93 @@
+"""The primitives the SQL stores are built from: a transaction, a schema spec, guard checks.
+
+`SqlTx` wraps one DB-API connection behind ``?`` placeholders (PostgreSQL's subclass rewrites
+them); `SchemaSpec` is a store's versioned DDL; `trigger_problem` words verify's finding
+for a guard trigger that is not as the schema defines it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .records import StoredEvent
+from .verify import Problem
+
+__all__ = [
+    "SchemaSpec",
+    "SqlTx",
+    "TriggerState",
+    "TxFactory",
+    "event_params",
+    "trigger_problem",
+]
+
+TriggerState = Literal["ok", "replaced", "disabled"]
+"""How an installed guard trigger compares with the one the schema defines."""
+
+
+@dataclass(frozen=True)
+class SchemaSpec:
+    """A store's versioned DDL: what creates it and what upgrades each older version."""
+
+    format: str
+    version: int
+    create: tuple[str, ...]
+    migrations: dict[int, tuple[str, ...]]
+    """Statements that take a schema from version ``key`` to ``key + 1``."""
+    triggers: tuple[str, ...]
+    purposes: dict[str, str] = field(default_factory=dict)
+    """Trigger name -> what it enforces, for verify's messages."""
+
+
+class SqlTx:
+    """One connection inside a transaction (or a read), with ``?`` placeholders."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def sql(self, text: str) -> str:
+        """Return ``text`` in the connection's placeholder style."""
+        return text
+
+    def rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a query and return all its rows."""
+        return list(self.connection.execute(self.sql(text), params).fetchall())
+
+    def one(self, text: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """Run a query and return its first row, or None."""
+        found = self.rows(text, params)
+        return found[0] if found else None
+
+    def run(self, text: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement."""
+        self.connection.execute(self.sql(text), params)
+
+    def changed(self, text: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement and return how many rows it changed."""
+        return int(self.connection.execute(self.sql(text), params).rowcount)
+
+    def run_many(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run a statement once per row of parameters."""
+        self.connection.executemany(self.sql(text), rows)
+
+
+TxFactory = Callable[[], AbstractContextManager[SqlTx]]
+
+
+def trigger_problem(name: str, purpose: str, state: TriggerState | None) -> Problem:
+    """Return verify's finding for a guard trigger that is missing, replaced or disabled."""
+    if state is None:
+        message = f"trigger {name} is missing: {purpose} is not enforced"
+    elif state == "disabled":
+        message = f"trigger {name} is disabled: {purpose} is not enforced"
+    else:
+        message = f"trigger {name} was replaced: {purpose} may not hold"
+    return Problem(session_id=None, seq=None, kind="missing_trigger", message=message)
+
+
+def event_params(row: StoredEvent) -> tuple[Any, ...]:
+    """Return the values of an events-table row, in the order of its INSERT's columns."""
+    return (row.session_id, row.seq, row.ts, row.type, row.v, row.body, row.hash, row.summary)

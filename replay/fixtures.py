@@ -1,0 +1,151 @@
+"""Regression fixtures: one canonical, redacted JSONL file per session, replayed by pytest.
+
+A fixture is an ordinary agent-journal JSONL file. Its header may carry ``expect`` for a
+session that ended badly on purpose (an expected failure): ``{"status": "halted",
+"halt_rule": "repeat", "at_seq": 8}``; replaying it then asserts that the agent still
+halts there, by that rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agentloop import Agent
+from journal import Journal, SessionState
+from journal.canonical import dumps_canonical
+from journal.jsonl import header_for, read_jsonl, write_atomically
+from journal.redact import Redactor, rechain
+
+from .replayer import Replayer, ReplayResult
+
+__all__ = [
+    "FixtureReplay",
+    "expectation",
+    "fixture_lines",
+    "replay_fixture",
+    "session_records",
+    "write_fixture",
+]
+
+
+def session_records(journal: Journal, session_id: str) -> list[dict[str, Any]]:
+    """A session's flat records (without hashes) as stored."""
+    return [orjson.loads(row.body) for row in journal.stored_events(session_id)]
+
+
+def expectation(state: SessionState) -> dict[str, Any] | None:
+    """The ``expect`` header of a session that halted or failed, else None."""
+    if state.status not in ("halted", "failed"):
+        return None
+    return {"status": state.status, "halt_rule": state.halt_rule, "at_seq": state.last_seq}
+
+
+def fixture_lines(
+    journal: Journal,
+    session_id: str,
+    *,
+    redactor: Redactor | None = None,
+    rename: str | None = None,
+) -> Iterator[bytes]:
+    """Yield a fixture's lines: the header (with ``expect``), then the chained records.
+
+    With a redactor, every record is redacted and the chain recomputed. ``rename`` writes
+    the records under another session id (used when a replay becomes the new fixture).
+    """
+    header = header_for(journal, session_id)
+    records = session_records(journal, session_id)
+    if rename is not None:
+        header["session_id"] = rename
+        records = [{**record, "session_id": rename} for record in records]
+        header["replay_of"] = None
+    if redactor is not None:
+        records = [redactor.redact_record(record) for record in records]
+    expect = expectation(journal.state(session_id))
+    if expect is not None:
+        header["expect"] = expect
+    yield dumps_canonical(header)
+    for record in rechain(records, journal.hasher):
+        yield dumps_canonical(record)
+
+
+def write_fixture(
+    journal: Journal,
+    session_id: str,
+    path: str | Path,
+    *,
+    redact: bool = True,
+    redactor: Redactor | None = None,
+) -> Path:
+    """Write a session as a fixture file (redacted by default) and return its path.
+
+    ``redactor`` replaces the default one (to add patterns or fix the key).
+    """
+    redactor = (redactor or Redactor()) if redact else None
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(fixture_lines(journal, session_id, redactor=redactor), path)
+    return Path(path)
+
+
+@dataclass(frozen=True)
+class FixtureReplay:
+    """A fixture replayed: the replay result, and a broken expectation if there is one."""
+
+    path: str
+    session_id: str
+    result: ReplayResult
+    expect: dict[str, Any] | None
+    broken_expectation: str | None
+
+    @property
+    def passed(self) -> bool:
+        """True when the replay is identical and the expectation holds."""
+        return self.result.identical and self.broken_expectation is None
+
+
+def _check_expectation(expect: dict[str, Any] | None, state: SessionState) -> str | None:
+    if expect is None:
+        return None
+    now = {"status": state.status, "halt_rule": state.halt_rule, "at_seq": state.last_seq}
+    if all(now.get(key) == value for key, value in expect.items()):
+        return None
+    return (
+        f"expected the agent to still end {expect.get('status')} by rule "
+        f"{expect.get('halt_rule')} at seq {expect.get('at_seq')}; the replay ended "
+        f"{now['status']} by rule {now['halt_rule']} at seq {now['at_seq']}"
+    )
+
+
+def replay_fixture(
+    path: str | Path, *, agent: str | Agent | None = None, update: bool = False
+) -> FixtureReplay:
+    """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
+
+    Raises:
+        InvalidInputError: the file is malformed (names file:line).
+        AgentLoadError: the fixture's agent (or the override) cannot be built.
+    """
+    from journal.jsonl import import_file
+
+    parsed = read_jsonl(path)
+    expect = parsed.header.get("expect")
+    with Journal.open(":memory:") as journal:
+        imported = import_file(journal, path)
+        result = Replayer(agent=agent, save=True).replay(journal, imported.session_id)
+        state = journal.state(result.replay_session_id)
+        broken = _check_expectation(expect if isinstance(expect, dict) else None, state)
+        if update and (not result.identical or broken is not None):
+            write_atomically(
+                fixture_lines(journal, result.replay_session_id, rename=imported.session_id), path
+            )
+    return FixtureReplay(
+        path=str(path),
+        session_id=imported.session_id,
+        result=result,
+        expect=expect if isinstance(expect, dict) else None,
+        broken_expectation=broken,
+    )

@@ -1,0 +1,162 @@
+"""A pytest plugin that replays journal fixtures against the current code.
+
+Registered through the ``pytest11`` entry point, so it is active wherever agent-journal
+is installed. With no configuration, every ``*.jsonl`` file under ``fixtures/`` in the
+rootdir whose header says ``"format": "agent-journal"`` is one test item, named after the
+file; other files are left alone. Settings (``pyproject.toml`` ``[tool.pytest.ini_options]``
+or ``pytest.ini``):
+
+* ``journal_fixtures``: the folder (default ``fixtures``);
+* ``journal_agent``: a ``module:factory`` to replay every fixture with.
+
+``--journal-update`` rewrites the fixtures whose replay changed and lists them; without
+it nothing on disk changes. A malformed fixture or an agent that cannot be imported is an
+error with a clear message, never a skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["JournalFixtureFile", "JournalFixtureItem"]
+
+_HEADER_MARK = b'"format":"agent-journal"'
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--journal-update`` and the ini settings."""
+    group = parser.getgroup("agent-journal", "agent-journal fixtures")
+    group.addoption(
+        "--journal-update",
+        action="store_true",
+        default=False,
+        help="Rewrite journal fixtures whose replay changed (an intended change).",
+    )
+    parser.addini(
+        "journal_fixtures", "Folder of journal fixtures, from the rootdir.", default="fixtures"
+    )
+    parser.addini("journal_agent", "module:factory to replay every fixture with.", default="")
+
+
+def _is_fixture(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(4096)
+    except OSError:
+        return False
+    return _HEADER_MARK in first.replace(b" ", b"")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Collect journal fixtures under the fixtures folder."""
+    if file_path.suffix != ".jsonl":
+        return None
+    folder = Path(str(parent.config.rootpath)) / str(parent.config.getini("journal_fixtures"))
+    if folder not in file_path.parents or not _is_fixture(file_path):
+        return None
+    collector: pytest.Collector = JournalFixtureFile.from_parent(parent, path=file_path)
+    return collector
+
+
+class JournalFixtureFile(pytest.File):
+    """One fixture file: one item."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        """Yield the file's single item, named after the file."""
+        yield JournalFixtureItem.from_parent(self, name=self.path.stem)
+
+
+class FixtureFailure(Exception):
+    """A fixture's replay diverged or broke its expectation."""
+
+
+class FixtureError(Exception):
+    """A fixture could not be replayed at all (malformed file, agent not importable)."""
+
+
+class JournalFixtureItem(pytest.Item):
+    """Replays one fixture and fails with the first divergence."""
+
+    def runtest(self) -> None:
+        """Replay the fixture; update it with ``--journal-update``."""
+        from journal import JournalError
+        from replay.fixtures import replay_fixture
+
+        agent = str(self.config.getini("journal_agent")) or None
+        update = bool(self.config.getoption("journal_update"))
+        try:
+            outcome = replay_fixture(self.path, agent=agent, update=update)
+        except JournalError as e:
+            raise FixtureError(str(e)) from e
+        if outcome.passed:
+            return
+        if update:
+            self.config.stash.setdefault(_UPDATED, []).append(str(self.path))
+            return
+        raise FixtureFailure(_report(self._shown_path(), outcome))
+
+    def _shown_path(self) -> Path:
+        """The fixture's path relative to the rootdir when it is under it."""
+        root = Path(str(self.config.rootpath))
+        return self.path.relative_to(root) if root in self.path.parents else self.path
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """A readable report instead of a traceback."""
+        if isinstance(excinfo.value, FixtureFailure | FixtureError):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        """Where the item comes from."""
+        return self.path, None, f"journal fixture {self.name}"
+
+
+_UPDATED = pytest.StashKey[list[str]]()
+
+
+def _short(value: object, width: int = 200) -> str:
+    import orjson
+
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _clip(text: str, width: int = 240) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _report(path: Path, outcome: Any) -> str:
+    from replay.normalize import describe
+
+    lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
+    divergence = outcome.result.first_divergence
+    if divergence is not None:
+        lines += [
+            f"first divergence at seq {divergence.seq}: {divergence.reason}",
+            f"  expected: {_clip(describe(divergence.expected))}",
+            f"  actual:   {_clip(describe(divergence.actual))}",
+        ]
+        lines += [
+            f"    {change.path}: {_short(change.expected, 80)} -> {_short(change.actual, 80)}"
+            for change in divergence.changes
+        ]
+    if outcome.broken_expectation:
+        lines.append(outcome.broken_expectation)
+    lines += [
+        f"reproduce: agent-journal replay {path}",
+        "if the change is intended: pytest --journal-update",
+    ]
+    return "\n".join(lines)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """List the fixtures ``--journal-update`` rewrote."""
+    updated = config.stash.get(_UPDATED, [])
+    if updated:
+        terminalreporter.section("agent-journal fixtures updated")
+        for path in updated:
+            terminalreporter.write_line(f"updated {path}")

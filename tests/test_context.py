@@ -1,0 +1,193 @@
+"""The model's context: built from the journal, compacted through context_compacted events."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agentloop import Context, Tool, estimate_tokens, plan_compaction, prefix_hash
+from journal import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    ContextCompacted,
+    Guardrails,
+    Journal,
+    ToolCall,
+    UserInput,
+    fold,
+)
+
+from .loop_helpers import (
+    Args,
+    Script,
+    after_start,
+    agent_of,
+    answer,
+    events_of,
+    failing_tool,
+    ok_tool,
+    propose,
+    proposed,
+    run_turns,
+    runtime_for,
+)
+
+WORDS = "word " * 400
+
+
+def roles(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["role"] for m in messages]
+
+
+def test_tokens_and_the_prefix_hash() -> None:
+    assert [estimate_tokens(t) for t in ("", "a", "abcd", "abcde")] == [0, 1, 1, 2]
+    spec = ok_tool().model_spec(max_leaves=10, max_depth=2)
+    assert prefix_hash("p", [spec]) == prefix_hash("p", [spec])
+    assert prefix_hash("p", [spec]) != prefix_hash("q", [spec])
+    assert prefix_hash("p", [spec]) != prefix_hash("p", [])
+
+
+def test_the_log_follows_the_events() -> None:
+    context = Context()
+    call = ToolCall(call_id="c1", tool="echo", args={"q": "a"})
+    events = [
+        UserInput(text="hi"),
+        ActionProposed(calls=[call], text="looking"),
+        ActionCommitted(call_id="c1", tool="echo", args={"q": "a"}, result={"echo": "a"}),
+        ActionProposed(text="hello"),
+        AgentCompleted(answer="hello"),
+    ]
+    for seq, event in enumerate(events, 1):
+        context.add(seq, event)
+    context.scratch["note"] = "never sent"
+    assert context.chat() == [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": "looking",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "echo", "arguments": '{"q":"a"}'},
+                }
+            ],
+        },
+        {"role": "tool", "content": '{"echo":"a"}', "tool_call_id": "c1"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    assert plan_compaction(context, Guardrails(), 32_000) is None
+
+
+def test_a_large_result_is_compacted_before_the_next_call(journal: Journal) -> None:
+    big = Tool("big", lambda a: {"text": WORDS}, "big", Args)
+    call = propose(("big", {"q": "a"}))
+    model = Script(call, answer("ok"))
+    rails = {"compact_result_tokens": 100, "compact_summary_tokens": 20}
+    run_turns(agent_of(big, rails=rails), journal, model, "x")
+    result = {"text": WORDS}
+    summary = '[result compacted from ~503 tokens] -> {"text":"word word word word word word word word word word word word word wo…'
+    assert after_start(journal) == [
+        UserInput(text="x"),
+        proposed(call),
+        ActionCommitted(call_id="c1", tool="big", args={"q": "a"}, result=result),
+        ContextCompacted(from_seq=3, to_seq=3, summary=summary, tokens_before=503, tokens_after=20),
+        proposed(answer("ok")),
+        AgentCompleted(answer="ok"),
+    ]
+    assert model.requests[1].messages[-1] == {
+        "role": "tool",
+        "content": summary,
+        "tool_call_id": "c1",
+    }
+
+
+def test_a_run_of_identical_failures_becomes_one_frame(journal: Journal) -> None:
+    call = propose(("f", {"q": "a"}))
+    model = Script(call, call, answer("gave up"))
+    run_turns(agent_of(failing_tool("f", ValueError("no stock"))), journal, model, "x")
+    frame = ContextCompacted(
+        from_seq=2,
+        to_seq=5,
+        summary="2 calls to f failed the same way: error (business): no stock",
+        tokens_before=22,
+        tokens_after=15,
+    )
+    lost = ActionFailed(
+        call_id="c1", tool="f", kind="business", message="no stock", args={"q": "a"}
+    )
+    assert after_start(journal) == [
+        UserInput(text="x"),
+        proposed(call),
+        lost,
+        proposed(call),
+        lost,
+        frame,
+        proposed(answer("gave up")),
+        AgentCompleted(answer="gave up"),
+    ]
+    assert model.requests[2].messages == [
+        {"role": "user", "content": "x"},
+        {"role": "system", "content": f"[summary of steps 2..5] {frame.summary}"},
+    ]
+
+
+def test_different_failures_are_not_folded_together(journal: Journal) -> None:
+    calls = [propose(("f", {"q": "a"})), propose(("g", {"q": "a"}))]
+    tools = failing_tool("f", ValueError("no stock")), failing_tool("g", ValueError("closed"))
+    run_turns(agent_of(*tools), journal, Script(*calls, answer()), "x")
+    assert not [e for e in events_of(journal) if isinstance(e, ContextCompacted)]
+
+
+def _chatty(journal: Journal, turns: int) -> tuple[Script, list[Any]]:
+    """Turns of one 200-character call each against a 400-token window."""
+    steps: list[Any] = []
+    for turn in range(turns):
+        steps += [propose(("echo", {"q": f"{turn}" + "y" * 200})), answer(f"answer {turn}")]
+    model = Script(*steps)
+    agent = agent_of(ok_tool(), model_settings={"context_window": 400})
+    run_turns(agent, journal, model, *[f"question {t}" for t in range(turns)])
+    return model, events_of(journal)
+
+
+def test_window_pressure_compacts_the_earlier_turns(journal: Journal) -> None:
+    model, events = _chatty(journal, 4)
+    compactions = [e for e in events if isinstance(e, ContextCompacted)]
+    assert compactions, "the window filled up"
+    for compaction in compactions:
+        assert compaction.tokens_after is not None and compaction.tokens_before is not None
+        assert compaction.tokens_after < compaction.tokens_before
+        # the current turn is never summarised: the range ends before its user input
+        seq = events.index(compaction)
+        current = max(i for i in range(seq) if isinstance(events[i], UserInput))
+        assert compaction.to_seq < current
+    last = model.requests[-1].messages
+    assert roles(last)[0] == "system" and last[0]["content"].startswith("[summary of steps ")
+    assert "user" in roles(last)
+    window = 400 * Guardrails().compact_early
+    assert all(
+        sum(estimate_tokens(m["content"]) for m in request.messages) < 2 * window
+        for request in model.requests
+    )
+
+
+def test_a_lone_summary_frame_is_not_summarised_again(journal: Journal) -> None:
+    """Under pressure from the current turn alone there is nothing left to compact."""
+    steps = [propose(("echo", {"q": "x" * 300})), answer("a")]
+    steps += [propose(("echo", {"q": f"{i}" + "y" * 300})) for i in range(4)] + [answer("b")]
+    agent = agent_of(ok_tool(), model_settings={"context_window": 400})
+    run_turns(agent, journal, Script(*steps), "first", "second")
+    compactions = [e for e in events_of(journal) if isinstance(e, ContextCompacted)]
+    assert [(c.from_seq, c.to_seq) for c in compactions] == [(1, 5)]
+
+
+def test_resume_rebuilds_the_same_context(journal: Journal) -> None:
+    _chatty(journal, 3)
+    live = runtime_for(agent_of(ok_tool()), journal, Script())
+    asyncio.run(live.run_turn("s", "one more"))
+    resumed = runtime_for(agent_of(ok_tool()), journal, Script())
+    resumed.resume("s")
+    assert resumed._sessions["s"].context.chat() == live._sessions["s"].context.chat()
+    assert resumed._sessions["s"].state == fold(journal.events("s"))

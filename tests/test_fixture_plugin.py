@@ -1,0 +1,154 @@
+"""The pytest plugin, run for real with pytester: pass, diverge, update, malformed, no agent."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from journal import Journal
+from replay.fixtures import write_fixture
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+REFUND = FIXTURES / "refund-overrefund-fixed.jsonl"
+FIXED = "agentloop.examples.refund:build_fixed"
+BUGGY = "agentloop.examples.refund:build_buggy"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    (pytester.path / "fixtures").mkdir()
+    return pytester
+
+
+@pytest.fixture(autouse=True)
+def _isolated_inner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs load only this project's plugin, not the SVG snapshot one."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:textual-snapshot -p no:cacheprovider")
+
+
+def _copy(project: pytest.Pytester, source: Path, name: str | None = None) -> Path:
+    target = project.path / "fixtures" / (name or source.name)
+    shutil.copy(source, target)
+    return target
+
+
+def test_a_matching_fixture_passes_as_one_item_named_after_the_file(
+    project: pytest.Pytester,
+) -> None:
+    _copy(project, REFUND)
+    (project.path / "fixtures" / "notes.jsonl").write_text('{"something": "else"}\n')
+    result = project.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*fixtures/refund-overrefund-fixed.jsonl::refund-overrefund-fixed PASSED*"]
+    )
+
+
+def test_files_outside_the_fixtures_folder_are_left_alone(project: pytest.Pytester) -> None:
+    shutil.copy(REFUND, project.path / "elsewhere.jsonl")
+    result = project.runpytest_subprocess()
+    result.assert_outcomes()
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_a_diverging_fixture_fails_with_a_readable_report(project: pytest.Pytester) -> None:
+    path = _copy(project, REFUND)
+    before = path.read_bytes()
+    project.makeini(f"[pytest]\njournal_agent = {BUGGY}\n")
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*refund-overrefund-fixed.jsonl*no longer replays identically*",
+            "first divergence at seq 5: expected verification_failed, got action_failed*",
+            "  expected: *verification_failed*",
+            "  actual:   *replay: the recording never ran issue_refund*",
+            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl",
+            "if the change is intended: pytest --journal-update",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert path.read_bytes() == before  # nothing on disk changes without --journal-update
+
+
+def test_journal_update_rewrites_the_fixture_and_says_which(project: pytest.Pytester) -> None:
+    path = _copy(project, REFUND)
+    before = path.read_bytes()
+    project.makeini(f"[pytest]\njournal_agent = {BUGGY}\n")
+    result = project.runpytest_subprocess("--journal-update")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*agent-journal fixtures updated*", "updated *refund-overrefund-fixed.jsonl"]
+    )
+    assert path.read_bytes() != before
+    again = project.runpytest_subprocess()  # the rewritten fixture now matches the (buggy) code
+    again.assert_outcomes(passed=1)
+
+
+def test_a_malformed_fixture_is_an_error_with_file_and_line(project: pytest.Pytester) -> None:
+    path = _copy(project, REFUND, "broken.jsonl")
+    lines = path.read_text().splitlines()
+    lines[3] = lines[3][:40]
+    path.write_text("\n".join(lines) + "\n")
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*broken.jsonl:4: not valid JSON*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_fixture_whose_agent_cannot_be_imported_is_an_error(project: pytest.Pytester) -> None:
+    _copy(project, REFUND)
+    project.makeini("[pytest]\njournal_agent = no_such_module:build\n")
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*agent no_such_module:build: cannot import no_such_module*"])
+
+
+def test_an_expected_failure_asserts_the_agent_still_halts_there(project: pytest.Pytester) -> None:
+    halted = _copy(project, FIXTURES / "ticket-poller-repeat-halt.jsonl")
+    assert '"expect":{"at_seq":8,"halt_rule":"repeat","status":"halted"}' in halted.read_text()
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+
+
+def test_the_folder_is_configurable(pytester: pytest.Pytester) -> None:
+    (pytester.path / "golden").mkdir()
+    shutil.copy(REFUND, pytester.path / "golden" / REFUND.name)
+    pytester.makeini("[pytest]\njournal_fixtures = golden\n")
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_the_repository_fixtures_cover_the_promised_kinds() -> None:
+    names = {path.stem for path in FIXTURES.glob("*.jsonl")}
+    assert {
+        "refund-overrefund-fixed",
+        "research-parallel-reads",
+        "ticket-poller-repeat-halt",
+        "incidents-breaker-fallback",
+        "shipping-sloppy-repairs",
+    } <= names
+
+
+def test_fixture_command_writes_a_redacted_fixture(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from agentloop.demo import run_demo
+    from tui.cli import cli
+
+    db = tmp_path / "j.db"
+    with Journal.open(db) as journal:
+        run_demo(journal, sessions=1)
+    out = tmp_path / "f.jsonl"
+    result = CliRunner().invoke(
+        cli, ["fixture", "demo-refund-buggy-s0", "--db", str(db), "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "jane.doe@gmail.com" not in out.read_text()
+    assert result.output.strip() == f"wrote {out}: 8 events, completed, redacted"
+    with Journal.open(db) as journal:
+        plain = write_fixture(
+            journal, "demo-refund-buggy-s0", tmp_path / "plain.jsonl", redact=False
+        )
+    assert "jane.doe@gmail.com" in plain.read_text()

@@ -1,0 +1,659 @@
+"""The loop: failures, breakers, timeouts, errors, parallel dispatch, turns, resume, the diagram."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentloop import (
+    TRANSITIONS,
+    AgentRuntime,
+    IllegalTransitionError,
+    ModelRequest,
+    ModelResponse,
+    Phase,
+    SessionEndedError,
+    Tool,
+    ToolError,
+    classify_error,
+)
+from agentloop.runtime import _Session
+from agentloop.tools import clean_message
+from journal import (
+    ActionCommitted,
+    ActionFailed,
+    AgentCompleted,
+    AgentHalted,
+    CircuitOpened,
+    ContextCompacted,
+    FallbackInvoked,
+    Journal,
+    RepairApplied,
+    SessionState,
+    StoreError,
+    UserInput,
+    VerificationFailed,
+    fold,
+)
+
+from .loop_helpers import (
+    Amount,
+    Args,
+    Gauge,
+    Script,
+    after_start,
+    agent_of,
+    answer,
+    events_of,
+    failing_tool,
+    ok_tool,
+    propose,
+    proposed,
+    run_events,
+    run_turns,
+    runtime_for,
+    sleepy_tools,
+    sync_sleepy_tool,
+    tc,
+)
+
+ASK = UserInput(text="go")
+DONE = AgentCompleted(answer="done")
+PATIENT = {"max_consecutive_failures": 9}
+
+
+def failed(tool: str, kind: str, message: str, q: str = "a", call_id: str = "c1") -> ActionFailed:
+    return ActionFailed(call_id=call_id, tool=tool, kind=kind, message=message, args={"q": q})  # type: ignore[arg-type]
+
+
+def ok(tool: str, q: str, call_id: str = "c1", result: Any = None) -> ActionCommitted:
+    return ActionCommitted(call_id=call_id, tool=tool, args={"q": q}, result=result or {"echo": q})
+
+
+# -- failures, breakers, timeouts -----------------------------------------------------
+
+
+def test_consecutive_failures_halt(journal: Journal) -> None:
+    call = propose(("f", {"q": "a"}))
+    events = run_events(
+        failing_tool("f", ToolError("user not found")), steps=[call] * 5, journal=journal
+    )
+    lost = failed("f", "business", "user not found")
+    assert events == [
+        ASK,
+        proposed(call),
+        lost,
+        proposed(call),
+        lost,
+        ContextCompacted(
+            from_seq=2,
+            to_seq=5,
+            summary="2 calls to f failed the same way: error (business): user not found",
+            tokens_before=24,
+            tokens_after=17,
+        ),
+        proposed(call),
+        lost,
+        AgentHalted(
+            rule="consecutive_failures",
+            reason="3 failures in a row (limit 3); last: user not found",
+        ),
+    ]
+
+
+def test_a_commit_resets_the_failure_streak(journal: Journal) -> None:
+    bad, good = propose(("f", {"q": "a"})), propose(("echo", {"q": "b"}))
+    tools = failing_tool("f", ToolError("no")), ok_tool()
+    events = run_events(*tools, steps=[bad, bad, good, bad, bad], journal=journal)
+    assert events[-1] == DONE
+    assert journal.state("s").failures == 4
+
+
+def test_business_failures_do_not_open_the_breaker(journal: Journal) -> None:
+    call = propose(("f", {"q": "a"}))
+    events = run_events(
+        failing_tool("f", LookupError("no such user")),
+        steps=[call] * 5,
+        journal=journal,
+        rails=PATIENT,
+    )
+    assert not [e for e in events if isinstance(e, CircuitOpened)]
+    assert journal.state("s").tool_failures == {}
+    assert [e.kind for e in events if isinstance(e, ActionFailed)] == ["business"] * 5
+
+
+def test_the_breaker_opens_at_its_threshold(journal: Journal) -> None:
+    call = propose(("f", {"q": "a"}))
+    tool = failing_tool("f", OSError("disk on fire"))
+    events = run_events(
+        tool, steps=[call] * 2, journal=journal, rails={"breaker_threshold": 2, **PATIENT}
+    )
+    assert [e for e in events if isinstance(e, (ActionFailed, CircuitOpened))] == [
+        failed("f", "infrastructure", "OSError: disk on fire"),
+        failed("f", "infrastructure", "OSError: disk on fire"),
+        CircuitOpened(tool="f", failures=2),
+    ]
+
+
+def test_timeouts_count_towards_the_breaker(journal: Journal) -> None:
+    gauge = Gauge()
+    (slow,) = sleepy_tools(gauge, {"slow": 10.0}, timeout_s=0.02)
+    call = propose(("slow", {"q": "a"}))
+    events = run_events(slow, steps=[call] * 3, journal=journal, rails=PATIENT)
+    timed_out = failed("slow", "timeout", "TimeoutError: slow did not answer within 0.02 s")
+    assert [e for e in events if isinstance(e, (ActionFailed, CircuitOpened))] == [
+        timed_out,
+        timed_out,
+        timed_out,
+        CircuitOpened(tool="slow", failures=3),
+    ]
+    assert gauge.log == ["+slow", "-slow"] * 3  # each body was cancelled
+
+
+def test_a_slow_sync_tool_times_out(journal: Journal) -> None:
+    gauge = Gauge()
+    slow = sync_sleepy_tool(gauge, "slow", 0.3)
+    started = time.perf_counter()
+    events = run_events(
+        slow, steps=[propose(("slow", {"q": "a"}))], journal=journal, rails={"tool_timeout_s": 0.02}
+    )
+    assert events[2] == failed("slow", "timeout", "TimeoutError: slow did not answer within 0.02 s")
+    assert events[-1] == DONE
+    assert time.perf_counter() - started < 5
+
+
+def test_the_default_timeout_comes_from_the_guardrails(journal: Journal) -> None:
+    gauge = Gauge()
+    (slow,) = sleepy_tools(gauge, {"slow": 10.0})
+    events = run_events(
+        slow, steps=[propose(("slow", {"q": "a"}))], journal=journal, rails={"tool_timeout_s": 0.01}
+    )
+    assert events[2] == failed("slow", "timeout", "TimeoutError: slow did not answer within 0.01 s")
+
+
+# -- the error classifier -------------------------------------------------------------
+
+
+class Flaky(Exception):
+    """An exception whose text looks like a traceback."""
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "message"),
+    [
+        (ToolError("user 7 not found"), "business", "user 7 not found"),
+        (ValueError("amount must be positive"), "business", "amount must be positive"),
+        (KeyError("order"), "business", "'order'"),
+        (
+            ConnectionError("connection refused"),
+            "infrastructure",
+            "ConnectionError: connection refused",
+        ),
+        (TimeoutError("upstream timed out"), "timeout", "TimeoutError: upstream timed out"),
+        (RuntimeError(), "infrastructure", "RuntimeError: RuntimeError"),
+        (
+            Flaky('Traceback (most recent call last):\n  File "x.py", line 1\nboom'),
+            "infrastructure",
+            'Flaky: Traceback (most recent call last): File "x.py", line 1 boom',
+        ),
+    ],
+)
+def test_errors_are_classified_and_cleaned(
+    journal: Journal, error: Exception, kind: str, message: str
+) -> None:
+    assert classify_error(error) == kind
+    events = run_events(
+        failing_tool("f", error), steps=[propose(("f", {"q": "a"}))], journal=journal
+    )
+    assert events[2] == failed("f", kind, message)
+    assert "\n" not in message
+
+
+def test_messages_are_bounded() -> None:
+    cleaned = clean_message(ToolError("x" * 1000))
+    assert cleaned == "x" * 299 + "…"
+
+
+def test_a_custom_classifier_decides_the_kind(journal: Journal) -> None:
+    def classify(error: BaseException) -> Any:
+        return "business" if "quota" in str(error) else "infrastructure"
+
+    tool = failing_tool("f", RuntimeError("quota exceeded"), classify=classify)
+    events = run_events(tool, steps=[propose(("f", {"q": "a"}))], journal=journal)
+    assert events[2] == failed("f", "business", "RuntimeError: quota exceeded")
+
+
+def test_a_raising_classifier_falls_back_to_the_default(journal: Journal) -> None:
+    def classify(error: BaseException) -> Any:
+        raise AssertionError("classifier bug")
+
+    tool = failing_tool("f", ToolError("no"), classify=classify)
+    events = run_events(tool, steps=[propose(("f", {"q": "a"}))], journal=journal)
+    assert events[2] == failed("f", "business", "no")
+
+
+@pytest.mark.parametrize("result", [object(), float("nan"), {"n": 2**70}])
+def test_a_result_that_is_not_json_is_an_infrastructure_failure(
+    journal: Journal, result: object
+) -> None:
+    tool = Tool("odd", lambda a: result, "odd", Args)
+    events = run_events(tool, steps=[propose(("odd", {"q": "a"}))], journal=journal)
+    assert isinstance(events[2], ActionFailed)
+    assert (events[2].kind, events[2].message.startswith("the result of odd is not JSON")) == (
+        "infrastructure",
+        True,
+    )
+
+
+# -- parallel dispatch ----------------------------------------------------------------
+
+
+def test_results_are_committed_in_proposal_order(journal: Journal) -> None:
+    gauge = Gauge()
+    tools = sleepy_tools(gauge, {"slow": 0.08, "fast": 0.0, "mid": 0.04}, parallel_safe=True)
+    call = propose(("slow", {"q": "1"}), ("fast", {"q": "2"}), ("mid", {"q": "3"}))
+    events = run_events(*tools, steps=[call], journal=journal)
+    assert gauge.finished == ["fast", "mid", "slow"]
+    assert gauge.peak == 3
+    assert events == [
+        ASK,
+        proposed(call),
+        ok("slow", "1", "c1", {"tool": "slow", "q": "1"}),
+        ok("fast", "2", "c2", {"tool": "fast", "q": "2"}),
+        ok("mid", "3", "c3", {"tool": "mid", "q": "3"}),
+        proposed(answer()),
+        DONE,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rails", "peak"), [({}, 3), ({"max_parallel": 2}, 2), ({"serial": True}, 1)]
+)
+def test_max_parallel_is_respected(journal: Journal, rails: dict[str, Any], peak: int) -> None:
+    gauge = Gauge()
+    (tool,) = sleepy_tools(gauge, {"read": 0.02}, parallel_safe=True)
+    call = propose(*[("read", {"q": str(i)}) for i in range(7)])
+    events = run_events(tool, steps=[call], journal=journal, rails=rails)
+    assert gauge.peak == peak
+    assert [e.call_id for e in events if isinstance(e, ActionCommitted)] == [
+        f"c{i}" for i in range(1, 8)
+    ]
+
+
+def test_serial_dispatch_runs_one_at_a_time_in_order(journal: Journal) -> None:
+    gauge = Gauge()
+    tools = sleepy_tools(gauge, {"a": 0.03, "b": 0.0, "c": 0.01}, parallel_safe=True)
+    call = propose(("a", {"q": "1"}), ("b", {"q": "2"}), ("c", {"q": "3"}))
+    run_events(*tools, steps=[call], journal=journal, rails={"serial": True})
+    assert gauge.log == ["+a", "-a", "+b", "-b", "+c", "-c"]
+
+
+def test_a_call_that_is_not_parallel_safe_is_a_barrier(journal: Journal) -> None:
+    gauge = Gauge()
+    reads = sleepy_tools(gauge, {"a": 0.03, "b": 0.01, "c": 0.02, "d": 0.0}, parallel_safe=True)
+    (write,) = sleepy_tools(gauge, {"w": 0.0})
+    call = propose(
+        ("a", {"q": "1"}),
+        ("b", {"q": "2"}),
+        ("w", {"q": "3"}),
+        ("c", {"q": "4"}),
+        ("d", {"q": "5"}),
+    )
+    events = run_events(*reads, write, steps=[call], journal=journal)
+    log = gauge.log
+    assert sorted(log[:4]) == ["+a", "+b", "-a", "-b"]
+    assert log[4:6] == ["+w", "-w"]
+    assert sorted(log[6:]) == ["+c", "+d", "-c", "-d"]
+    assert [e.tool for e in events if isinstance(e, ActionCommitted)] == ["a", "b", "w", "c", "d"]
+
+
+def test_a_rejection_keeps_its_place_between_parallel_results(journal: Journal) -> None:
+    gauge = Gauge()
+    tools = sleepy_tools(gauge, {"a": 0.02, "b": 0.0}, parallel_safe=True)
+    call = propose(("a", {"q": "1"}), ("nope", {"q": "x"}), ("b", {"q": "2"}))
+    events = run_events(*tools, steps=[call], journal=journal)
+    assert [(e.type, getattr(e, "call_id", None)) for e in events[2:5]] == [
+        ("action_committed", "c1"),
+        ("verification_failed", "c2"),
+        ("action_committed", "c3"),
+    ]
+
+
+# -- turns, resume, ended sessions ----------------------------------------------------
+
+
+def chat_agent() -> Any:
+    return agent_of(ok_tool())
+
+
+def test_run_turn_continues_a_session(journal: Journal) -> None:
+    first, second = propose(("echo", {"q": "a"})), propose(("echo", {"q": "b"}))
+    model = Script(first, answer("one"), second, answer("two"))
+    _, results = run_turns(chat_agent(), journal, model, "x", "y")
+    assert [(r.status, r.answer) for r in results] == [("completed", "one"), ("completed", "two")]
+    assert after_start(journal) == [
+        UserInput(text="x"),
+        proposed(first),
+        ok("echo", "a"),
+        proposed(answer("one")),
+        AgentCompleted(answer="one"),
+        UserInput(text="y"),
+        proposed(second),
+        ok("echo", "b"),
+        proposed(answer("two")),
+        AgentCompleted(answer="two"),
+    ]
+    # the second turn's model saw the whole conversation
+    assert [m["role"] for m in model.requests[2].messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert results[1].state == journal.state("s") == fold(journal.events("s"))
+    assert results[1].state.turns == 2
+
+
+def test_a_new_runtime_resumes_a_session_from_the_journal(db_path: Path) -> None:
+    first, second = propose(("echo", {"q": "a"})), propose(("echo", {"q": "b"}))
+    steps = [first, answer("one"), second, answer("two")]
+    with Journal.open(db_path) as journal:
+        run_turns(chat_agent(), journal, Script(*steps[:2]), "x")
+    resumed_model = Script(*steps[2:])
+    with Journal.open(db_path) as journal:
+        runtime = runtime_for(chat_agent(), journal, resumed_model)
+        state = runtime.resume("s")
+        assert state == fold(journal.events("s"))
+        result = asyncio.run(runtime.run_turn("s", "y"))
+        assert (result.status, result.answer, result.state.turns) == ("completed", "two", 2)
+        resumed = after_start(journal)
+    # the same conversation run by one runtime, for comparison
+    with Journal.open(db_path.with_name("one.db")) as journal:
+        one_model = Script(*steps)
+        run_turns(chat_agent(), journal, one_model, "x", "y")
+        assert after_start(journal) == resumed
+    assert resumed_model.requests[0].messages == one_model.requests[2].messages
+
+
+def test_a_runtime_notices_turns_written_by_another(journal: Journal) -> None:
+    a = runtime_for(chat_agent(), journal, Script(answer("1"), answer("3")))
+    b = runtime_for(chat_agent(), journal, Script(answer("2")))
+    for runtime, text in ((a, "x"), (b, "y"), (a, "z")):
+        asyncio.run(runtime.run_turn("s", text))
+    assert [e.answer for e in events_of(journal) if isinstance(e, AgentCompleted)] == [
+        "1",
+        "2",
+        "3",
+    ]
+
+
+def test_resume_of_a_missing_session_raises(journal: Journal) -> None:
+    from journal import SessionNotFoundError
+
+    with pytest.raises(SessionNotFoundError):
+        runtime_for(chat_agent(), journal, Script()).resume("nobody")
+
+
+@pytest.mark.parametrize("fresh_runtime", [False, True])
+def test_a_halted_session_takes_no_further_turn(journal: Journal, fresh_runtime: bool) -> None:
+    agent = agent_of(ok_tool(), rails={"max_steps": 1})
+    model = Script(propose(("echo", {"q": "a"}), ("echo", {"q": "b"})))
+    runtime, results = run_turns(agent, journal, model, "x")
+    assert (results[0].status, results[0].halt_rule) == ("halted", "step_limit")
+    before = events_of(journal)
+    if fresh_runtime:
+        runtime = runtime_for(agent, journal, Script())
+    with pytest.raises(SessionEndedError, match="halted by rule step_limit"):
+        asyncio.run(runtime.run_turn("s", "more"))
+    assert events_of(journal) == before
+
+
+def test_a_failed_session_takes_no_further_turn(journal: Journal) -> None:
+    runtime, _ = run_turns(chat_agent(), journal, Script(RuntimeError("down")), "x")
+    with pytest.raises(SessionEndedError, match="failed by rule error"):
+        asyncio.run(runtime.run_turn("s", "more"))
+
+
+# -- errors in agent code -------------------------------------------------------------
+
+
+def test_a_raising_guard_fails_the_session(journal: Journal) -> None:
+    def guard(args: Amount, state: SessionState) -> str | None:
+        raise KeyError("WINTER15")
+
+    pay = Tool("pay", lambda a: a, "pay", Amount, guard=guard)
+    call = propose(("pay", {"amount": 5}))
+    events = run_events(pay, steps=[call], journal=journal)
+    assert events == [
+        ASK,
+        proposed(call),
+        AgentHalted(rule="error", reason="the guard of pay raised KeyError: 'WINTER15'"),
+    ]
+    state = journal.state("s")
+    assert (state.status, state.halt_rule) == ("failed", "error")
+
+
+def test_a_raising_guard_after_parallel_calls_still_runs_them(tmp_path: Path) -> None:
+    """Serial or parallel, the calls proposed before the crash run (in proposal order)."""
+
+    def guard(args: Amount, state: SessionState) -> str | None:
+        raise KeyError("boom")
+
+    pay = Tool("pay", lambda a: a, "pay", Amount, guard=guard, parallel_safe=True)
+    call = propose(("echo", {"q": "a"}), ("pay", {"amount": 1}))
+    outcomes = []
+    for serial in (True, False):
+        with Journal.open(tmp_path / f"{serial}.db") as journal:
+            outcomes.append(
+                run_events(
+                    ok_tool(parallel_safe=True),
+                    pay,
+                    steps=[call],
+                    journal=journal,
+                    rails={"serial": serial},
+                )
+            )
+    assert (
+        outcomes[0]
+        == outcomes[1]
+        == [
+            ASK,
+            proposed(call),
+            ok("echo", "a"),
+            AgentHalted(rule="error", reason="the guard of pay raised KeyError: 'boom'"),
+        ]
+    )
+
+
+def test_a_repeat_decided_before_a_failed_batch_is_decided_again(journal: Journal) -> None:
+    """The batch ran first; the duplicate is judged on what the journal then holds."""
+    runs = itertools.count()
+
+    def works_once(args: Args) -> str:
+        if next(runs):
+            raise ConnectionError("down")
+        return "ok"
+
+    tool = Tool("t", works_once, "t", Args, parallel_safe=True)
+    once, twice = propose(("t", {"q": "a"})), propose(("t", {"q": "a"}), ("t", {"q": "a"}))
+    events = run_events(tool, steps=[once, twice], journal=journal)
+    assert events[4:7] == [
+        failed("t", "infrastructure", "ConnectionError: down"),
+        RepairApplied(
+            level="storm",
+            call_id="c2",
+            tool="t",
+            detail="duplicate call: t with these arguments is already in this response. "
+            "It was suppressed; use the earlier result and send each call once.",
+        ),
+        proposed(answer()),
+    ]
+
+
+def test_fallbacks_do_not_chain_into_a_loop(journal: Journal) -> None:
+    a = failing_tool("a", ConnectionError("down"), fallback="b")
+    b = failing_tool("b", ConnectionError("down"), fallback="a")
+    opened = [CircuitOpened(tool="a", failures=1), CircuitOpened(tool="b", failures=1)]
+    call = propose(("a", {"q": "x"}), ("b", {"q": "y"}))
+    retry = propose(("a", {"q": "z"}))
+    events = run_events(
+        a, b, steps=[call, retry], journal=journal, rails={"breaker_threshold": 1, **PATIENT}
+    )
+    down = "is unavailable (its circuit breaker is open after repeated failures)"
+    assert [e for e in events if isinstance(e, CircuitOpened)] == opened
+    assert events[-4:] == [
+        VerificationFailed(
+            call_id="c1", tool="a", stage="circuit_open", message=f"a {down}; routed to b"
+        ),
+        FallbackInvoked(tool="a", fallback="b", call_id="c1"),
+        VerificationFailed(call_id="c1", tool="b", stage="circuit_open", message=f"b {down}"),
+        AgentHalted(rule="circuit_open", reason=f"b {down}"),
+    ]
+
+
+def test_a_raising_model_fails_the_session(journal: Journal) -> None:
+    events = run_events(
+        ok_tool(), steps=[RuntimeError("provider down\nTraceback ...")], journal=journal
+    )
+    assert events == [
+        ASK,
+        AgentHalted(
+            rule="error", reason="the model call failed: RuntimeError: provider down Traceback ..."
+        ),
+    ]
+    assert journal.state("s").status == "failed"
+
+
+# -- the proposal is journaled first --------------------------------------------------
+
+
+def test_the_proposal_is_journaled_before_any_tool_runs(journal: Journal, db_path: Path) -> None:
+    seen: list[str] = []
+
+    def peek(args: Args) -> str:
+        with Journal.open(db_path) as reader:
+            seen.extend(r.type for r in reader.events("s"))
+        return "ok"
+
+    tool = Tool("peek", peek, "reads the journal", Args)
+    run_events(tool, steps=[propose(("peek", {"q": "a"}))], journal=journal)
+    assert seen == ["session_started", "user_input", "action_proposed"]
+
+
+@pytest.mark.parametrize("refusal", ["PRAGMA query_only = ON", "full"])
+def test_a_journal_that_refuses_the_proposal_stops_the_loop(journal: Journal, refusal: str) -> None:
+    ran: list[str] = []
+    conn = journal._conn  # type: ignore[attr-defined]
+
+    def refuse_then_propose(request: ModelRequest) -> ModelResponse:
+        if refusal == "full":
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count = {pages}")
+        else:
+            conn.execute(refusal)
+        return propose(("rec", {"q": "a"}), text="x" * 200_000)
+
+    tool = Tool("rec", lambda a: ran.append(a.q), "records", Args)
+    runtime = runtime_for(agent_of(tool), journal, Script(refuse_then_propose, answer()))
+    with pytest.raises(StoreError, match="not written"):
+        asyncio.run(runtime.run_turn("s", "go"))
+    assert ran == []
+    if refusal == "full":
+        conn.execute("PRAGMA max_page_count = 1073741823")
+    else:
+        conn.execute("PRAGMA query_only = OFF")
+    assert [e.type for e in events_of(journal)] == ["session_started", "user_input"]
+    # once the journal takes writes again the same runtime carries on
+    result = asyncio.run(runtime.run_turn("s", "again"))
+    assert result.status == "completed"
+    assert journal.state("s") == fold(journal.events("s"))
+
+
+# -- the state diagram ----------------------------------------------------------------
+
+
+def test_transitions_follow_the_diagram() -> None:
+    for source, target in itertools.product(Phase, Phase):
+        session = _Session("s", SessionState(), phase=source)
+        if target in TRANSITIONS[source]:
+            session.move(target)
+            assert session.phase is target
+        else:
+            with pytest.raises(IllegalTransitionError, match=f"{source} -> {target}"):
+                session.move(target)
+            assert session.phase is source
+    assert TRANSITIONS[Phase.HALTED] == frozenset()
+    assert all(
+        Phase.HALTED in TRANSITIONS[p] for p in Phase if p not in (Phase.HALTED, Phase.COMPLETED)
+    )
+
+
+def test_the_loop_walks_the_diagram(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+    walked: list[tuple[str, str]] = []
+    real = _Session.move
+
+    def move(self: _Session, to: Phase) -> None:
+        walked.append((self.phase.value, to.value))
+        real(self, to)
+
+    monkeypatch.setattr(_Session, "move", move)
+    steps = [propose(("echo", {"q": "a"}), ("echo", {"q": "b"})), answer("one"), answer("two")]
+    run_turns(chat_agent(), journal, Script(*steps), "x", "y")
+    assert walked == [
+        ("idle", "observe"),
+        ("observe", "propose"),
+        ("propose", "verify"),
+        ("verify", "commit"),  # c1 is serial: runs at once
+        ("commit", "verify"),
+        ("verify", "commit"),
+        ("commit", "observe"),
+        ("observe", "propose"),
+        ("propose", "completed"),
+        ("completed", "observe"),
+        ("observe", "propose"),
+        ("propose", "completed"),
+    ]
+
+
+def test_an_illegal_transition_in_the_loop_raises(journal: Journal) -> None:
+    runtime = runtime_for(chat_agent(), journal, Script())
+    asyncio.run(runtime.run_turn("s", "x"))
+    runtime._sessions["s"].phase = Phase.VERIFY
+    with pytest.raises(IllegalTransitionError):
+        runtime._sessions["s"].move(Phase.COMPLETED)
+
+
+# -- the runtime's own state ----------------------------------------------------------
+
+
+def test_the_runtime_state_is_the_fold_of_its_journal(journal: Journal) -> None:
+    steps = [propose(("echo", {"q": "a"}), ("f", {"q": "b"})), propose(("nope", {})), answer()]
+    runtime, _ = run_turns(
+        agent_of(ok_tool(), failing_tool("f", ConnectionError("x"))), journal, Script(*steps), "go"
+    )
+    folded = fold(journal.events("s"))
+    assert runtime._sessions["s"].state == folded == journal.state("s")
+
+
+def test_the_sync_run_starts_a_session(journal: Journal) -> None:
+    runtime = AgentRuntime(chat_agent(), journal, llm=Script(answer("hi")))
+    result = runtime.run("hello")
+    assert (result.status, result.answer) == ("completed", "hi")
+    assert result.session_id.startswith("session-")
+    assert [e.type for e in events_of(journal, result.session_id)] == [
+        "session_started",
+        "user_input",
+        "action_proposed",
+        "agent_completed",
+    ]
+
+
+def test_an_agent_without_a_model_is_refused(journal: Journal) -> None:
+    with pytest.raises(ValueError, match="has no model"):
+        AgentRuntime(chat_agent(), journal)

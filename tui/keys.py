@@ -1,0 +1,89 @@
+"""Key bindings with ids, and the command palette built from them.
+
+Every binding of the app has an id ``category.name`` and a description; the command
+palette lists each one as ``category: description``, so whatever a key does can also be
+found by name (and a keymap can rebind it by id). Screens add commands that have no key
+(sort by a column, filter by one status) through ``palette_commands``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.app import SystemCommand
+from textual.binding import Binding
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.dom import DOMNode
+
+__all__ = ["bind", "commands_for", "declared_bindings", "title_of"]
+
+
+def bind(
+    keys: str,
+    action: str,
+    description: str,
+    id: str,
+    *,
+    show: bool = False,
+    key_display: str | None = None,
+    priority: bool = False,
+) -> Binding:
+    """A binding with its id (``category.name``), as every binding of the app has.
+
+    Args:
+        keys: comma-separated keys (``"j,down"``).
+        action: the action it runs.
+        description: what it does, in a few words (shown in the footer, help and palette).
+        id: ``category.name``; the category titles the palette entry.
+        show: show it in the footer.
+        key_display: how the footer shows the key.
+        priority: check it before the focused widget sees the key.
+    """
+    return Binding(
+        keys,
+        action,
+        description,
+        show=show,
+        key_display=key_display,
+        priority=priority,
+        id=id,
+    )
+
+
+def title_of(binding: Binding) -> str:
+    """The palette title of a binding: ``category: description``."""
+    category = (binding.id or "app").split(".", 1)[0]
+    return f"{category}: {binding.description}"
+
+
+def declared_bindings(node: DOMNode) -> Iterator[Binding]:
+    """The bindings with ids that ``node``'s classes declare (subclasses first)."""
+    for cls in type(node).__mro__:
+        for binding in cls.__dict__.get("BINDINGS", ()):
+            if isinstance(binding, Binding) and binding.id:
+                yield binding
+
+
+def commands_for(app: App[object], nodes: Iterable[DOMNode]) -> Iterator[SystemCommand]:
+    """One palette command per binding id of ``nodes`` (first declaration wins)."""
+    seen: set[str] = set()
+    for node in nodes:
+        for binding in declared_bindings(node):
+            assert binding.id is not None
+            if binding.id in seen:
+                continue
+            seen.add(binding.id)
+            keys = ", ".join(app.get_key_display(Binding(key, "")) for key in _keys(binding))
+            yield SystemCommand(
+                title_of(binding),
+                f"key: {keys}",
+                partial(app.run_action, binding.action, node),
+            )
+
+
+def _keys(binding: Binding) -> list[str]:
+    return [key.strip() for key in binding.key.split(",") if key.strip()]

@@ -1,0 +1,92 @@
+"""Scrolling panes that show one thing at a time: an event's JSON, a state, a diff row.
+
+Everything shown is `Content` assembled from plain strings (never markup), and JSON is
+pretty-printed by orjson (control characters in strings come out as ``\\u001b``) and then
+passed through `safe_text` line by line, so no payload can style, link or move the cursor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import orjson
+from textual.binding import BindingType
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.highlight import highlight
+from textual.widgets import Static
+
+from ..keys import bind
+from ..render import safe_text
+
+__all__ = ["MAX_JSON", "Pane", "json_content", "short_json"]
+
+MAX_JSON = 64_000
+"""Characters of pretty JSON shown in a pane (the rest is elided with a note)."""
+
+
+def _safe_lines(text: str) -> str:
+    return "\n".join(safe_text(line) for line in text.split("\n"))
+
+
+def json_content(value: Any) -> Content:
+    """Pretty, syntax-highlighted JSON of ``value``, made safe and cut at `MAX_JSON`."""
+    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    note = ""
+    if len(text) > MAX_JSON:
+        note = f"\n… {len(text) - MAX_JSON} more characters (agent-journal export has them all)"
+        text = text[:MAX_JSON]
+    content = highlight(_safe_lines(text), language="json")
+    return content + Content.styled(note, "italic $text-muted") if note else content
+
+
+def short_json(value: Any, width: int = 60) -> str:
+    """``value`` as one line of JSON, cut to ``width`` characters, safe to show."""
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return safe_text(text if len(text) <= width else text[: width - 1] + "…")
+
+
+class Pane(VerticalScroll):
+    """A focusable scrolling pane holding one `Content`; keys scroll it like less."""
+
+    DEFAULT_CSS = """
+    Pane {
+        border: round $panel;
+        border-title-color: $text-muted;
+        padding: 0 1;
+        height: 1fr;
+        &:focus { border: round $accent; border-title-color: $text; }
+        & > Static { width: 1fr; }
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        bind("j,down", "scroll_down", "scroll down", "scroll.down"),
+        bind("k,up", "scroll_up", "scroll up", "scroll.up"),
+        bind("g,home", "scroll_home", "scroll to the top", "scroll.top"),
+        bind("G,end", "scroll_end", "scroll to the bottom", "scroll.bottom"),
+        bind("ctrl+d,pagedown,space", "page_down", "scroll a page down", "scroll.page-down"),
+        bind("ctrl+u,pageup", "page_up", "scroll a page up", "scroll.page-up"),
+    ]
+
+    def __init__(self, title: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = Content(title)
+        self._body = Static(Content(""), expand=True)
+
+    def compose(self) -> Any:
+        """The one Static the pane scrolls."""
+        yield self._body
+
+    def show(self, content: Content, *, title: str | None = None) -> None:
+        """Replace what the pane shows (and its title), and scroll back to the top."""
+        self._body.update(content)
+        if title is not None:
+            self.border_title = Content(safe_text(title))
+        self.scroll_home(animate=False)
+
+    @property
+    def shown(self) -> str:
+        """The plain text the pane shows (for tests and the bench)."""
+        content = self._body.content
+        return content.plain if isinstance(content, Content) else str(content)
