@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .canonical import dumps_canonical, loads_strict
 from .errors import InvalidEventError, InvalidInputError, SessionConflictError
+from .redact import Redactor, rechain
 from .store import Journal
 
 __all__ = [
@@ -62,11 +65,36 @@ def header_for(journal: Journal, session_id: str) -> dict[str, Any]:
     return header
 
 
-def export_lines(journal: Journal, session_id: str) -> Iterator[bytes]:
-    """Yield a session's JSONL lines (header first), each without its newline."""
-    yield dumps_canonical(header_for(journal, session_id))
-    for row in journal.stored_events(session_id):
-        yield row.line()
+def export_lines(
+    journal: Journal,
+    session_id: str,
+    *,
+    redactor: Redactor | None = None,
+    rename: str | None = None,
+    header_extra: dict[str, Any] | None = None,
+) -> Iterator[bytes]:
+    """Yield a session's JSONL lines (header first), each without its newline.
+
+    With a ``redactor`` every record is redacted and the hash chain recomputed; ``rename``
+    writes the session under another id (its lineage cleared); ``header_extra`` adds
+    fields to the header.
+    """
+    header = header_for(journal, session_id)
+    if rename is not None:
+        header.update(session_id=rename, replay_of=None)
+    header.update(header_extra or {})
+    yield dumps_canonical(header)
+    if redactor is None and rename is None:
+        for row in journal.stored_events(session_id):
+            yield row.line()
+        return
+    records = (orjson.loads(row.body) for row in journal.stored_events(session_id))
+    if rename is not None:
+        records = ({**record, "session_id": rename} for record in records)
+    if redactor is not None:
+        records = (redactor.redact_record(record) for record in records)
+    for record in rechain(records, journal.hasher):
+        yield dumps_canonical(record)
 
 
 def export_session(journal: Journal, session_id: str) -> bytes:

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .canonical import canonical_bytes, format_ts, valid_session_id
+from .canonical import canonical_bytes, check_json, format_ts, valid_session_id
 from .errors import InvalidEventError, InvalidInputError, SessionConflictError
 from .events import (
     ActionCommitted,
@@ -64,6 +64,8 @@ __all__ = [
     "Findings",
     "ImportReport",
     "convert_file",
+    "convert_files",
+    "import_converted",
     "import_openai",
 ]
 
@@ -497,8 +499,13 @@ def convert_file(path: str | Path, *, error_prefix: str | None = None) -> Conver
         converter = _Converter(
             parsed, conversation, error_prefix, converted.unmapped, converted.notes
         )
-        events = converter.convert()
-        converted.sessions.append(ConvertedSession(session_id, where, events))
+        session = ConvertedSession(session_id, where, converter.convert())
+        for at, record in session.records():
+            try:
+                check_json(record)
+            except InvalidEventError as e:
+                raise InvalidInputError(f"{at}: {e}") from e
+        converted.sessions.append(session)
         converted.messages += len(conversation.messages)
         converted.tool_calls += converter.tool_calls
         converted.failed_calls += converter.failed_calls
@@ -535,19 +542,19 @@ class ImportReport:
         }
 
 
-def import_openai(
-    journal: Journal, paths: Sequence[str | Path], *, error_prefix: str | None = None
-) -> ImportReport:
-    """Import transcript files: every file is read and mapped first, then each is written whole.
+def convert_files(
+    paths: Sequence[str | Path], *, error_prefix: str | None = None
+) -> list[ConvertedFile]:
+    """Read and map every file before anything is written (see `convert_file`)."""
+    return [convert_file(path, error_prefix=error_prefix) for path in paths]
 
-    A malformed file raises before anything is written. A file whose session exists with
-    different content is an error in the report (that file writes nothing; the others are
-    imported). Importing the same content again writes nothing.
 
-    Raises:
-        InvalidInputError: a malformed file (nothing was written).
+def import_converted(journal: Journal, converted: Sequence[ConvertedFile]) -> ImportReport:
+    """Write mapped files, each whole (its sessions in one transaction) or not at all.
+
+    A file whose session exists with different content is an error in the report (that
+    file writes nothing; the others are imported). The same content again writes nothing.
     """
-    converted = [convert_file(path, error_prefix=error_prefix) for path in paths]
     report = ImportReport()
     for item in converted:
         report.unmapped.merge(item.unmapped)
@@ -571,7 +578,17 @@ def import_openai(
                 "tool_calls": item.tool_calls,
                 "failed_calls": item.failed_calls,
                 "session_ids": [session.session_id for session in item.sessions],
-                "imported": bool(counts) or not item.sessions,
             }
         )
     return report
+
+
+def import_openai(
+    journal: Journal, paths: Sequence[str | Path], *, error_prefix: str | None = None
+) -> ImportReport:
+    """Import transcript files: all are read and mapped first, then each is written whole.
+
+    Raises:
+        InvalidInputError: a malformed file (nothing was written).
+    """
+    return import_converted(journal, convert_files(paths, error_prefix=error_prefix))

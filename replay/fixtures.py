@@ -13,13 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from agentloop import Agent
 from journal import Journal, SessionState
-from journal.canonical import dumps_canonical
-from journal.jsonl import header_for, read_jsonl, write_atomically
-from journal.redact import Redactor, rechain
+from journal.jsonl import export_lines, read_jsonl, write_atomically
+from journal.redact import Redactor
 
 from .replayer import Replayer, ReplayResult
 
@@ -28,14 +25,8 @@ __all__ = [
     "expectation",
     "fixture_lines",
     "replay_fixture",
-    "session_records",
     "write_fixture",
 ]
-
-
-def session_records(journal: Journal, session_id: str) -> list[dict[str, Any]]:
-    """A session's flat records (without hashes) as stored."""
-    return [orjson.loads(row.body) for row in journal.stored_events(session_id)]
 
 
 def expectation(state: SessionState) -> dict[str, Any] | None:
@@ -52,25 +43,19 @@ def fixture_lines(
     redactor: Redactor | None = None,
     rename: str | None = None,
 ) -> Iterator[bytes]:
-    """Yield a fixture's lines: the header (with ``expect``), then the chained records.
+    """Yield a fixture's lines: the session's export with ``expect`` in the header.
 
-    With a redactor, every record is redacted and the chain recomputed. ``rename`` writes
-    the records under another session id (used when a replay becomes the new fixture).
+    ``expect`` is there when the session halted or failed; see `journal.jsonl.export_lines`
+    for ``redactor`` and ``rename``.
     """
-    header = header_for(journal, session_id)
-    records = session_records(journal, session_id)
-    if rename is not None:
-        header["session_id"] = rename
-        records = [{**record, "session_id": rename} for record in records]
-        header["replay_of"] = None
-    if redactor is not None:
-        records = [redactor.redact_record(record) for record in records]
     expect = expectation(journal.state(session_id))
-    if expect is not None:
-        header["expect"] = expect
-    yield dumps_canonical(header)
-    for record in rechain(records, journal.hasher):
-        yield dumps_canonical(record)
+    yield from export_lines(
+        journal,
+        session_id,
+        redactor=redactor,
+        rename=rename,
+        header_extra=None if expect is None else {"expect": expect},
+    )
 
 
 def write_fixture(

@@ -165,19 +165,26 @@ def test_wait_for_events_and_follow(any_journal: Journal) -> None:
     assert any_journal.wait_for_events(head, timeout=0.3) is False
     assert 0.25 <= time.monotonic() - began < 3
 
-    def later() -> None:
-        time.sleep(0.3)
-        for n in range(3):
-            any_journal.append("a", [UserInput(text=str(n))])
+    def append_later(*texts: str) -> threading.Timer:
+        batch = [UserInput(text=text) for text in texts]
+        timer = threading.Timer(0.3, lambda: any_journal.append("a", batch))
+        timer.start()
+        return timer
 
-    writer = threading.Thread(target=later)
-    writer.start()
+    timer = append_later("1", "2", "3")
     began = time.monotonic()
     assert any_journal.wait_for_events(head, timeout=10) is True
     assert time.monotonic() - began < 5
-    seen = [row.seq for row in any_journal.follow(0, idle_timeout=1.5)]
-    writer.join()
-    assert seen == [0, 1, 2, 3]
+    timer.join()
+    timer = append_later("late")
+    seen = []
+    for row in any_journal.follow(0, idle_timeout=10):  # the last one arrives while following
+        seen.append(row.seq)
+        if len(seen) == 5:
+            break
+    timer.join()
+    assert seen == [0, 1, 2, 3, 4]
+    assert list(any_journal.follow(any_journal.head_position(), idle_timeout=0.1)) == []
 
 
 # -- importing ------------------------------------------------------------------------------

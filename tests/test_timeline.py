@@ -175,7 +175,7 @@ def test_changes_at_names_what_an_event_changed(tmp_path: Path) -> None:
         assert paths["last_seq"] == (2, 3)
         assert set(paths) >= {"events", "last_seq", "committed", "steps"}
         first = {change.path for change in timeline.changes_at(0)}
-        assert {"agent", "status", "started"} <= first
+        assert {"agent", "events", "started"} <= first
         before, after = timeline.state_at(2), timeline.state_at(3)
         assert state_changes(before, before) == []
         assert state_changes(before, after) == timeline.changes_at(3)

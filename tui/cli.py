@@ -18,6 +18,7 @@ import orjson
 from journal import Journal, JournalError, SessionStatus
 
 from .cli_replay import demo, diff, fixture, fork, replay, state
+from .cli_tui import tui
 from .clikit import (
     EXIT_BAD_INPUT,
     EXIT_FINDING,
@@ -148,7 +149,7 @@ def schema() -> None:
 
 
 @cli.command()
-@click.argument("session")
+@click.argument("sessions", nargs=-1, required=True, metavar="SESSION...")
 @db_option
 @click.option(
     "-o",
@@ -158,18 +159,55 @@ def schema() -> None:
     show_default=True,
     help="File to write; - for stdout. Written atomically.",
 )
-def export(session: str, db: str, output: str) -> None:
-    """Export one session as a JSONL file (header line, then one canonical event per line)."""
-    from journal.jsonl import export_lines, write_jsonl
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="Replace secrets and personal data with format-keeping placeholders.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "otlp", "otel"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one session, this project's format; otlp (or otel): OpenTelemetry GenAI "
+    "traces as OTLP/JSON, one trace per session.",
+)
+@click.option(
+    "--content",
+    is_flag=True,
+    help="otlp: include message content (prompts, answers, tool arguments and results).",
+)
+def export(
+    sessions: Sequence[str], db: str, output: str, redact: bool, fmt: str, content: bool
+) -> None:
+    """Export a session as a JSONL file (header line, then one canonical event per line).
+
+    With --format otlp, export one or more sessions as OpenTelemetry traces (OTLP/JSON,
+    GenAI semantic conventions: invoke_agent, chat and execute_tool spans).
+    """
+    if fmt != "jsonl":
+        if redact:
+            raise click.UsageError("--redact applies to --format jsonl")
+        from .cli_formats import export_otlp
+
+        export_otlp(sessions, db, output, content)
+        return
+    if len(sessions) != 1 or content:
+        raise click.UsageError("--format jsonl exports exactly one session, without --content")
+    session = sessions[0]
+    from journal.jsonl import export_lines, write_atomically
+    from journal.redact import Redactor
 
     with open_existing(db) as journal:
+        journal.require(session)
+        lines = export_lines(journal, session, redactor=Redactor() if redact else None)
         if output == "-":
-            journal.require(session)
-            for line in export_lines(journal, session):
+            for line in lines:
                 sys.stdout.buffer.write(line + b"\n")
             sys.stdout.flush()
             return
-        count = write_jsonl(journal, session, output)
+        count = write_atomically(lines, output) - 1
     click.echo(f"exported {session}: {count} events to {output}", err=True)
 
 
@@ -179,17 +217,35 @@ def export(session: str, db: str, output: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl"]),
+    type=click.Choice(["jsonl", "openai"]),
     default="jsonl",
     show_default=True,
-    help="Input format.",
+    help="Input format: jsonl (this project's), or openai (chat transcripts: a message "
+    "array, an object with messages and metadata, an array of those, or JSONL of them).",
 )
-def import_(files: Sequence[Path], db: str, fmt: str) -> None:
+@click.option(
+    "--error-prefix",
+    metavar="TEXT",
+    help="openai: a tool result whose content starts with TEXT (e.g. 'Error:') is a failure.",
+)
+@json_option
+def import_(
+    files: Sequence[Path], db: str, fmt: str, error_prefix: str | None, as_json: bool
+) -> None:
     """Import sessions from files, each all or nothing.
 
     Importing a session that is already there with the same content does nothing;
-    different content is a conflict (exit 2) and the journal is left as it was.
+    different content is a conflict (exit 2) and the journal is left as it was. With
+    --format openai every file is read first (malformed input: exit 2, nothing written)
+    and a report says what could not be mapped (--json: as JSON on stdout).
     """
+    if fmt == "openai":
+        from .cli_formats import import_openai_files
+
+        import_openai_files(files, db, error_prefix, as_json)
+        return
+    if error_prefix is not None or as_json:
+        raise click.UsageError("--error-prefix and --json apply to --format openai")
     from journal.jsonl import import_file
 
     failed = 0
@@ -298,6 +354,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 
 for _command in (demo, state, replay, fork, diff, fixture):
     cli.add_command(_command)
+cli.add_command(tui)
 
 
 def main() -> None:

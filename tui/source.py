@@ -112,7 +112,9 @@ class RowSource:
 
     def stored(self, seq: int) -> StoredEvent | None:
         """The full stored row of ``seq`` (with its payload), read on its own."""
-        return next(iter(self.journal.stored_events(self.session_id, start=seq, stop=seq + 1)), None)
+        return next(
+            iter(self.journal.stored_events(self.session_id, start=seq, stop=seq + 1)), None
+        )
 
     def scan(
         self,

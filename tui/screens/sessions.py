@@ -282,7 +282,8 @@ class SessionsScreen(JournalScreen):
     def action_filter(self) -> None:
         """Ask for a filter: ``status:halted``, ``agent:refund``, a bare status or agent."""
         current = " ".join(
-            [f"status:{self.status}"] * bool(self.status) + [f"agent:{self.agent}"] * bool(self.agent)
+            [f"status:{self.status}"] * bool(self.status)
+            + [f"agent:{self.agent}"] * bool(self.agent)
         )
         agents = sorted({f"agent:{s.agent}" for s in self.all if s.agent})
         self.app.push_screen(

@@ -1,0 +1,92 @@
+"""What ``import --format openai`` and ``export --format otlp`` do behind the CLI options.
+
+Kept apart from `tui.cli` so the command definitions stay short; the formats themselves
+live in `journal.openai_import` and `journal.otlp`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from journal import Journal
+
+from .clikit import EXIT_BAD_INPUT, open_existing, print_json
+
+__all__ = ["export_otlp", "import_openai_files"]
+
+
+def _echo(text: str) -> None:
+    from .render import safe_text
+
+    click.echo(safe_text(text), err=True)
+
+
+def _print_findings(title: str, findings: dict[str, object]) -> None:
+    kinds = findings["kinds"]
+    assert isinstance(kinds, dict)
+    _echo(f"{title}: {findings['total']}")
+    for kind, found in kinds.items():
+        _echo(f"  {kind}: {found['count']}")
+        for example in found["examples"]:
+            _echo(f"    {example}")
+
+
+def import_openai_files(
+    files: Sequence[Path], db: str, error_prefix: str | None, as_json: bool
+) -> None:
+    """Import OpenAI-style transcripts and report what could not be mapped.
+
+    Every file is read and mapped before the journal is opened, so malformed input (exit
+    2, one line naming file:line) writes nothing, not even a new journal file.
+    """
+    from journal.openai_import import convert_files, import_converted
+
+    converted = convert_files(files, error_prefix=error_prefix)
+    with Journal.open(db) as journal:
+        report = import_converted(journal, converted)
+    document = report.as_json()
+    if as_json:
+        print_json(document)
+    for item in report.files:
+        new = item["new_sessions"]
+        what = (
+            f"{item['sessions']} sessions ({new} new, {item['new_events']} events)"
+            if new
+            else f"{item['sessions']} sessions, already present"
+        )
+        _echo(
+            f"imported {item['path']}: {what}, {item['messages']} messages, "
+            f"{item['tool_calls']} tool calls, {item['failed_calls']} failed"
+        )
+    if not as_json:
+        if report.unmapped.total:
+            _print_findings("could not map", document["unmapped"])
+        else:
+            _echo("every message was mapped")
+        if report.notes.total:
+            _print_findings("mapped by a fallback (notes)", document["notes"])
+    for error in report.errors:
+        _echo(f"agent-journal: {error}")
+    if report.errors:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def export_otlp(sessions: Sequence[str], db: str, output: str, content: bool) -> None:
+    """Write sessions as OTLP/JSON (one trace each) to ``output`` (``-``: stdout)."""
+    from journal.jsonl import write_atomically
+    from journal.otlp import otlp_document, otlp_json
+
+    with open_existing(db) as journal:
+        document = otlp_document(journal, sessions, content=content)
+    body = otlp_json(document)
+    if output == "-":
+        sys.stdout.buffer.write(body + b"\n")
+        sys.stdout.flush()
+        return
+    write_atomically([body], output)
+    spans = sum(len(scope["spans"]) for scope in document["resourceSpans"][0]["scopeSpans"])
+    _echo(f"exported {len(sessions)} session(s): {spans} spans to {output} (OTLP/JSON)")

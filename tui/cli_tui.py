@@ -1,0 +1,40 @@
+"""The ``tui`` command: open the terminal UI (Textual is imported only here, when it runs)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .clikit import EXIT_BAD_INPUT, db_option, fail
+
+__all__ = ["tui"]
+
+
+@click.command()
+@click.argument("session", required=False)
+@db_option
+@click.option(
+    "--diff",
+    nargs=2,
+    metavar="A B",
+    help="Open the diff of two sessions (say, an original and its replay).",
+)
+@click.option("--no-follow", is_flag=True, help="Do not watch the journal for new events.")
+def tui(session: str | None, db: str, diff: tuple[str, str] | None, no_follow: bool) -> None:
+    """Browse sessions, step through a timeline, and diff a replay, in the terminal.
+
+    Opens the sessions list, or SESSION's timeline, or the diff of two sessions. Keys
+    follow less and vim (j/k, g/G, / n N, : to go to a seq, e for the next failure, r to
+    replay, ] and [ between differences, ? for all keys, q to go back). A journal that is
+    being written shows new events live, on SQLite and on PostgreSQL.
+    """
+    from .app import JournalApp
+
+    app = JournalApp(db=db, session=session, diff=diff, follow=not no_follow)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        app.journal.close()
+        fail(
+            "the terminal UI needs a terminal (use show, diff or state in scripts)", EXIT_BAD_INPUT
+        )
+    app.run()

@@ -1,0 +1,421 @@
+"""The Session screen: the timeline, the selected event's JSON, and the state after it.
+
+The timeline reads rows as it draws them (`RowSource`); the detail pane reads the one
+selected payload; the state pane asks `replay.Timeline` (snapshots, never a refold from
+zero) in a worker once the cursor rests. Search, next failure and the type filter scan
+the session page by page in workers, so the screen answers keys while they run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import ClassVar
+
+import orjson
+from textual import on, work
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.timer import Timer
+from textual.widgets import Footer
+from textual.worker import Worker, get_current_worker
+
+from journal import EVENT_TYPES, SessionState, StoredEvent
+from replay import StateChange, Timeline
+
+from ..keys import bind
+from ..render import FAILURE_TYPES, safe_text
+from ..source import RowSource, matches
+from ..widgets.lines import LineList
+from ..widgets.panes import Pane, json_content, short_json
+from ..widgets.timeline import TimelineView
+from .base import JournalScreen, StatusLine
+from .dialogs import PromptScreen
+
+__all__ = ["STATE_DELAY", "SessionScreen", "parse_types"]
+
+STATE_DELAY = 0.12
+"""Seconds the cursor rests before the state after it is folded."""
+
+_STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "running": "cyan"}
+
+
+def parse_types(answer: str) -> frozenset[str]:
+    """Event types from a filter answer: names separated by commas or spaces.
+
+    ``failures`` stands for every failure type. Raises ValueError naming an unknown type.
+    """
+    chosen: set[str] = set()
+    for word in answer.replace(",", " ").split():
+        if word == "failures":
+            chosen |= FAILURE_TYPES
+        elif word in EVENT_TYPES:
+            chosen.add(word)
+        else:
+            raise ValueError(f"unknown event type {word!r}")
+    return frozenset(chosen)
+
+
+class SessionScreen(JournalScreen):
+    """One session: timeline on the left, event detail and state on the right."""
+
+    DEFAULT_CSS = """
+    SessionScreen #panes { width: 2fr; }
+    SessionScreen TimelineView { width: 3fr; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        bind("slash", "search", "search", "search.forward", show=True, key_display="/"),
+        bind("n", "search_next", "next match", "search.next"),
+        bind("N", "search_previous", "previous match", "search.previous"),
+        bind("f", "filter", "filter by type", "filter.type", show=True),
+        bind("colon", "go_to_seq", "go to seq", "go.seq", show=True, key_display=":"),
+        bind("e", "next_failure", "next failure", "go.next-failure", show=True),
+        bind("E", "previous_failure", "previous failure", "go.previous-failure"),
+        bind("F", "follow", "follow new events", "view.follow"),
+        bind("r", "replay", "replay now", "replay.run", show=True),
+        bind("d", "diff", "diff with a saved replay", "replay.diff", show=True),
+    ]
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.source: RowSource | None = None
+        self.search: str | None = None
+        self.following = False
+        self._state_timer: Timer | None = None
+        self._state_wanted = -1
+        self._fold_lock = threading.Lock()
+        self._timeline_state: Timeline | None = None
+        self._keep_seq = -1
+        self._filter_generation = 0
+        self._filtered_until = -1
+        self._filter_worker: Worker[None] | None = None
+
+    def compose(self) -> ComposeResult:
+        """Status line; timeline | (detail over state); footer."""
+        self.source = RowSource(self.journal, self.session_id)
+        yield StatusLine(id="status")
+        with Horizontal():
+            yield TimelineView(self.source, id="timeline")
+            with Vertical(id="panes"):
+                yield Pane("event", id="detail")
+                yield Pane("state", id="state")
+        yield Footer()
+
+    @property
+    def timeline(self) -> TimelineView:
+        """The timeline widget."""
+        return self.query_one(TimelineView)
+
+    def on_mount(self) -> None:
+        """Focus the timeline and show the first event."""
+        self._timeline_state = Timeline(self.journal, self.session_id)
+        self.timeline.focus()
+        self._selected(self.timeline.seq)
+
+    # -- status, detail and state -----------------------------------------------------
+
+    def _say(self) -> None:
+        assert self.source is not None
+        summary = self.source.summary
+        view = self.timeline
+        parts: list[str | tuple[str, str]] = [
+            (f"{safe_text(self.session_id)}  ", "bold"),
+            (summary.status, _STATUS_STYLE.get(summary.status, "")),
+            f"  seq {max(view.seq, 0)} of {summary.last_seq}",
+            f"  steps {summary.steps}  failures {summary.failures}",
+        ]
+        if summary.halt_rule:
+            parts.append((f"  halt: {safe_text(summary.halt_rule)}", "$text-error"))
+        if view.filter is not None:
+            types = ",".join(sorted(view.filter_types))
+            parts.append((f"  filter: {types} ({len(view.filter)} shown)", "$text-warning"))
+        if self.search:
+            parts.append(f"  /{safe_text(self.search)}")
+        if self.following:
+            parts.append(("  following", "$text-success"))
+        self.query_one("#status", StatusLine).say(*parts)
+
+    @on(LineList.Highlighted, "#timeline")
+    def _highlighted(self, event: LineList.Highlighted) -> None:
+        self._selected(self.timeline.seq_at(event.index))
+
+    def _selected(self, seq: int) -> None:
+        self._say()
+        self._show_detail(seq)
+        self._state_wanted = seq
+        if self._state_timer is not None:
+            self._state_timer.stop()
+        if seq >= 0:
+            self._state_timer = self.set_timer(STATE_DELAY, partial(self._load_state, seq))
+
+    def _show_detail(self, seq: int) -> None:
+        assert self.source is not None
+        pane = self.query_one("#detail", Pane)
+        stored = self.source.stored(seq) if seq >= 0 else None
+        if stored is None:
+            pane.show(Content("no event"), title="event")
+            return
+        record = {**orjson.loads(stored.body), "hash": stored.hash}
+        pane.show(json_content(record), title=f"event {seq} · {stored.type}")
+
+    @work(thread=True, exclusive=True, group="state", exit_on_error=False)
+    def _load_state(self, seq: int) -> None:
+        """Fold the state after ``seq`` (and before it) from snapshots, in a worker."""
+        with self._fold_lock:  # one fold at a time; a stale request is dropped
+            if seq != self._state_wanted or self._timeline_state is None:
+                return
+            self.from_thread(self._state_pending, seq)
+            try:
+                after = self._timeline_state.state_at(seq)
+                changes = self._timeline_state.changes_at(seq)
+            except Exception as error:  # shown, never a crash
+                self.from_thread(self.japp.report, f"state after seq {seq}", error)
+                return
+        self.from_thread(self._show_state, seq, after, changes)
+
+    def _state_pending(self, seq: int) -> None:
+        if seq == self._state_wanted:
+            self.query_one("#state", Pane).border_subtitle = "folding…"
+
+    def _show_state(self, seq: int, after: SessionState, changes: list[StateChange]) -> None:
+        pane = self.query_one("#state", Pane)
+        pane.border_subtitle = ""
+        if seq != self._state_wanted:
+            return
+        parts: list[str | tuple[str, str] | Content] = [
+            (f"changed by seq {seq}:\n", "bold"),
+        ]
+        for change in changes:
+            parts += [
+                f"  {safe_text(change.path)}: ",
+                (short_json(change.before, 40), "$text-error"),
+                " → ",
+                (short_json(change.after, 40), "$text-success"),
+                "\n",
+            ]
+        if not changes:
+            parts.append(("  nothing\n", "italic $text-muted"))
+        parts += [("\nstate:\n", "bold"), json_content(after.model_dump(mode="json"))]
+        pane.show(Content.assemble(*parts), title=f"state after seq {seq}")
+
+    # -- live -------------------------------------------------------------------------
+
+    def journal_changed(self, sessions: dict[str, int]) -> None:
+        """Show new events of this session; move along with them when following."""
+        if self.session_id not in sessions or self.source is None:
+            return
+        view = self.timeline
+        at_end = view.cursor >= view.line_count - 1
+        if not self.source.refresh():
+            return
+        view.grew()
+        if view.filter is not None:
+            self._scan_filter()
+        if self.following or at_end:
+            view.action_last()
+        self._say()
+
+    def action_follow(self) -> None:
+        """Toggle follow mode: the cursor stays on the newest event as events arrive."""
+        self.following = not self.following
+        if self.following:
+            self.timeline.action_last()
+        self._say()
+
+    # -- scanning: search, failures -----------------------------------------------------
+
+    def action_search(self) -> None:
+        """Ask for a word; go to the next event whose type, summary or payload has it."""
+        self.app.push_screen(
+            PromptScreen("/", placeholder="text in the type, summary or payload"), self._searched
+        )
+
+    def _searched(self, term: str | None) -> None:
+        if term:
+            self.search = term
+            self._say()
+            self.action_search_next()
+
+    def action_search_next(self) -> None:
+        """Go to the next match (wrapping at the end)."""
+        self._find_text(backward=False)
+
+    def action_search_previous(self) -> None:
+        """Go to the previous match (wrapping at the start)."""
+        self._find_text(backward=True)
+
+    def _find_text(self, *, backward: bool) -> None:
+        if not self.search:
+            self.notify("no search yet: press /", severity="warning")
+            return
+        needle = self.search.lower()
+        self._scan(partial(matches, needle=needle), f"not found: {self.search}", backward, True)
+
+    def action_next_failure(self) -> None:
+        """Go to the next failure, rejection or halt."""
+        self._scan(_is_failure, "no failure after this event", False, False)
+
+    def action_previous_failure(self) -> None:
+        """Go to the previous failure, rejection or halt."""
+        self._scan(_is_failure, "no failure before this event", True, False)
+
+    def _scan(
+        self, wanted: Callable[[StoredEvent], bool], missing: str, backward: bool, wrap: bool
+    ) -> None:
+        view = self.timeline
+        start = view.seq + (-1 if backward else 1)
+        self._scan_worker(wanted, start, backward, wrap, view.filter_types, missing)
+
+    @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
+    def _scan_worker(
+        self,
+        wanted: Callable[[StoredEvent], bool],
+        start: int,
+        backward: bool,
+        wrap: bool,
+        types: frozenset[str],
+        missing: str,
+    ) -> None:
+        """Walk the session from ``start`` for the first wanted event (a worker)."""
+        assert self.source is not None
+        worker = get_current_worker()
+        last = self.source.last_seq
+        runs = [(start, None)]
+        if wrap:
+            runs.append((last, start) if backward else (0, start))
+        try:
+            for begin, stop in runs:
+                rows = self.source.scan(
+                    begin, backward=backward, stop=stop, cancelled=lambda: worker.is_cancelled
+                )
+                for row in rows:
+                    if (not types or row.type in types) and wanted(row):
+                        self.from_thread(self.timeline.go_to_seq, row.seq)
+                        return
+        except Exception as error:  # shown, never a crash
+            self.from_thread(self.japp.report, "scanning the session", error)
+            return
+        if not worker.is_cancelled:
+            self.from_thread(self.japp.warn, missing)
+
+    # -- the type filter ----------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        """Ask for event types to show (empty shows every event)."""
+        view = self.timeline
+        self.app.push_screen(
+            PromptScreen(
+                "filter types:",
+                value=",".join(sorted(view.filter_types)),
+                placeholder="e.g. action_failed,agent_halted or failures (empty shows all)",
+                suggestions=["failures", *EVENT_TYPES],
+            ),
+            self._filter_answered,
+        )
+
+    def _filter_answered(self, answer: str | None) -> None:
+        if answer is None:
+            return
+        try:
+            types = parse_types(answer)
+        except ValueError as error:
+            self.japp.warn(f"{error}: known types are {', '.join(EVENT_TYPES)}")
+            return
+        self.set_type_filter(types or None)
+
+    def set_type_filter(self, types: Iterable[str] | None) -> None:
+        """Show only events of ``types`` (None: every event), keeping the selected event."""
+        view = self.timeline
+        keep = view.seq
+        self._filter_generation += 1
+        self._filtered_until = -1
+        if self._filter_worker is not None:
+            self._filter_worker.cancel()
+            self._filter_worker = None
+        view.set_filter(None if types is None else sorted(types))
+        if types is None:
+            view.go_to_seq(keep)
+        else:
+            self._keep_seq = keep
+            self._scan_filter()
+        self._say()
+
+    def _scan_filter(self) -> None:
+        assert self.source is not None
+        running = self._filter_worker is not None and not self._filter_worker.is_finished
+        start, stop = self._filtered_until + 1, self.source.last_seq + 1
+        if running or start >= stop:
+            return
+        view = self.timeline
+        self._filter_worker = self._filter_scan(
+            self._filter_generation, view.filter_types, start, stop
+        )
+
+    @work(thread=True, group="filter", exit_on_error=False)
+    def _filter_scan(self, generation: int, types: frozenset[str], start: int, stop: int) -> None:
+        """Collect the seqs of ``types`` in ``start..stop`` into the view, in batches."""
+        assert self.source is not None
+        worker = get_current_worker()
+        batch: list[int] = []
+        try:
+            for row in self.source.scan(start, stop=stop, cancelled=lambda: worker.is_cancelled):
+                if row.type in types:
+                    batch.append(row.seq)
+                if len(batch) >= 2048:
+                    self.from_thread(self._filter_batch, generation, batch, None)
+                    batch = []
+        except Exception as error:  # shown, never a crash
+            self.from_thread(self.japp.report, "filtering the session", error)
+            return
+        if not worker.is_cancelled:
+            self.from_thread(self._filter_batch, generation, batch, stop - 1)
+
+    def _filter_batch(self, generation: int, seqs: list[int], done_until: int | None) -> None:
+        if generation != self._filter_generation:
+            return
+        view = self.timeline
+        view.extend_filter(seqs)
+        if done_until is not None:
+            self._filtered_until = done_until
+            self._filter_worker = None
+            self._scan_filter()  # events that arrived meanwhile
+            if self._keep_seq >= 0:
+                view.go_to_seq(self._keep_seq)
+                self._keep_seq = -1
+        self._say()
+
+    # -- replay and diff ----------------------------------------------------------------
+
+    def action_replay(self) -> None:
+        """Replay this session now (a worker), then offer the diff."""
+        self.japp.start_replay(self.session_id)
+
+    def action_diff(self) -> None:
+        """Diff this session with a saved replay of it (or with its original)."""
+        self.japp.open_replays(self.session_id)
+
+    def extra_commands(self) -> Iterable[SystemCommand]:
+        """Filter by each event type, by failures, or clear the filter."""
+        yield SystemCommand(
+            "filter: failures",
+            "only failures, rejections and halts",
+            partial(self.set_type_filter, FAILURE_TYPES),
+        )
+        for name in EVENT_TYPES:
+            yield SystemCommand(
+                f"filter: type {name}",
+                "only events of this type",
+                partial(self.set_type_filter, {name}),
+            )
+        yield SystemCommand(
+            "filter: clear", "show every event", partial(self.set_type_filter, None)
+        )
+
+
+def _is_failure(row: StoredEvent) -> bool:
+    return row.type in FAILURE_TYPES
