@@ -23,6 +23,11 @@ State diagram of a session's phase (`Phase`); any other change raises
 A response without calls ends the turn (``agent_completed``). A rule or an error ends the
 session (``agent_halted``); an exception in agent code (the model port, a guard) is
 rule ``error``, a failed session.
+
+Two changes come from outside the loop: `AgentRuntime.greet` journals a greeting before
+the first user input (idle ──► completed, no model call), and `AgentRuntime.stop` ends a
+session the user left or an operator stopped (idle or completed ──► halted, optionally
+after a last user input the agent never answered).
 """
 
 from __future__ import annotations
@@ -95,12 +100,12 @@ class Phase(StrEnum):
 
 
 TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    Phase.IDLE: frozenset({Phase.OBSERVE, Phase.HALTED}),
+    Phase.IDLE: frozenset({Phase.OBSERVE, Phase.COMPLETED, Phase.HALTED}),
     Phase.OBSERVE: frozenset({Phase.PROPOSE, Phase.HALTED}),
     Phase.PROPOSE: frozenset({Phase.VERIFY, Phase.COMPLETED, Phase.HALTED}),
     Phase.VERIFY: frozenset({Phase.VERIFY, Phase.COMMIT, Phase.OBSERVE, Phase.HALTED}),
     Phase.COMMIT: frozenset({Phase.VERIFY, Phase.COMMIT, Phase.OBSERVE, Phase.HALTED}),
-    Phase.COMPLETED: frozenset({Phase.OBSERVE}),
+    Phase.COMPLETED: frozenset({Phase.OBSERVE, Phase.HALTED}),
     Phase.HALTED: frozenset(),
 }
 """The allowed phase changes; the diagram in the module docstring."""
@@ -272,6 +277,46 @@ class AgentRuntime:
         if session.phase is Phase.IDLE and session.state.turns > 0:
             session.move(Phase.OBSERVE)
             await self._drive(session)
+        return self._result(session)
+
+    def greet(self, session_id: str, text: str) -> TurnResult:
+        """Journal the agent's greeting: a reply before the first user input, no model call.
+
+        It is ``agent_completed`` with ``text`` as the answer (a replay serves a recorded
+        greeting through this, as it was).
+
+        Raises:
+            IllegalTransitionError: the session has had a user input already.
+        """
+        session = self._session(session_id)
+        if session.state.turns or session.phase not in (Phase.IDLE, Phase.COMPLETED):
+            raise IllegalTransitionError(
+                f"session {session_id}: a greeting comes before the first user input"
+            )
+        self._append(session, [AgentCompleted(answer=text)])
+        if session.phase is Phase.IDLE:
+            session.move(Phase.COMPLETED)
+        return self._result(session)
+
+    def stop(
+        self, session_id: str, rule: str, reason: str, *, last_input: str | None = None
+    ) -> TurnResult:
+        """End a session from outside the loop: the user left, an operator or a harness stopped it.
+
+        ``last_input`` is a user message the agent never got to answer; it is journaled
+        before the ``agent_halted`` with ``rule`` (rule ``error`` marks a failed session).
+
+        Raises:
+            SessionEndedError: the session is halted or failed already.
+        """
+        session = self._session(session_id)
+        if session.phase is Phase.HALTED:
+            raise SessionEndedError(f"session {session_id}: {session.state.status} already")
+        before: list[AgentEvent] = []
+        if last_input is not None:
+            session.move(Phase.OBSERVE)
+            before.append(UserInput(text=last_input))
+        self._halt(session, rule, reason, before=before)
         return self._result(session)
 
     def run(self, text: str, *, session_id: str | None = None) -> TurnResult:

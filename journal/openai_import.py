@@ -69,7 +69,7 @@ __all__ = [
     "import_openai",
 ]
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """Where synthetic timestamps start."""
 
 SESSION_ID_KEYS = ("session_id", "conversation_id", "id")

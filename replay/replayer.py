@@ -38,6 +38,7 @@ from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize
 from .recorded import LiveDifference, RecordedClock, RecordedLLM, RecordedTools, UnrecordedCall
 
 __all__ = [
+    "IMPORTED_SESSION_FIELDS",
     "Divergence",
     "DivergenceError",
     "ReplayResult",
@@ -46,6 +47,18 @@ __all__ = [
     "compare",
     "free_session_id",
 ]
+
+
+IMPORTED_SESSION_FIELDS = (
+    "agent",
+    "config",
+    "model",
+    "model_settings",
+    "system_prompt",
+    "system_prompt_hash",
+)
+"""Fields of ``session_started`` not compared when the recording has no agent reference
+(an imported transcript): the replaying agent's configuration has nothing to match."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +208,10 @@ class Replayer:
         assert isinstance(started, SessionStarted)
         agent = agent_for(started, session_id, self.agent)
         rules = self.rules
-        if self.agent is not None and agent.reference != started.agent:
+        if started.agent is None:
+            # An imported session records no agent, so its configuration is not compared.
+            rules = rules.extended({"session_started": IMPORTED_SESSION_FIELDS})
+        elif self.agent is not None and agent.reference != started.agent:
             rules = rules.extended({"session_started": ["agent"]})
         target = journal if self.save else Journal.open(":memory:")
         try:
@@ -247,6 +263,18 @@ class Replayer:
         return result
 
 
+def _is_greeting(recorded: Sequence[RecordedEvent], index: int) -> bool:
+    """An ``agent_completed`` before any user input or model call: a greeting."""
+    return all(
+        isinstance(item.event, (SessionStarted, AgentCompleted)) for item in recorded[:index]
+    )
+
+
+def _ends_from_outside(recorded: Sequence[RecordedEvent], index: int) -> bool:
+    """An ``agent_halted`` right after a turn's answer: the session was ended from outside."""
+    return index > 0 and isinstance(recorded[index - 1].event, AgentCompleted)
+
+
 def _run(
     runtime: AgentRuntime,
     replay_id: str,
@@ -258,11 +286,21 @@ def _run(
 
     async def drive() -> None:
         runtime.start(replay_id, metadata=started.metadata, replay_of=session_id)
-        for item in recorded:
-            if isinstance(item.event, UserInput):
-                result = await runtime.run_turn(replay_id, item.event.text)
+        for index, item in enumerate(recorded):
+            event = item.event
+            after = recorded[index + 1].event if index + 1 < len(recorded) else None
+            if isinstance(event, UserInput):
+                if isinstance(after, AgentHalted) and after.rule != "error":
+                    # The session was ended from outside before the agent answered.
+                    runtime.stop(replay_id, after.rule, after.reason, last_input=event.text)
+                    return
+                result = await runtime.run_turn(replay_id, event.text)
                 if result.status in ("halted", "failed"):
                     return
+            elif isinstance(event, AgentCompleted) and _is_greeting(recorded, index):
+                runtime.greet(replay_id, event.answer)
+            elif isinstance(event, AgentHalted) and _ends_from_outside(recorded, index):
+                runtime.stop(replay_id, event.rule, event.reason)
 
     try:
         asyncio.run(drive())

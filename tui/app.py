@@ -57,8 +57,8 @@ class JournalApp(App[None]):
     TITLE = "agent-journal"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("q", "back", "back (quit on the sessions list)", "app.back", show=True),
-        bind("escape", "back(False)", "back", "app.escape"),
+        bind("q", "go_back", "back (quit on the sessions list)", "app.back", show=True),
+        bind("escape", "go_back(False)", "back", "app.escape"),
         bind("Q", "quit", "quit", "app.quit"),
         bind("question_mark", "help", "keys", "app.help", show=True, key_display="?"),
         bind("ctrl+p", "command_palette", "command palette", "app.palette"),
@@ -243,7 +243,7 @@ class JournalApp(App[None]):
 
     # -- keys, help and the palette -----------------------------------------------------
 
-    def action_back(self, quit: bool = True) -> None:
+    def action_go_back(self, quit: bool = True) -> None:
         """Go back to the previous screen; quit from the sessions list (if ``quit``)."""
         if len(self.screen_stack) > 1:
             self.pop_screen()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import SystemCommand
 from textual.binding import Binding
@@ -68,7 +68,7 @@ def declared_bindings(node: DOMNode) -> Iterator[Binding]:
                 yield binding
 
 
-def commands_for(app: App[object], nodes: Iterable[DOMNode]) -> Iterator[SystemCommand]:
+def commands_for(app: App[Any], nodes: Iterable[DOMNode]) -> Iterator[SystemCommand]:
     """One palette command per binding id of ``nodes`` (first declaration wins)."""
     seen: set[str] = set()
     for node in nodes:

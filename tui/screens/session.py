@@ -285,7 +285,7 @@ class SessionScreen(JournalScreen):
         assert self.source is not None
         worker = get_current_worker()
         last = self.source.last_seq
-        runs = [(start, None)]
+        runs: list[tuple[int, int | None]] = [(start, None)]
         if wrap:
             runs.append((last, start) if backward else (0, start))
         try:

@@ -1,7 +1,7 @@
 """Scrolling panes that show one thing at a time: an event's JSON, a state, a diff row.
 
 Everything shown is `Content` assembled from plain strings (never markup), and JSON is
-pretty-printed by orjson (control characters in strings come out as ``\\u001b``) and then
+pretty-printed by orjson (control characters in strings come out as escapes) and then
 passed through `safe_text` line by line, so no payload can style, link or move the cursor.
 """
 
