@@ -20,6 +20,7 @@ from .errors import (
     SessionEndedError,
 )
 from .gate import Accepted, Plan, Rejected, verify_call
+from .openai_provider import OpenAIProvider
 from .ports import (
     Clock,
     IdSource,
@@ -54,6 +55,7 @@ __all__ = [
     "LiveToolExecutor",
     "ModelRequest",
     "ModelResponse",
+    "OpenAIProvider",
     "Phase",
     "Plan",
     "Rejected",

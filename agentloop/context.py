@@ -113,24 +113,43 @@ class Context:
     messages: list[Message] = field(default_factory=list)
     scratch: dict[str, Any] = field(default_factory=dict)
     _answered: dict[str, int] = field(default_factory=dict)
+    _chat: list[dict[str, Any]] = field(default_factory=list)
+    """``as_chat()`` of the first messages, kept so a step renders only what is new."""
+    _failed: int = 0
+    """How many messages answer a call that failed (a failure run needs two)."""
 
     def tokens(self) -> int:
         """Estimated tokens of the log."""
         return sum(m.tokens() for m in self.messages)
 
     def chat(self) -> list[dict[str, Any]]:
-        """The log in the OpenAI chat format."""
-        return [message.as_chat() for message in self.messages]
+        """The log in the OpenAI chat format (a new list; treat its messages as read-only)."""
+        rendered = self._chat
+        if len(rendered) < len(self.messages):
+            rendered.extend(m.as_chat() for m in self.messages[len(rendered) :])
+        return list(rendered)
+
+    def _changed(self, index: int) -> None:
+        """Message ``index`` changed in place: render it (and what follows) again."""
+        del self._chat[index:]
+
+    @property
+    def failed_answers(self) -> int:
+        """How many messages answer a call that failed or was rejected."""
+        return self._failed
 
     def _answer(self, seq: int, call_id: str, content: str, failed_tool: str | None) -> None:
         index = self._answered.get(call_id)
         if index is not None and index < len(self.messages):
             earlier = self.messages[index]
             if earlier.tool_call_id == call_id and earlier.seq >= self._last_proposal_seq():
+                self._failed += (failed_tool is not None) - (earlier.failed_tool is not None)
                 earlier.content = f"{earlier.content}\n{content}"
                 earlier.failed_tool = failed_tool
+                self._changed(index)
                 return
         self._answered[call_id] = len(self.messages)
+        self._failed += failed_tool is not None
         self.messages.append(
             Message(seq, "tool", content, tool_call_id=call_id, failed_tool=failed_tool)
         )
@@ -183,11 +202,13 @@ class Context:
             last = self.messages[-1] if self.messages else None
             if last is not None and last.role == "assistant" and last.seq == seq - 1:
                 last.tool_calls = calls
+                self._changed(len(self.messages) - 1)
             else:
                 self.messages.append(Message(seq, "assistant", "", tool_calls=calls))
             return
         if event.call_id is not None and isinstance(event.after, dict):
             last = self.messages[-1]
+            self._changed(len(self.messages) - 1)
             last.tool_calls = [
                 ToolCall(call_id=c.call_id, tool=c.tool, args=event.after)
                 if c.call_id == event.call_id and c.tool == event.tool
@@ -201,6 +222,7 @@ class Context:
             return
         if len(inside) == 1 and self.messages[inside[0]].role == "tool":
             self.messages[inside[0]].content = event.summary
+            self._changed(inside[0])
             return
         first = inside[0]
         frame = Message(
@@ -214,6 +236,8 @@ class Context:
         self._answered = {
             m.tool_call_id: i for i, m in enumerate(self.messages) if m.tool_call_id is not None
         }
+        self._failed = sum(m.failed_tool is not None for m in self.messages)
+        self._changed(first)
 
 
 def _summarise(messages: list[Message], limit_tokens: int) -> str:
@@ -246,8 +270,10 @@ def plan_compaction(
     and tool-call arguments.
     """
     for m in context.messages:
+        if m.role != "tool":
+            continue
         tokens = estimate_tokens(m.content)
-        if m.role == "tool" and tokens > rails.compact_result_tokens:
+        if tokens > rails.compact_result_tokens:
             summary = _summarise([m], rails.compact_summary_tokens)
             return ContextCompacted(
                 from_seq=m.seq,
@@ -256,7 +282,7 @@ def plan_compaction(
                 tokens_before=tokens,
                 tokens_after=estimate_tokens(summary),
             )
-    run = _failure_run(context.messages)
+    run = _failure_run(context.messages) if context.failed_answers >= _FAILURE_RUN else None
     if run is not None:
         start, end = run
         failed = [m for m in context.messages[start : end + 1] if m.role == "tool"]

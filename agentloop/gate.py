@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from journal import SessionState, ToolCall, call_key
@@ -37,7 +38,7 @@ class Accepted:
     fn_args: Any
     args: dict[str, Any]
 
-    @property
+    @cached_property
     def key(self) -> str:
         """The repeat key: tool + canonical args hash."""
         return call_key(self.tool.name, self.args)

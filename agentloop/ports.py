@@ -135,10 +135,12 @@ class LiveToolExecutor:
         """Run the tool; see `ToolExecutor.execute`."""
         started = self._timer()
         try:
-            if inspect.iscoroutinefunction(tool.fn):
-                result = await asyncio.wait_for(tool.fn(args), timeout_s)
-            else:
-                result = await asyncio.wait_for(asyncio.to_thread(tool.fn, args), timeout_s)
+            # asyncio.timeout, not wait_for: no extra task per call (the hot path)
+            async with asyncio.timeout(timeout_s):
+                if inspect.iscoroutinefunction(tool.fn):
+                    result = await tool.fn(args)
+                else:
+                    result = await asyncio.to_thread(tool.fn, args)
         except Exception as error:
             if isinstance(error, TimeoutError) and not str(error):
                 error = TimeoutError(f"{tool.name} did not answer within {timeout_s:g} s")

@@ -363,12 +363,20 @@ class AgentRuntime:
                 session.move(Phase.OBSERVE)
             self._observe(session)
             session.move(Phase.PROPOSE)
-            response = await self._propose(session)
-            if response is None:
+            proposed = await self._propose(session)
+            if proposed is None:
                 return
-            calls = self._recover(session, response)
+            response, proposal = proposed
+            calls, repairs = self._recover(session, response)
+            # The proposal, its repairs and (without calls) the answer go in one transaction:
+            # nothing acts between them, and every tool runs after they are committed.
+            ending = [] if calls else [AgentCompleted(answer=response.text or "")]
+            try:
+                self._append(session, [proposal, *repairs, *ending])
+            except InvalidEventError as error:
+                self._halt(session, "error", f"the model's output cannot be recorded: {error}")
+                return
             if not calls:
-                self._append(session, [AgentCompleted(answer=response.text or "")])
                 session.move(Phase.COMPLETED)
                 return
             if await self._verify_and_commit(session, calls):
@@ -381,7 +389,8 @@ class AgentRuntime:
         if compaction is not None:
             self._append(session, [compaction])
 
-    async def _propose(self, session: _Session) -> ModelResponse | None:
+    async def _propose(self, session: _Session) -> tuple[ModelResponse, ActionProposed] | None:
+        """Ask the model; return its response and the proposal to record (None: halted)."""
         request = ModelRequest(
             session_id=session.session_id,
             seq=session.state.last_seq + 1,
@@ -405,15 +414,13 @@ class AgentRuntime:
         except Exception as error:
             self._halt(session, "error", f"the model call failed: {clean_message(error)}")
             return None
-        try:
-            self._append(session, [proposal])
-        except InvalidEventError as error:
-            self._halt(session, "error", f"the model's output cannot be recorded: {error}")
-            return None
-        return response
+        return response, proposal
 
-    def _recover(self, session: _Session, response: ModelResponse) -> list[ToolCall]:
-        proposal_seq = session.state.last_seq
+    def _recover(
+        self, session: _Session, response: ModelResponse
+    ) -> tuple[list[ToolCall], list[AgentEvent]]:
+        """The calls to verify (repaired) and the repairs to record after the proposal."""
+        proposal_seq = session.state.last_seq + 1
         calls = list(response.calls)
         repairs: list[AgentEvent] = []
         if not calls:
@@ -456,10 +463,12 @@ class AgentRuntime:
                     )
                 )
                 args = nested
-            fixed.append(ToolCall(call_id=call.call_id, tool=call.tool, args=args))
-        if repairs:
-            self._append(session, repairs)
-        return fixed
+            fixed.append(
+                call
+                if args is call.args
+                else ToolCall(call_id=call.call_id, tool=call.tool, args=args)
+            )
+        return fixed, repairs
 
     @staticmethod
     def _parse_or_repair(
@@ -589,7 +598,10 @@ class AgentRuntime:
                     accepted.tool, accepted.call, accepted.fn_args, state, timeout
                 )
 
-        outcomes = await asyncio.gather(*(run(accepted) for accepted in accepted_calls))
+        if len(accepted_calls) == 1:  # the common case: no tasks to gather
+            outcomes = [await run(accepted_calls[0])]
+        else:
+            outcomes = await asyncio.gather(*(run(accepted) for accepted in accepted_calls))
         plan.flushed()
         session.move(Phase.COMMIT)
         for accepted, outcome in zip(accepted_calls, outcomes, strict=True):

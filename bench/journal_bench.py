@@ -30,9 +30,7 @@ one long session; its peak RSS growth above the RSS before streaming must stay f
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import random
 import resource
 import sqlite3
 import statistics
@@ -40,151 +38,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
-
-from journal import (
-    ActionCommitted,
-    ActionFailed,
-    ActionProposed,
-    AgentCompleted,
-    AgentConfig,
-    AgentEvent,
-    Journal,
-    SessionStarted,
-    ToolCall,
-    ToolSpec,
-    Usage,
-    UserInput,
-    VerificationFailed,
-    fold,
+from _common import (
+    _LAST,
+    CLOCK,
+    GENESIS,
+    MOMENT,
+    interleave,
+    measure,
+    print_table,
+    reference_row,
+    reference_rows,
+    session_events,
+    workload,
 )
 
-GENESIS = "0" * 64
-TS = "2026-11-29T23:00:00.123456Z"
-MOMENT = datetime(2026, 11, 29, 23, 0, 0, 123456, tzinfo=UTC)
-"""What our appends are stamped with: a datetime, as the runtime's clock gives."""
-WORDS = (
-    "order refund customer invoice shipping address total amount status pending delivered "
-    "account balance payment card ticket priority search result weather city forecast "
-    "please check the latest update for my request and tell me what happens next"
-).split()
-TOOLS = ("lookup_order", "search_docs", "get_weather", "refund", "read_file")
-
-# -- realistic events ----------------------------------------------------------------------
-
-
-def _words(rng: random.Random, low: int, high: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
-
-
-def session_start(index: int) -> SessionStarted:
-    return SessionStarted(
-        agent="examples.support:build",
-        config=AgentConfig(
-            tools=[
-                ToolSpec(
-                    name=name,
-                    description=f"{name.replace('_', ' ')} for the user",
-                    parameters={
-                        "type": "object",
-                        "properties": {"id": {"type": "string"}, "query": {"type": "string"}},
-                    },
-                    schema_hash=hashlib.sha256(name.encode()).hexdigest()[:16],
-                    parallel_safe=name != "refund",
-                )
-                for name in TOOLS
-            ]
-        ),
-        system_prompt="You are a careful support agent. Use the tools; never guess.",
-        system_prompt_hash=hashlib.sha256(b"prompt").hexdigest(),
-        model="gpt-x-mini",
-        model_settings={"temperature": 0.0, "max_tokens": 1024},
-        code_version="0.1.0+bench",
-        metadata={"bench": True, "session": index},
-    )
-
-
-def turn_events(rng: random.Random, turn: int) -> Iterator[AgentEvent]:
-    """One turn: a user input, one to three tool steps, an answer (~300-byte events)."""
-    yield UserInput(text=_words(rng, 10, 25) + "?")
-    for step in range(rng.randint(1, 3)):
-        call_id = f"call_{turn}_{step}_{rng.randrange(10**6):06d}"
-        tool = rng.choice(TOOLS)
-        args = {"id": f"A-{rng.randrange(10**5)}", "query": _words(rng, 2, 5)}
-        yield ActionProposed(
-            calls=[ToolCall(call_id=call_id, tool=tool, args=args)],
-            text=_words(rng, 3, 8),
-            model="gpt-x-mini",
-            usage=Usage(
-                input_tokens=rng.randint(500, 4000),
-                output_tokens=rng.randint(10, 200),
-                cached_tokens=rng.randint(0, 400),
-            ),
-            latency_ms=round(rng.uniform(200, 2000), 3),
-            cost=round(rng.uniform(0.0001, 0.01), 6),
-        )
-        roll = rng.random()
-        if roll < 0.05:
-            yield VerificationFailed(
-                call_id=call_id,
-                tool=tool,
-                stage="schema",
-                message=f"argument id must look like A-123, got {args['id']!r}; fix it",
-            )
-        elif roll < 0.12:
-            yield ActionFailed(
-                call_id=call_id,
-                tool=tool,
-                kind="business",
-                message=f"{tool}: nothing found for {args['id']}",
-                args=args,
-                duration_ms=round(rng.uniform(1, 50), 3),
-            )
-        else:
-            yield ActionCommitted(
-                call_id=call_id,
-                tool=tool,
-                args=args,
-                result={
-                    "ok": True,
-                    "id": args["id"],
-                    "status": rng.choice(["pending", "shipped", "delivered"]),
-                    "total": round(rng.uniform(1, 500), 2),
-                    "note": _words(rng, 2, 6),
-                },
-                duration_ms=round(rng.uniform(1, 80), 3),
-            )
-    yield AgentCompleted(answer=_words(rng, 8, 20) + ".")
-
-
-def session_events(index: int, count: int, seed: int = 7) -> Iterator[AgentEvent]:
-    """``count`` events of session ``index``: its start, then whole turns (the last cut)."""
-    rng = random.Random(seed * 1_000_003 + index)
-    yield session_start(index)
-    made, turn = 1, 0
-    while True:
-        for event in turn_events(rng, turn):
-            if made == count:
-                return
-            yield event
-            made += 1
-        turn += 1
-
-
-def workload(total: int) -> list[tuple[str, list[AgentEvent]]]:
-    """``total`` events over several sessions (1000 events per session, 2 to 20 sessions)."""
-    sessions = max(2, min(20, total // 1000))
-    per, extra = divmod(total, sessions)
-    return [
-        (f"bench-{i:03d}", list(session_events(i, per + (1 if i < extra else 0))))
-        for i in range(sessions)
-    ]
-
+from journal import AgentEvent, Journal, fold
 
 # -- the reference: raw sqlite3 doing the same serialisation and hashing -------------------
 
@@ -214,29 +87,11 @@ def reference_connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def reference_row(
-    session_id: str, seq: int, payload: dict[str, Any], chain: str
-) -> tuple[Any, ...]:
-    """Canonical bytes (sorted keys) of the flat record and its sha256 chain hash."""
-    record = dict(payload, session_id=session_id, seq=seq, ts=TS, v=1)
-    body = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
-    digest = hashlib.sha256(chain.encode("ascii"))
-    digest.update(body)
-    return (session_id, seq, TS, payload["type"], 1, body.decode(), digest.hexdigest(), "")
-
-
 def reference_batched(path: Path, payloads: list[tuple[str, list[dict[str, Any]]]]) -> None:
     conn = reference_connect(path)
     start = CLOCK[0]()
     conn.execute("BEGIN IMMEDIATE")
-    rows = []
-    for session_id, items in payloads:
-        chain = GENESIS
-        for seq, payload in enumerate(items):
-            row = reference_row(session_id, seq, payload, chain)
-            chain = row[6]
-            rows.append(row)
-    conn.executemany(INSERT, rows)
+    conn.executemany(INSERT, list(reference_rows(payloads)))
     conn.execute("COMMIT")
     _LAST[0] = CLOCK[0]() - start
     conn.close()
@@ -303,23 +158,6 @@ def ours_fold(path: Path, session_ids: Sequence[str]) -> None:
         for session_id in session_ids:
             fold(j.events(session_id))
         _LAST[0] = CLOCK[0]() - start
-
-
-_LAST = [0.0]
-CLOCK: list[Callable[[], float]] = [time.process_time]
-"""What the cases time with: CPU time of this process by default (a shared machine's other
-load inflates wall time but hardly CPU time), or wall time (``--clock wall``)."""
-
-
-def interleave(work: list[tuple[str, list[Any]]]) -> list[tuple[str, int, Any]]:
-    """Round-robin over sessions, as many live sessions would append."""
-    order = []
-    longest = max(len(items) for _, items in work)
-    for seq in range(longest):
-        for session_id, items in work:
-            if seq < len(items):
-                order.append((session_id, seq, items[seq]))
-    return order
 
 
 # -- memory ----------------------------------------------------------------------------------
@@ -391,28 +229,6 @@ def measure_memory(directory: Path, sizes: Sequence[int]) -> list[dict[str, Any]
 
 
 # -- the run -------------------------------------------------------------------------------
-
-
-def measure(
-    runs: int, cases: dict[str, Callable[[Path], None]], directory: Path
-) -> dict[str, list[float]]:
-    """Seconds of each case in each of ``runs`` rounds; the cases take turns within a round.
-
-    Taking turns (rather than all runs of one case, then the next) keeps a load spike on a
-    shared machine from landing on one side of a ratio only. Each case writes to a fresh
-    file ``NAME-ROUND.db`` and times its own region; write files other than round 0's
-    (which the reads use) are removed after use.
-    """
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for index in range(runs):
-        for name, case in cases.items():
-            path = directory / f"{name}-{index}.db"
-            case(path)
-            times[name].append(_LAST[0])
-            if index:
-                for leftover in directory.glob(f"{name}-{index}.db*"):
-                    leftover.unlink()
-    return times
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -502,13 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{os.cpu_count()} cpus, WAL + synchronous=NORMAL, {args.clock} time"
     )
     print()
-    print(f"| {'':5} | {'what':39} | {'µs/event':>8} | {'ratio':>6} | {'target':10} | {'met':4} |")
-    print(f"|{'-' * 7}|{'-' * 41}|{'-' * 10}|{'-' * 8}|{'-' * 12}|{'-' * 6}|")
-    for kind, what, value, ratio, target in rows:
-        limit = float(target.split("≤ ")[1].rstrip("×")) if "≤" in target else None
-        met = "" if limit is None else ("yes" if ratio is not None and ratio <= limit else "NO")
-        shown = f"{ratio:5.2f}×" if ratio is not None else ""
-        print(f"| {kind:5} | {what:39} | {value:8.1f} | {shown:>6} | {target:10} | {met:4} |")
+    print_table(rows)
     if mem:
         print()
         print("| streamed + folded events | peak RSS MiB | growth while streaming MiB | seconds |")

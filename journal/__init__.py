@@ -17,6 +17,7 @@ from .canonical import (
     loads_strict,
     parse_ts,
 )
+from .capture_openai import JournaledOpenAI
 from .errors import (
     ConflictError,
     InvalidEventError,
@@ -25,6 +26,7 @@ from .errors import (
     JournalError,
     JournalMissingError,
     NotAJournalError,
+    RecordingOrderError,
     SchemaVersionError,
     SessionConflictError,
     SessionNotFoundError,
@@ -57,6 +59,9 @@ from .events import (
 )
 from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fold
 from .jsonl import export_session, import_file, read_jsonl, write_jsonl
+from .openai_import import ImportReport, import_openai
+from .otlp import otlp_document
+from .recorder import ModelOutput, Recorder, ReplayedFailure
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .sessions import SessionSummary
 from .store import Erasure, Journal, SchemaSetup
@@ -80,16 +85,22 @@ __all__ = [
     "Erasure",
     "FallbackInvoked",
     "Guardrails",
+    "ImportReport",
     "InvalidEventError",
     "InvalidInputError",
     "Journal",
     "JournalBusyError",
     "JournalError",
     "JournalMissingError",
+    "JournaledOpenAI",
+    "ModelOutput",
     "NotAJournalError",
     "Problem",
     "RecordedEvent",
+    "Recorder",
+    "RecordingOrderError",
     "RepairApplied",
+    "ReplayedFailure",
     "SchemaSetup",
     "SchemaVersionError",
     "SessionConflictError",
@@ -120,7 +131,9 @@ __all__ = [
     "fold",
     "format_ts",
     "import_file",
+    "import_openai",
     "loads_strict",
+    "otlp_document",
     "parse_ts",
     "read_jsonl",
     "register_upcaster",

@@ -10,6 +10,7 @@ Hierarchy (one line per class: when it is raised)::
     ├── ConflictError             an append lost a race: the expected seq was taken or moved on
     │   └── SessionConflictError  an import brings different content for an existing session
     ├── SessionNotFoundError      a session id that is not in the journal
+    ├── RecordingOrderError       a recorder call out of order (a result for a call never proposed)
     ├── StoreError                the database failed or is not usable
     │   ├── NotAJournalError      the target exists but is not an agent-journal journal
     │   ├── JournalMissingError   the target does not exist and creating it was not asked for
@@ -30,6 +31,7 @@ __all__ = [
     "JournalError",
     "JournalMissingError",
     "NotAJournalError",
+    "RecordingOrderError",
     "SchemaVersionError",
     "SessionConflictError",
     "SessionNotFoundError",
@@ -69,6 +71,14 @@ class SessionConflictError(ConflictError):
 
 class SessionNotFoundError(JournalError):
     """The session id is not in the journal."""
+
+
+class RecordingOrderError(JournalError):
+    """A `journal.Recorder` call breaks the session's order; nothing was written.
+
+    For example a tool result for a call id no model output proposed (or one answered
+    already), a model output before the session started, or anything after a halt.
+    """
 
 
 class StoreError(JournalError):

@@ -31,7 +31,6 @@ event, so the same content always gives the same events and a re-import is a no-
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .canonical import canonical_bytes, check_json, format_ts, valid_session_id
+from .canonical import check_json, format_ts, valid_session_id
 from .errors import InvalidEventError, InvalidInputError, SessionConflictError
 from .events import (
     ActionCommitted,
@@ -50,10 +49,17 @@ from .events import (
     AgentHalted,
     SessionStarted,
     ToolCall,
-    ToolSpec,
     UserInput,
 )
-from .openai_messages import REASONING_FIELDS, PendingCalls, content_text, proposal_from_message
+from .openai_messages import (
+    REASONING_FIELDS,
+    PendingCalls,
+    content_text,
+    prefix_hash,
+    proposal_from_message,
+    system_prompt_of,
+    tool_specs_of,
+)
 from .openai_read import Conversation, TranscriptFile, read_transcripts
 from .store import Journal
 
@@ -235,14 +241,10 @@ class _Converter:
     def start(self) -> int:
         """Emit ``session_started``; return the index of the first non-system message."""
         conversation = self.conversation
-        messages = conversation.messages
-        prompts: list[str] = []
-        first = 0
-        while first < len(messages) and messages[first]["role"] in ("system", "developer"):
-            text, parts = content_text(messages[first].get("content"))
-            prompts.append(text)
-            self.unknown_parts(first, parts)
-            first += 1
+        prompt, first, parts = system_prompt_of(conversation.messages)
+        self.unknown_parts(0, parts)
+        for index in range(first):
+            self.unknown_fields(index, conversation.messages[index])
         metadata = {key: value for key, value in conversation.extra.items() if key != "tools"}
         for key, value in conversation.metadata.items():
             if key in metadata and metadata[key] != value:
@@ -253,8 +255,9 @@ class _Converter:
         metadata["imported_from"] = "openai"
         model = metadata.get("model")
         self.model = model if isinstance(model, str) and model else None
-        tools = self.tool_specs(conversation.extra.get("tools"))
-        prompt = "\n\n".join(prompts)
+        tools, problems = tool_specs_of(conversation.extra.get("tools"))
+        for problem in problems:
+            self.unmapped.add("tool_spec", self.at(), problem)
         if self.timed:
             first_time = next(
                 (t for t in map(_time_of, conversation.messages) if t is not None), EPOCH
@@ -264,37 +267,12 @@ class _Converter:
             SessionStarted(
                 config=AgentConfig(tools=tools),
                 system_prompt=prompt,
-                system_prompt_hash=_prefix_hash(prompt, conversation.extra.get("tools"))
-                if prompt or tools
-                else "",
+                system_prompt_hash=prefix_hash(prompt, conversation.extra.get("tools")),
                 model=self.model,
                 metadata=metadata,
             )
         )
         return first
-
-    def tool_specs(self, tools: Any) -> list[ToolSpec]:
-        if tools is None:
-            return []
-        specs: list[ToolSpec] = []
-        for index, spec in enumerate(tools if isinstance(tools, list) else [tools]):
-            function = spec.get("function", spec) if isinstance(spec, Mapping) else None
-            name = function.get("name") if isinstance(function, Mapping) else None
-            if not isinstance(function, Mapping) or not isinstance(name, str):
-                self.unmapped.add("tool_spec", self.at(), f"tools[{index}] has no function name")
-                continue
-            parameters = function.get("parameters")
-            parameters = dict(parameters) if isinstance(parameters, Mapping) else {}
-            description = function.get("description")
-            specs.append(
-                ToolSpec(
-                    name=name,
-                    description=description if isinstance(description, str) else "",
-                    parameters=parameters,
-                    schema_hash=hashlib.sha256(canonical_bytes(parameters)).hexdigest(),
-                )
-            )
-        return specs
 
     # -- messages --------------------------------------------------------------------
 
@@ -452,16 +430,6 @@ class _Converter:
 def _own_model(message: Mapping[str, Any]) -> str | None:
     value = message.get("model")
     return value if isinstance(value, str) and value else None
-
-
-def _prefix_hash(prompt: str, tools: Any) -> str:
-    """The hash of the prompt and tool specs shown (as ``agentloop.context.prefix_hash``)."""
-    digest = hashlib.sha256(prompt.encode("utf-8"))
-    try:
-        digest.update(canonical_bytes(tools if isinstance(tools, list) else []))
-    except InvalidEventError:
-        pass
-    return digest.hexdigest()
 
 
 def _session_id(conversation: Conversation, slug: str, notes: Findings, where: str) -> str:

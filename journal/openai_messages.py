@@ -18,29 +18,51 @@ Shared by the transcript importer (`journal.openai_import`), the openai-client c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import dumps_canonical, loads_strict
+from .canonical import canonical_bytes, dumps_canonical, loads_strict
 from .errors import InvalidEventError
-from .events import ActionProposed, ToolCall, Usage
+from .events import ActionProposed, ToolCall, ToolSpec, Usage
 
 __all__ = [
+    "MODEL_SETTINGS",
     "REASONING_FIELDS",
     "ParsedCalls",
     "PendingCalls",
     "content_text",
     "cost_of",
     "parse_arguments",
+    "prefix_hash",
+    "proposal_from_completion",
     "proposal_from_message",
     "reasoning_of",
+    "response_body",
+    "system_prompt_of",
     "tool_calls_of",
+    "tool_specs_of",
     "usage_of",
 ]
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 """Message fields read as the model's reasoning, in order of preference."""
+
+MODEL_SETTINGS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "reasoning_effort",
+    "parallel_tool_calls",
+    "tool_choice",
+)
+"""Chat-completion request parameters that are the model's settings."""
 
 
 def content_text(content: Any) -> tuple[str, list[str]]:
@@ -197,6 +219,42 @@ def proposal_from_message(
     )
 
 
+def response_body(response: Any) -> dict[str, Any]:
+    """A chat completion as a plain JSON object (an openai model object, or a dict already).
+
+    Raises:
+        TypeError: neither a mapping nor an object with ``model_dump``.
+    """
+    if isinstance(response, Mapping):
+        return dict(response)
+    dump = getattr(response, "model_dump", None)
+    if callable(dump):
+        body = dump(mode="json")
+        if isinstance(body, dict):
+            return body
+    raise TypeError(f"not a chat completion: {type(response).__name__}")
+
+
+def proposal_from_completion(
+    body: Mapping[str, Any], *, latency_ms: float | None = None, id_prefix: str = "call"
+) -> ActionProposed:
+    """Map a whole chat completion (its first choice, usage, model, cost) to ``action_proposed``."""
+    choices = body.get("choices") or [{}]
+    first = choices[0] if isinstance(choices[0], Mapping) else {}
+    message = first.get("message")
+    usage = body.get("usage")
+    model = body.get("model")
+    proposal, _ = proposal_from_message(
+        message if isinstance(message, Mapping) else {},
+        usage=usage,
+        model=model if isinstance(model, str) else None,
+        latency_ms=latency_ms,
+        cost=cost_of(usage, body),
+        id_prefix=id_prefix,
+    )
+    return proposal
+
+
 @dataclass
 class PendingCalls:
     """Calls proposed and not answered yet, answered by tool results in order.
@@ -229,3 +287,64 @@ class PendingCalls:
         if by_position and self.calls:
             return self.calls.pop(0)
         return None
+
+
+def system_prompt_of(messages: Sequence[Any]) -> tuple[str, int, list[str]]:
+    """The leading ``system`` / ``developer`` messages as one prompt.
+
+    Returns the prompt (texts joined by blank lines), the index of the first other message,
+    and the types of content parts that are not text.
+    """
+    texts: list[str] = []
+    other: list[str] = []
+    first = 0
+    while first < len(messages):
+        message = messages[first]
+        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
+            break
+        text, parts = content_text(message.get("content"))
+        texts.append(text)
+        other.extend(parts)
+        first += 1
+    return "\n\n".join(texts), first, other
+
+
+def tool_specs_of(tools: Any) -> tuple[list[ToolSpec], list[str]]:
+    """Tool specs from an OpenAI ``tools`` list, and a problem per entry without a name."""
+    if tools is None:
+        return [], []
+    specs: list[ToolSpec] = []
+    problems: list[str] = []
+    for index, spec in enumerate(tools if isinstance(tools, list) else [tools]):
+        function = spec.get("function", spec) if isinstance(spec, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(name, str):
+            problems.append(f"tools[{index}] has no function name")
+            continue
+        parameters = function.get("parameters")
+        parameters = dict(parameters) if isinstance(parameters, Mapping) else {}
+        description = function.get("description")
+        specs.append(
+            ToolSpec(
+                name=name,
+                description=description if isinstance(description, str) else "",
+                parameters=parameters,
+                schema_hash=hashlib.sha256(canonical_bytes(parameters)).hexdigest(),
+            )
+        )
+    return specs, problems
+
+
+def prefix_hash(prompt: str, tools: Any) -> str:
+    """The hash of the prompt and the tool specs shown (as ``agentloop.context.prefix_hash``).
+
+    Empty when there is neither a prompt nor tools.
+    """
+    if not prompt and not tools:
+        return ""
+    digest = hashlib.sha256(prompt.encode("utf-8"))
+    try:
+        digest.update(canonical_bytes(tools if isinstance(tools, list) else []))
+    except InvalidEventError:
+        pass
+    return digest.hexdigest()

@@ -172,7 +172,8 @@ def _parse(text: str, name: str, first_line: int) -> Any:
 
 
 def _is_message(value: Any) -> bool:
-    return isinstance(value, dict) and "role" in value and "messages" not in value
+    """A chat message (or something meant as one): an object that is not a conversation."""
+    return isinstance(value, dict) and "messages" not in value
 
 
 def _conversation(

@@ -104,7 +104,8 @@ def encode(
 
     ``hasher`` is a function ``(previous_hash, body_bytes) -> hash``.
     """
-    payload = event.model_dump(mode="json")
+    # model_dump(mode="json") is this call with the same defaults, behind a Python wrapper.
+    payload = event.__pydantic_serializer__.to_python(event, mode="json")
     stamp = ts if isinstance(ts, str) else format_ts(ts)
     version = type(event).VERSION
     try:

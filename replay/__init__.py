@@ -12,11 +12,13 @@ Replay a recorded session with the current code and see where it differs::
 
 from .diff import Change, DiffResult, DiffRow, align, diff_records, field_changes
 from .fork import ForkResult, fork
+from .loop import RecordedModel, RecordedToolPort, replay_loop
 from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize, record_of
 from .recorded import (
     LiveDifference,
     RecordedClock,
     RecordedLLM,
+    RecordedOutcome,
     RecordedTools,
     RecordingExhausted,
     UnrecordedCall,
@@ -37,6 +39,9 @@ __all__ = [
     "NormalizationRules",
     "RecordedClock",
     "RecordedLLM",
+    "RecordedModel",
+    "RecordedOutcome",
+    "RecordedToolPort",
     "RecordedTools",
     "RecordingExhausted",
     "ReplayResult",
@@ -53,5 +58,6 @@ __all__ = [
     "fork",
     "normalize",
     "record_of",
+    "replay_loop",
     "state_changes",
 ]

@@ -1,9 +1,14 @@
 """Aligned, field-level diff of two runs (two event sequences).
 
 1. Trim the common prefix and suffix by comparing normalised events (their fingerprints).
-2. Align the middle by content with `difflib.SequenceMatcher`, in bounded windows, so one
-   inserted event does not shift everything after it and a long loop of identical calls
-   stays linear instead of quadratic.
+2. Align the middle by content: walk along the diagonal while both sides agree; at a
+   difference, find the nearest point where they agree again for `ANCHOR` events in a row
+   (the fewest events skipped on either side, a change preferred to an insertion plus a
+   removal) and align the gap with `difflib.SequenceMatcher`. Only when no such point is
+   within `NEAR` events does difflib align a whole bounded window. So one inserted event
+   is one insertion, and a long loop of identical calls stays linear: difflib alone picks
+   the earliest of equally long matches, which in a repeating loop is often off the
+   diagonal, and shifts everything after it.
 3. Compare the aligned pairs with ``==`` and run deepdiff only on pairs that differ.
 
 The result is `DiffResult`: identical, or the aligned rows (equal, changed, inserted,
@@ -19,10 +24,26 @@ from typing import Any, Literal
 
 from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize
 
-__all__ = ["WINDOW", "Change", "DiffResult", "DiffRow", "align", "diff_records", "field_changes"]
+__all__ = [
+    "ANCHOR",
+    "NEAR",
+    "WINDOW",
+    "Change",
+    "DiffResult",
+    "DiffRow",
+    "align",
+    "diff_records",
+    "field_changes",
+]
 
 WINDOW = 400
-"""Events per side aligned at once in the middle part."""
+"""Events per side aligned at once by difflib when no nearby resync point exists."""
+
+ANCHOR = 3
+"""Events that must agree in a row for the alignment to resynchronise after a difference."""
+
+NEAR = 24
+"""How many events (on either side) a resync point is searched for before a difflib window."""
 
 RowKind = Literal["equal", "changed", "inserted", "removed"]
 
@@ -101,56 +122,132 @@ def field_changes(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> tup
     return tuple(sorted(changes, key=lambda change: change.path))
 
 
-def align(
-    a: Sequence[str], b: Sequence[str], window: int = WINDOW
-) -> list[tuple[RowKind, int | None, int | None]]:
+Row = tuple[RowKind, int | None, int | None]
+
+
+def _gap_rows(
+    rows: list[Row], opcodes: Sequence[tuple[str, int, int, int, int]], i: int, j: int
+) -> None:
+    """Append the rows of difflib opcodes over parts starting at ``i`` in a and ``j`` in b."""
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag == "equal":
+            rows.extend(("equal", i + k, j + k + j1 - i1) for k in range(i1, i2))
+            continue
+        paired = min(i2 - i1, j2 - j1)
+        rows.extend(("changed", i + i1 + k, j + j1 + k) for k in range(paired))
+        rows.extend(("removed", i + k, None) for k in range(i1 + paired, i2))
+        rows.extend(("inserted", None, j + k) for k in range(j1 + paired, j2))
+
+
+def _agreeing(a: Sequence[str], b: Sequence[str], x: int, y: int, a_end: int, b_end: int) -> int:
+    """How many events agree from (x, y) on, counting at most `WINDOW`."""
+    limit = min(WINDOW, a_end - x, b_end - y)
+    run = 0
+    while run < limit and a[x + run] == b[y + run]:
+        run += 1
+    return run
+
+
+def _resync(
+    a: Sequence[str], b: Sequence[str], i: int, j: int, a_end: int, b_end: int
+) -> tuple[int, int] | None:
+    """The nearest point after a difference at (i, j) where both sides agree again.
+
+    Skipping ``da`` events of a and ``db`` of b costs ``max(da, db)``. A point must start
+    `ANCHOR` agreeing events (fewer where a side ends), or be both ends. Among the points
+    of the lowest cost, the one followed by the longest agreement wins (in a repeating
+    loop several fit, and only the longest run tells an insertion from a change), then
+    the one whose shift goes towards the difference in length still to account for,
+    then the one nearest the diagonal (a change before an insertion plus a removal).
+    """
+    owed = (b_end - j) - (a_end - i)
+    for cost in range(1, NEAR + 1):
+        best: tuple[int, int, int, int, int] | None = None
+        for off in range(cost + 1):
+            for da, db in ((cost, cost),) if off == 0 else ((cost - off, cost), (cost, cost - off)):
+                x, y = i + da, j + db
+                if x > a_end or y > b_end:
+                    continue
+                need = min(ANCHOR, a_end - x, b_end - y)
+                if need == 0 and (x < a_end or y < b_end):
+                    continue
+                run = _agreeing(a, b, x, y, a_end, b_end)
+                if run < need:
+                    continue
+                score = (run, -abs(owed - (db - da)), -off, x, y)
+                if best is None or score > best:
+                    best = score
+        if best is not None:
+            return best[3], best[4]
+    return None
+
+
+def _window(
+    rows: list[Row],
+    a: Sequence[str],
+    b: Sequence[str],
+    i: int,
+    j: int,
+    a_end: int,
+    b_end: int,
+    window: int,
+) -> tuple[int, int]:
+    """Align one bounded window with difflib; return where the next step starts.
+
+    Unless the window reaches both ends, only what is certain is kept: up to the end of
+    the first equal block of `ANCHOR` events or more (else of the last equal block), so
+    the walk resumes on agreeing events.
+    """
+    a_part = a[i : min(a_end, i + window)]
+    b_part = b[j : min(b_end, j + window)]
+    opcodes = difflib.SequenceMatcher(None, a_part, b_part, autojunk=False).get_opcodes()
+    if i + len(a_part) < a_end or j + len(b_part) < b_end:
+        equal = [op for op in opcodes if op[0] == "equal"]
+        anchored = [op for op in equal if op[2] - op[1] >= ANCHOR]
+        if anchored or equal:
+            cut = (anchored or equal[::-1])[0]
+            opcodes = [op for op in opcodes if op[2] <= cut[2] and op[4] <= cut[4]]
+        else:
+            step = min(len(a_part), len(b_part)) or max(len(a_part), len(b_part))
+            opcodes = [("replace", 0, min(step, len(a_part)), 0, min(step, len(b_part)))]
+    _gap_rows(rows, opcodes, i, j)
+    return i + max(op[2] for op in opcodes), j + max(op[4] for op in opcodes)
+
+
+def align(a: Sequence[str], b: Sequence[str], window: int = WINDOW) -> list[Row]:
     """Align two fingerprint sequences; return (kind, index in a, index in b) rows.
 
     ``kind`` is ``equal`` for matching fingerprints, ``changed`` for a pair that occupies
     the same place but differs, ``removed``/``inserted`` for an event on one side only.
+    The work is linear in the length plus, per difference, a bounded search.
     """
-    rows: list[tuple[RowKind, int | None, int | None]] = []
+    rows: list[Row] = []
     prefix = 0
-    while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
-        rows.append(("equal", prefix, prefix))
+    shorter = min(len(a), len(b))
+    while prefix < shorter and a[prefix] == b[prefix]:
         prefix += 1
     suffix = 0
-    while (
-        suffix < min(len(a), len(b)) - prefix and a[len(a) - 1 - suffix] == b[len(b) - 1 - suffix]
-    ):
+    while suffix < shorter - prefix and a[len(a) - 1 - suffix] == b[len(b) - 1 - suffix]:
         suffix += 1
-    i, j = prefix, prefix
     a_end, b_end = len(a) - suffix, len(b) - suffix
+    rows.extend(("equal", k, k) for k in range(prefix))
+    i = j = prefix
     while i < a_end or j < b_end:
-        a_part = a[i : min(a_end, i + window)]
-        b_part = b[j : min(b_end, j + window)]
-        matcher = difflib.SequenceMatcher(None, a_part, b_part, autojunk=False)
-        opcodes = matcher.get_opcodes()
-        last_window = i + len(a_part) >= a_end and j + len(b_part) >= b_end
-        if not last_window:
-            # keep only what is certain: up to the end of the last equal block before the
-            # window's edge, so the next window can realign what follows
-            equal_ends = [(i2, j2) for tag, _, i2, _, j2 in opcodes if tag == "equal"]
-            if equal_ends:
-                cut_a, cut_b = equal_ends[-1]
-                opcodes = [op for op in opcodes if op[2] <= cut_a and op[4] <= cut_b]
-            else:
-                step = min(len(a_part), len(b_part)) or max(len(a_part), len(b_part))
-                opcodes = [("replace", 0, min(step, len(a_part)), 0, min(step, len(b_part)))]
-        for tag, i1, i2, j1, j2 in opcodes:
-            if tag == "equal":
-                rows.extend(("equal", i + k, j + k + j1 - i1) for k in range(i1, i2))
-                continue
-            paired = min(i2 - i1, j2 - j1)
-            rows.extend(("changed", i + i1 + k, j + j1 + k) for k in range(paired))
-            rows.extend(("removed", i + k, None) for k in range(i1 + paired, i2))
-            rows.extend(("inserted", None, j + k) for k in range(j1 + paired, j2))
-        advanced_a = max((op[2] for op in opcodes), default=0)
-        advanced_b = max((op[4] for op in opcodes), default=0)
-        if advanced_a == 0 and advanced_b == 0:
-            break
-        i += advanced_a
-        j += advanced_b
+        while i < a_end and j < b_end and a[i] == b[j]:
+            rows.append(("equal", i, j))
+            i, j = i + 1, j + 1
+        if i == a_end or j == b_end:
+            found: tuple[int, int] | None = (a_end, b_end)
+        else:
+            found = _resync(a, b, i, j, a_end, b_end)
+        if found is None:
+            i, j = _window(rows, a, b, i, j, a_end, b_end, window)
+            continue
+        gap_a, gap_b = a[i : found[0]], b[j : found[1]]
+        _gap_rows(
+            rows, difflib.SequenceMatcher(None, gap_a, gap_b, autojunk=False).get_opcodes(), i, j
+        )
+        i, j = found
     rows.extend(("equal", a_end + k, b_end + k) for k in range(suffix))
     return rows
 

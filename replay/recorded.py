@@ -37,6 +37,7 @@ __all__ = [
     "LiveDifference",
     "RecordedClock",
     "RecordedLLM",
+    "RecordedOutcome",
     "RecordedTools",
     "RecordingExhausted",
     "UnrecordedCall",
@@ -104,12 +105,20 @@ class RecordedLLM:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The next recorded output; see `agentloop.LLMProvider`."""
-        failed = self._failures.get(request.seq)
+        return self.next_response(request.seq)
+
+    def next_response(self, seq: int) -> ModelResponse:
+        """The next recorded output, asked for by the event that will take ``seq``.
+
+        Raises:
+            RecordingExhausted: every recorded output was served (names the seq).
+        """
+        failed = self._failures.get(seq)
         if failed is not None and self.exhausted:
             raise RecordedModelFailure(failed)
         if self._next >= len(self._proposals):
             raise RecordingExhausted(
-                f"recording exhausted at seq {request.seq}: the code asked for model output "
+                f"recording exhausted at seq {seq}: the code asked for model output "
                 f"#{self._next + 1}, the recording has {len(self._proposals)}"
             )
         recorded = self._proposals[self._next]
@@ -133,7 +142,9 @@ def response_of(event: ActionProposed) -> ModelResponse:
 
 
 @dataclass
-class _Outcome:
+class RecordedOutcome:
+    """One recorded tool outcome: its seq, its tool + args key, and whether it was served."""
+
     seq: int
     key: str
     event: ActionCommitted | ActionFailed
@@ -156,22 +167,24 @@ class RecordedTools:
 
     def __post_init__(self) -> None:
         self._outcomes = [
-            _Outcome(item.seq, call_key(item.event.tool, item.event.args), item.event)
+            RecordedOutcome(item.seq, call_key(item.event.tool, item.event.args), item.event)
             for item in self.events
             if isinstance(item.event, (ActionCommitted, ActionFailed))
         ]
         self._position = 0
         self._live = LiveToolExecutor()
 
-    def _is_live(self, tool: str) -> bool:
+    def is_live(self, tool: str) -> bool:
+        """True when ``tool`` runs for real in this replay."""
         return self.live is True or (isinstance(self.live, frozenset) and tool in self.live)
 
-    def _take(self, key: str) -> _Outcome | None:
-        """Take the first unused recorded outcome with this tool and arguments.
+    def take(self, tool: str, args: Any) -> RecordedOutcome | None:
+        """Take the first unused recorded outcome of ``tool`` with ``args`` (None: never ran).
 
         The search starts at the current position, so calls in recorded order pair up by
         position, and a reordered call finds its own outcome further on.
         """
+        key = call_key(tool, args)
         while self._position < len(self._outcomes) and self._outcomes[self._position].used:
             self._position += 1
         for outcome in self._outcomes[self._position :]:
@@ -185,11 +198,11 @@ class RecordedTools:
     ) -> ToolOutcome:
         """Serve (or, for live tools, run and compare) one call; see `agentloop.ToolExecutor`."""
         recorded_args = args.model_dump(mode="json") if hasattr(args, "model_dump") else args
-        recorded = self._take(call_key(tool.name, recorded_args))
-        if self._is_live(tool.name):
+        recorded = self.take(tool.name, recorded_args)
+        if self.is_live(tool.name):
             outcome = await self._live.execute(tool, call, args, state, timeout_s)
             if recorded is not None:
-                self._compare(tool.name, recorded_args, recorded, outcome)
+                self.compare_live(tool.name, recorded_args, recorded, outcome)
             return outcome
         if recorded is None:
             self.unrecorded.append(UnrecordedCall(tool.name, recorded_args))
@@ -205,9 +218,10 @@ class RecordedTools:
             ok=False, kind=event.kind, message=event.message, duration_ms=event.duration_ms
         )
 
-    def _compare(
-        self, tool: str, args: dict[str, Any], recorded: _Outcome, live: ToolOutcome
+    def compare_live(
+        self, tool: str, args: dict[str, Any], recorded: RecordedOutcome, live: ToolOutcome
     ) -> None:
+        """Note a live outcome that differs from the recorded one in `live_differences`."""
         event = recorded.event
         was = event.result if isinstance(event, ActionCommitted) else {"error": event.message}
         now = live.result if live.ok else {"error": live.message}

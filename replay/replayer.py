@@ -46,6 +46,7 @@ __all__ = [
     "agent_for",
     "compare",
     "free_session_id",
+    "judge",
 ]
 
 
@@ -173,6 +174,48 @@ def _complete(events: Sequence[RecordedEvent]) -> bool:
     return bool(events) and isinstance(events[-1].event, (AgentCompleted, AgentHalted))
 
 
+def judge(
+    recorded: Sequence[RecordedEvent],
+    replayed: Sequence[RecordedEvent],
+    *,
+    replay_id: str,
+    saved: bool,
+    agent: str | None,
+    rules: NormalizationRules,
+    error: str | None,
+    exhausted: bool,
+    tools: RecordedTools,
+) -> ReplayResult:
+    """Compare a replay with its recording and say how it went (shared by every replay).
+
+    Besides `compare`, a complete recording whose replay called a tool the recording never
+    ran diverges at the replay's last event.
+    """
+    divergence = compare(recorded, replayed, rules, error=error, exhausted=exhausted)
+    if divergence is None and tools.unrecorded and _complete(recorded):
+        # (past the end of a cut recording every call is unrecorded, and that is fine)
+        call = tools.unrecorded[0]
+        divergence = Divergence(
+            seq=len(replayed) - 1,
+            reason=f"the code called {call.tool}({call.args}), which the recording never ran",
+            expected=None,
+            actual=None,
+        )
+    return ReplayResult(
+        session_id=recorded[0].session_id,
+        replay_session_id=replay_id,
+        saved=saved,
+        agent=agent,
+        verdict="identical" if divergence is None else "diverged",
+        first_divergence=divergence,
+        recorded_events=len(recorded),
+        replayed_events=len(replayed),
+        recording_complete=_complete(recorded),
+        unrecorded_calls=tuple(tools.unrecorded),
+        live_differences=tuple(tools.live_differences),
+    )
+
+
 class Replayer:
     """Re-runs recorded sessions with the current code.
 
@@ -231,28 +274,16 @@ class Replayer:
         finally:
             if target is not journal:
                 target.close()
-        divergence = compare(recorded, replayed, rules, error=error, exhausted=llm.exhausted)
-        if divergence is None and tools.unrecorded and _complete(recorded):
-            # (past the end of a cut recording every call is unrecorded, and that is fine)
-            call = tools.unrecorded[0]
-            divergence = Divergence(
-                seq=len(replayed) - 1,
-                reason=f"the code called {call.tool}({call.args}), which the recording never ran",
-                expected=None,
-                actual=None,
-            )
-        return ReplayResult(
-            session_id=session_id,
-            replay_session_id=replay_id,
+        return judge(
+            recorded,
+            replayed,
+            replay_id=replay_id,
             saved=self.save,
             agent=agent.reference,
-            verdict="identical" if divergence is None else "diverged",
-            first_divergence=divergence,
-            recorded_events=len(recorded),
-            replayed_events=len(replayed),
-            recording_complete=_complete(recorded),
-            unrecorded_calls=tuple(tools.unrecorded),
-            live_differences=tuple(tools.live_differences),
+            rules=rules,
+            error=error,
+            exhausted=llm.exhausted,
+            tools=tools,
         )
 
     def replay_or_raise(self, journal: Journal, session_id: str) -> ReplayResult:
@@ -352,7 +383,13 @@ def _reason(
     if kind == "agent_halted" and actual.get("rule") == "error":
         message = str(actual.get("reason", ""))
         if exhausted and "recording exhausted" in message:
-            return message[message.index("recording exhausted") :]
+            detail = message[message.index("recording exhausted") :]
+            if expected.get("type") == "agent_halted":
+                # The recorded run was stopped from outside (a harness, a rule of its own).
+                return (
+                    f"the recording stops here ({expected.get('rule')}), the code goes on: {detail}"
+                )
+            return detail
         return f"the agent's code raised: {message}"
     if kind != expected.get("type"):
         detail = ""

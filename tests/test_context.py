@@ -88,7 +88,7 @@ def test_a_large_result_is_compacted_before_the_next_call(journal: Journal) -> N
     rails = {"compact_result_tokens": 100, "compact_summary_tokens": 20}
     run_turns(agent_of(big, rails=rails), journal, model, "x")
     result = {"text": WORDS}
-    summary = '[result compacted from ~503 tokens] -> {"text":"word word word word word word word word word word word word word wo…'
+    summary = '[result compacted from ~503 tokens] -> {"text":"' + "word " * 13 + "wo…"
     assert after_start(journal) == [
         UserInput(text="x"),
         proposed(call),

@@ -83,6 +83,36 @@ def test_one_inserted_item_is_one_insertion(base: list[int], data: st.DataObject
     assert [r for r in rows if r[0] != "equal"] == [("removed", at, None)]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    period=st.integers(1, 4),
+    length=st.integers(20, 400),
+    edits=st.lists(
+        st.tuples(st.integers(0, 10_000), st.sampled_from(["insert", "remove", "change"])),
+        max_size=8,
+    ),
+)
+def test_scattered_edits_of_a_repeating_loop_are_one_row_each(
+    period: int, length: int, edits: list[tuple[int, str]]
+) -> None:
+    a = [str(k % period) for k in range(length)]
+    b = list(a)
+    places = sorted({at % length for at, _ in edits})
+    spaced = [at for n, at in enumerate(places) if n == 0 or at - places[n - 1] >= 8]
+    kinds_of = {at % length: kind for at, kind in edits}
+    for at in reversed(spaced):  # from the end, so earlier places keep their index
+        kind = kinds_of.get(at, "change")
+        if kind == "insert":
+            b.insert(at, "X")
+        elif kind == "remove":
+            del b[at]
+        else:
+            b[at] = "X"
+    rows = align(a, b, window=16)
+    check_rows(rows, a, b)
+    assert len([r for r in rows if r[0] != "equal"]) <= len(spaced)
+
+
 def test_one_inserted_event_in_a_long_session_is_one_row() -> None:
     a = distinct_records(3000)
     b = [*a[:1700], {"type": "user_input", "seq": 0, "text": "new"}, *a[1700:]]

@@ -40,7 +40,14 @@ from journal.canonical import (
 )
 from journal.errors import InvalidEventError, JournalError
 from journal.fold import _copy
-from journal.records import RecordedEvent, StoredEvent, decode, decode_payload, encode, where
+from journal.records import (
+    RecordedEvent,
+    StoredEvent,
+    decode,
+    decode_payload,
+    encode,
+    where,
+)
 from journal.sessions import projection_row
 
 from .strategies import events
@@ -271,3 +278,20 @@ def test_decode_runs_upcasters_for_old_versions(monkeypatch: pytest.MonkeyPatch)
     )
     assert _outcome(decode, old) == _outcome(_plain_decode, old)
     assert decode(old).event == UserInput(text="hi")
+
+
+@pytest.mark.parametrize("depth", [1, 150, 197, 198, 250, 253, 254, 255, 256, 300])
+def test_decode_of_deeply_nested_values_agrees(depth: int) -> None:
+    stored = encode(
+        "s1",
+        1,
+        "2026-11-29T23:00:00.123456Z",
+        ActionCommitted(call_id="c", tool="t"),
+        "0" * 64,
+        chain_hash,
+    )
+    nested = "[" * depth + "1" + "]" * depth
+    body = stored.body.replace('"result":null', f'"result":{nested}')
+    assert body != stored.body
+    stored = dataclasses.replace(stored, body=body)
+    assert _outcome(decode, stored) == _outcome(_plain_decode, stored)

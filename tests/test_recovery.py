@@ -107,13 +107,15 @@ TOOLS = ["search", "pay"]
         ),
         (
             [
-                '{"type": "function", "function": {"name": "search", "arguments": "{\\"q\\": \\"y\\"}"}}'
+                '{"type": "function", "function": {"name": "search", '
+                '"arguments": "{\\"q\\": \\"y\\"}"}}'
             ],
             [("search", {"q": "y"})],
         ),
         (
             [
-                '{"name": "search", "parameters": {"q": 1}} then {"name": "pay", "input": {"amount": 2}}'
+                '{"name": "search", "parameters": {"q": 1}} '
+                'then {"name": "pay", "input": {"amount": 2}}'
             ],
             [("search", {"q": 1}), ("pay", {"amount": 2})],
         ),

@@ -59,7 +59,6 @@ from .loop_helpers import (
     runtime_for,
     sleepy_tools,
     sync_sleepy_tool,
-    tc,
 )
 
 ASK = UserInput(text="go")

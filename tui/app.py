@@ -32,7 +32,7 @@ from .render import safe_text
 from .screens.base import JournalScreen
 from .screens.dialogs import ChoiceScreen, HelpScreen, help_content
 from .screens.diff import DiffScreen
-from .screens.session import SessionScreen
+from .screens.session import STATE_DELAY, SessionScreen
 from .screens.sessions import SessionsScreen
 
 __all__ = ["JournalApp"]
@@ -48,6 +48,8 @@ class JournalApp(App[None]):
         diff: open the diff of these two sessions first.
         follow: watch the journal and show new events and sessions as they are written.
         poll: seconds between checks for new events when the store cannot push them.
+        state_delay: seconds the cursor rests on an event before the state after it is
+            folded (tests use 0).
 
     Raises:
         JournalError: the journal is missing or unreadable, or a session is unknown (before
@@ -57,11 +59,13 @@ class JournalApp(App[None]):
     TITLE = "agent-journal"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("q", "go_back", "back (quit on the sessions list)", "app.back", show=True),
-        bind("escape", "go_back(False)", "back", "app.escape"),
+        bind(
+            "q", "go_back", "back", "app.back", title="back (quit on the sessions list)", show=True
+        ),
+        bind("escape", "go_back(False)", "back", "app.escape", title="back to the last screen"),
         bind("Q", "quit", "quit", "app.quit"),
-        bind("question_mark", "help", "keys", "app.help", show=True, key_display="?"),
-        bind("ctrl+p", "command_palette", "command palette", "app.palette"),
+        bind("question_mark", "help", "keys", "app.help", title="show every key", show=True),
+        bind("ctrl+p", "command_palette", "palette", "app.palette", title="command palette"),
     ]
 
     def __init__(
@@ -72,6 +76,7 @@ class JournalApp(App[None]):
         *,
         follow: bool = True,
         poll: float = 0.25,
+        state_delay: float = STATE_DELAY,
     ) -> None:
         super().__init__()
         self._owns_journal = not isinstance(db, Journal)
@@ -89,6 +94,7 @@ class JournalApp(App[None]):
         self.start_diff = tuple(diff) if diff is not None else None
         self.follow = follow
         self.poll = poll
+        self.state_delay = state_delay
         self.closing = threading.Event()
         self._followed = threading.Event()
 

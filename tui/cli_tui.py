@@ -8,7 +8,12 @@ import click
 
 from .clikit import EXIT_BAD_INPUT, db_option, fail
 
-__all__ = ["tui"]
+__all__ = ["has_terminal", "tui"]
+
+
+def has_terminal() -> bool:
+    """True when both stdin and stdout are a terminal (the UI needs one)."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 @click.command()
@@ -32,9 +37,7 @@ def tui(session: str | None, db: str, diff: tuple[str, str] | None, no_follow: b
     from .app import JournalApp
 
     app = JournalApp(db=db, session=session, diff=diff, follow=not no_follow)
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not has_terminal():
         app.journal.close()
-        fail(
-            "the terminal UI needs a terminal (use show, diff or state in scripts)", EXIT_BAD_INPUT
-        )
+        fail("the terminal UI needs a terminal (scripts: show, state, diff)", EXIT_BAD_INPUT)
     app.run()

@@ -28,6 +28,7 @@ def bind(
     description: str,
     id: str,
     *,
+    title: str | None = None,
     show: bool = False,
     key_display: str | None = None,
     priority: bool = False,
@@ -37,8 +38,10 @@ def bind(
     Args:
         keys: comma-separated keys (``"j,down"``).
         action: the action it runs.
-        description: what it does, in a few words (shown in the footer, help and palette).
+        description: what it does, in a word or two (the footer's label).
         id: ``category.name``; the category titles the palette entry.
+        title: what it does, in a few words (the help and the palette; default:
+            ``description``).
         show: show it in the footer.
         key_display: how the footer shows the key.
         priority: check it before the focused widget sees the key.
@@ -50,6 +53,7 @@ def bind(
         show=show,
         key_display=key_display,
         priority=priority,
+        tooltip=title or "",
         id=id,
     )
 
@@ -57,7 +61,7 @@ def bind(
 def title_of(binding: Binding) -> str:
     """The palette title of a binding: ``category: description``."""
     category = (binding.id or "app").split(".", 1)[0]
-    return f"{category}: {binding.description}"
+    return f"{category}: {binding.tooltip or binding.description}"
 
 
 def declared_bindings(node: DOMNode) -> Iterator[Binding]:

@@ -20,6 +20,7 @@ from textual.widgets.option_list import Option
 
 from ..keys import bind, declared_bindings
 from ..render import safe_text
+from ..widgets.panes import safe_lines
 
 __all__ = ["ChoiceScreen", "HelpScreen", "PromptScreen", "help_content"]
 
@@ -87,7 +88,8 @@ def help_content(app_bindings: Iterable[Binding], nodes: Iterable[DOMNode], app:
         keys = ", ".join(
             app.get_key_display(Binding(key.strip(), "")) for key in binding.key.split(",")
         )
-        groups.setdefault(binding.id.split(".", 1)[0], []).append((keys, binding.description))
+        what = binding.tooltip or binding.description
+        groups.setdefault(binding.id.split(".", 1)[0], []).append((keys, what))
     parts: list[str | tuple[str, str]] = []
     for category, rows in groups.items():
         parts.append((f"{category}\n", "bold $text-accent"))
@@ -153,7 +155,7 @@ class ChoiceScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         """The question and the list of answers."""
         with Vertical():
-            yield Static(Content(safe_text(self.question)))
+            yield Static(Content(safe_lines(self.question)))
             yield OptionList(
                 *(Option(Content(safe_text(label)), id=key) for key, label in self.answers)
             )

@@ -27,7 +27,7 @@ from replay import DiffResult, DiffRow, diff_records
 from ..keys import bind
 from ..render import event_style, safe_text
 from ..widgets.lines import LineList
-from ..widgets.panes import Pane, json_content, short_json
+from ..widgets.panes import Pane, Part, change_lines, json_content
 from .base import JournalScreen, StatusLine
 
 __all__ = ["KINDS", "DiffScreen", "DiffView", "LazyRecords"]
@@ -138,11 +138,11 @@ class DiffScreen(JournalScreen):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("right_square_bracket", "next_difference", "next difference", "diff.next", show=True),
+        bind("right_square_bracket", "next_difference", "next diff", "diff.next", show=True),
         bind(
             "left_square_bracket",
             "previous_difference",
-            "previous difference",
+            "previous diff",
             "diff.previous",
             show=True,
         ),
@@ -220,15 +220,10 @@ class DiffScreen(JournalScreen):
             for side, view_rows, index in (("A", view.a, row.a), ("B", view.b, row.b))
             if index is not None
         )
-        parts: list[str | tuple[str, str] | Content] = [(f"{row.kind}: {where}\n", "bold")]
-        for change in row.changes:
-            parts += [
-                f"  {safe_text(change.path)} ({change.kind}): ",
-                (short_json(change.expected), "$text-error"),
-                " → ",
-                (short_json(change.actual), "$text-success"),
-                "\n",
-            ]
+        parts: list[Part] = [(f"{row.kind}: {where}\n", "bold")]
+        parts += change_lines(
+            ((f"{c.path} ({c.kind})", c.expected, c.actual) for c in row.changes), width=60
+        )
         shown = row.a if row.a is not None else row.b
         if row.kind != "changed" and shown is not None:
             record = (records_a if row.a is not None else records_b)[shown]

@@ -30,12 +30,12 @@ from ..keys import bind
 from ..render import FAILURE_TYPES, safe_text
 from ..source import RowSource, matches
 from ..widgets.lines import LineList
-from ..widgets.panes import Pane, json_content, short_json
+from ..widgets.panes import Pane, Part, change_lines, fields_content, json_content
 from ..widgets.timeline import TimelineView
 from .base import JournalScreen, StatusLine
 from .dialogs import PromptScreen
 
-__all__ = ["STATE_DELAY", "SessionScreen", "parse_types"]
+__all__ = ["STATE_DELAY", "SessionScreen", "parse_types", "state_content"]
 
 STATE_DELAY = 0.12
 """Seconds the cursor rests before the state after it is folded."""
@@ -68,16 +68,16 @@ class SessionScreen(JournalScreen):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("slash", "search", "search", "search.forward", show=True, key_display="/"),
+        bind("slash", "search", "search", "search.forward", title="search for text", show=True),
         bind("n", "search_next", "next match", "search.next"),
         bind("N", "search_previous", "previous match", "search.previous"),
-        bind("f", "filter", "filter by type", "filter.type", show=True),
-        bind("colon", "go_to_seq", "go to seq", "go.seq", show=True, key_display=":"),
-        bind("e", "next_failure", "next failure", "go.next-failure", show=True),
+        bind("f", "filter", "filter", "filter.type", title="by event type", show=True),
+        bind("colon", "go_to_seq", "seq", "go.seq", title="go to a seq", show=True),
+        bind("e", "next_failure", "failure", "go.next-failure", title="next failure", show=True),
         bind("E", "previous_failure", "previous failure", "go.previous-failure"),
-        bind("F", "follow", "follow new events", "view.follow"),
-        bind("r", "replay", "replay now", "replay.run", show=True),
-        bind("d", "diff", "diff with a saved replay", "replay.diff", show=True),
+        bind("F", "follow", "follow", "view.follow", title="follow new events (toggle)"),
+        bind("r", "replay", "replay", "replay.run", title="replay the session now", show=True),
+        bind("d", "diff", "diff", "replay.diff", title="diff with a saved replay", show=True),
     ]
 
     def __init__(self, session_id: str) -> None:
@@ -150,8 +150,14 @@ class SessionScreen(JournalScreen):
         self._state_wanted = seq
         if self._state_timer is not None:
             self._state_timer.stop()
-        if seq >= 0:
-            self._state_timer = self.set_timer(STATE_DELAY, partial(self._load_state, seq))
+        if seq < 0:
+            return
+        if self.japp.state_delay > 0:
+            self._state_timer = self.set_timer(
+                self.japp.state_delay, partial(self._load_state, seq)
+            )
+        else:
+            self._load_state(seq)
 
     def _show_detail(self, seq: int) -> None:
         assert self.source is not None
@@ -176,32 +182,17 @@ class SessionScreen(JournalScreen):
             except Exception as error:  # shown, never a crash
                 self.from_thread(self.japp.report, f"state after seq {seq}", error)
                 return
-        self.from_thread(self._show_state, seq, after, changes)
+        self.from_thread(self._show_state, seq, state_content(seq, after, changes))
 
     def _state_pending(self, seq: int) -> None:
         if seq == self._state_wanted:
             self.query_one("#state", Pane).border_subtitle = "folding…"
 
-    def _show_state(self, seq: int, after: SessionState, changes: list[StateChange]) -> None:
+    def _show_state(self, seq: int, content: Content) -> None:
         pane = self.query_one("#state", Pane)
         pane.border_subtitle = ""
-        if seq != self._state_wanted:
-            return
-        parts: list[str | tuple[str, str] | Content] = [
-            (f"changed by seq {seq}:\n", "bold"),
-        ]
-        for change in changes:
-            parts += [
-                f"  {safe_text(change.path)}: ",
-                (short_json(change.before, 40), "$text-error"),
-                " → ",
-                (short_json(change.after, 40), "$text-success"),
-                "\n",
-            ]
-        if not changes:
-            parts.append(("  nothing\n", "italic $text-muted"))
-        parts += [("\nstate:\n", "bold"), json_content(after.model_dump(mode="json"))]
-        pane.show(Content.assemble(*parts), title=f"state after seq {seq}")
+        if seq == self._state_wanted:
+            pane.show(content, title=f"state after seq {seq}")
 
     # -- live -------------------------------------------------------------------------
 
@@ -226,6 +217,27 @@ class SessionScreen(JournalScreen):
         if self.following:
             self.timeline.action_last()
         self._say()
+
+    @on(LineList.Chosen, "#timeline")
+    def _chosen(self) -> None:
+        self.query_one("#detail", Pane).focus()
+
+    def action_go_to_seq(self) -> None:
+        """Ask for a seq and go to it (with a filter, to the first shown at or after it)."""
+        self.app.push_screen(
+            PromptScreen(":", placeholder=f"seq, 0 to {self.timeline.source.last_seq}"),
+            self._seq_answered,
+        )
+
+    def _seq_answered(self, answer: str | None) -> None:
+        if not answer:
+            return
+        try:
+            seq = int(answer)
+        except ValueError:
+            self.japp.warn(f"not a seq: {answer}")
+            return
+        self.timeline.go_to_seq(seq)
 
     # -- scanning: search, failures -----------------------------------------------------
 
@@ -415,6 +427,17 @@ class SessionScreen(JournalScreen):
         yield SystemCommand(
             "filter: clear", "show every event", partial(self.set_type_filter, None)
         )
+
+
+def state_content(seq: int, after: SessionState, changes: list[StateChange]) -> Content:
+    """What event ``seq`` changed, then every field of the state after it (built off the UI)."""
+    parts: list[Part] = [(f"changed by seq {seq}:\n", "bold")]
+    parts += change_lines((change.path, change.before, change.after) for change in changes)
+    if not changes:
+        parts.append(("  nothing\n", "italic $text-muted"))
+    parts.append(("\nstate after it:\n", "bold"))
+    parts += fields_content(after.model_dump(mode="json"))
+    return Content.assemble(*parts)
 
 
 def _is_failure(row: StoredEvent) -> bool:

@@ -122,14 +122,14 @@ class SessionsScreen(JournalScreen):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("slash", "search", "search", "search.forward", show=True, key_display="/"),
+        bind("slash", "search", "search", "search.forward", title="search for text", show=True),
         bind("n", "search_next", "next match", "search.next"),
         bind("N", "search_previous", "previous match", "search.previous"),
-        bind("f", "filter", "filter by status or agent", "filter.sessions", show=True),
-        bind("s", "sort", "sort by the next column", "sort.next-column", show=True),
-        bind("S", "reverse", "reverse the order", "sort.reverse"),
-        bind("r", "replay", "replay the session now", "replay.run", show=True),
-        bind("d", "diff", "diff with a saved replay", "replay.diff", show=True),
+        bind("f", "filter", "filter", "filter.sessions", title="by status or agent", show=True),
+        bind("s", "sort", "sort", "sort.next-column", title="by the next column", show=True),
+        bind("S", "reverse", "reverse", "sort.reverse", title="reverse the order"),
+        bind("r", "replay", "replay", "replay.run", title="replay the session now", show=True),
+        bind("d", "diff", "diff", "replay.diff", title="diff with a saved replay", show=True),
     ]
 
     def __init__(self) -> None:

@@ -7,6 +7,7 @@ passed through `safe_text` line by line, so no payload can style, link or move t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import orjson
@@ -19,13 +20,23 @@ from textual.widgets import Static
 from ..keys import bind
 from ..render import safe_text
 
-__all__ = ["MAX_JSON", "Pane", "json_content", "short_json"]
+__all__ = [
+    "MAX_JSON",
+    "Pane",
+    "Part",
+    "change_lines",
+    "fields_content",
+    "json_content",
+    "safe_lines",
+    "short_json",
+]
 
 MAX_JSON = 64_000
 """Characters of pretty JSON shown in a pane (the rest is elided with a note)."""
 
 
-def _safe_lines(text: str) -> str:
+def safe_lines(text: str) -> str:
+    """`safe_text` line by line: newlines stay, every other control character is escaped."""
     return "\n".join(safe_text(line) for line in text.split("\n"))
 
 
@@ -36,7 +47,7 @@ def json_content(value: Any) -> Content:
     if len(text) > MAX_JSON:
         note = f"\n… {len(text) - MAX_JSON} more characters (agent-journal export has them all)"
         text = text[:MAX_JSON]
-    content = highlight(_safe_lines(text), language="json")
+    content = highlight(safe_lines(text), language="json")
     return content + Content.styled(note, "italic $text-muted") if note else content
 
 
@@ -44,6 +55,36 @@ def short_json(value: Any, width: int = 60) -> str:
     """``value`` as one line of JSON, cut to ``width`` characters, safe to show."""
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     return safe_text(text if len(text) <= width else text[: width - 1] + "…")
+
+
+Part = str | tuple[str, str] | Content
+"""A piece of a pane's text: plain text, (text, style), or content."""
+
+
+def change_lines(changes: Iterable[tuple[str, Any, Any]], width: int = 40) -> list[Part]:
+    """One line per changed field: ``path: before → after``, before in red, after in green."""
+    parts: list[Part] = []
+    for path, before, after in changes:
+        parts += [
+            f"  {safe_text(path)}: ",
+            (short_json(before, width), "$text-error"),
+            " → ",
+            (short_json(after, width), "$text-success"),
+            "\n",
+        ]
+    return parts
+
+
+def fields_content(values: dict[str, Any], width: int = 60) -> list[Part]:
+    """One line per field: ``name  value`` (the value as one line of JSON)."""
+    size = max((len(name) for name in values), default=0)
+    parts: list[Part] = []
+    for name, value in values.items():
+        parts += [
+            (f"  {safe_text(name):<{size}}  ", "$text-primary"),
+            f"{short_json(value, width)}\n",
+        ]
+    return parts
 
 
 class Pane(VerticalScroll):

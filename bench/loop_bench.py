@@ -1,0 +1,214 @@
+"""The agent loop's own overhead per step, next to a bare journal append, from one run.
+
+    python bench/loop_bench.py [--sessions N] [--turns T] [--steps S] [--repeat R] [--quick]
+                               [--profile]
+
+A step is one tool call: Observe (context, compaction check) → Propose (an instant model
+port; the proposal journaled) → Verify (the gate) → Commit (an instant async tool; the
+result journaled). Each turn adds a user input, a final proposal and the answer; they are
+counted in the time and spread over the turn's steps. Every append is its own transaction
+on a real SQLite file (WAL, ``synchronous=NORMAL``, the journal's default), so a step pays
+two commits: the proposal and the result.
+
+Beside it, in the same run and on the same kind of file, a bare ``Journal.append`` of one
+event per call (the same proposal and result events, alternating): the floor the loop
+cannot go below. Printed: µs per step (median of R runs), µs per bare append, their
+ratio, and the target of 0.5 ms per step including the commits.
+
+``--profile`` runs the loop once under cProfile and prints the top functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentloop import Agent, AgentRuntime, ModelRequest, ModelResponse, Tool, counter_ids
+from journal import (
+    ActionCommitted,
+    ActionProposed,
+    AgentEvent,
+    Guardrails,
+    Journal,
+    SessionStarted,
+    ToolCall,
+    Usage,
+)
+
+TARGET_US = 500.0
+T0 = datetime(2026, 11, 29, 23, 0, tzinfo=UTC)
+
+
+class LookupArgs(BaseModel):
+    """Arguments of the bench tool."""
+
+    order_id: str
+    detail: bool = False
+
+
+async def lookup(args: LookupArgs) -> dict[str, Any]:
+    """An instant tool with a small realistic result."""
+    return {"order_id": args.order_id, "status": "shipped", "total": 42.5, "items": 3}
+
+
+class InstantModel:
+    """A model port that answers at once: ``steps`` calls per turn, then the answer."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.in_turn: dict[str, int] = {}
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        done = self.in_turn.get(request.session_id, 0)
+        usage = Usage(input_tokens=1200, output_tokens=40, cached_tokens=800)
+        if done == self.steps:
+            self.in_turn[request.session_id] = 0
+            return ModelResponse(text="Your order has shipped.", usage=usage, latency_ms=1.0)
+        self.in_turn[request.session_id] = done + 1
+        call = ToolCall(
+            call_id=f"call_{request.seq}",
+            tool="lookup_order",
+            args={"order_id": f"A-{request.seq:05d}", "detail": done % 2 == 0},
+        )
+        return ModelResponse(calls=[call], text="Checking.", usage=usage, latency_ms=1.0)
+
+
+def agent(steps: int) -> Agent:
+    """A one-tool agent whose step limit lets ``steps`` calls through per turn."""
+    return Agent(
+        name="bench",
+        system_prompt="You look orders up for customers.",
+        tools=[Tool("lookup_order", lookup, "Look an order up.", LookupArgs, parallel_safe=True)],
+        model="instant-1",
+        guardrails=Guardrails(max_steps=steps + 1),
+        code_version="bench",
+    )
+
+
+def clock(seq: int) -> datetime:
+    """A clock that does not read the system time (the loop takes it as a port)."""
+    return T0
+
+
+def loop_run(path: Path, sessions: int, turns: int, steps: int) -> float:
+    """Seconds the loop takes for ``sessions`` x ``turns`` x ``steps`` steps into ``path``."""
+    with Journal.open(path) as journal:
+        runtime = AgentRuntime(
+            agent(steps), journal, llm=InstantModel(steps), clock=clock, ids=counter_ids("b")
+        )
+
+        async def go() -> None:
+            for index in range(sessions):
+                session_id = runtime.start(f"bench-{index:04d}")
+                for turn in range(turns):
+                    result = await runtime.run_turn(session_id, f"where is my order, turn {turn}?")
+                    assert result.status == "completed", result
+
+        started = time.perf_counter()
+        asyncio.run(go())
+        return time.perf_counter() - started
+
+
+def bare_run(path: Path, count: int) -> float:
+    """Seconds for ``count`` single-event appends of step-sized events into ``path``."""
+    proposal = ActionProposed(
+        calls=[ToolCall(call_id="call_1", tool="lookup_order", args={"order_id": "A-00001"})],
+        text="Checking.",
+        model="instant-1",
+        usage=Usage(input_tokens=1200, output_tokens=40, cached_tokens=800),
+        latency_ms=1.0,
+    )
+    result = ActionCommitted(
+        call_id="call_1",
+        tool="lookup_order",
+        args={"order_id": "A-00001", "detail": False},
+        result={"order_id": "A-00001", "status": "shipped", "total": 42.5, "items": 3},
+        duration_ms=0.1,
+    )
+    events: list[AgentEvent] = [proposal, result]
+    with Journal.open(path) as journal:
+        journal.append("bare", [SessionStarted(agent="bench")], ts=T0)
+        started = time.perf_counter()
+        for seq in range(1, count + 1):
+            journal.append("bare", [events[seq % 2]], expected_seq=seq, ts=T0)
+        return time.perf_counter() - started
+
+
+def measure(sessions: int, turns: int, steps: int, repeat: int) -> tuple[float, float]:
+    """Median µs per loop step and µs per bare append over ``repeat`` runs."""
+    total = sessions * turns * steps
+    loop_us: list[float] = []
+    bare_us: list[float] = []
+    for run in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="loop-bench-") as folder:
+            loop_us.append(loop_run(Path(folder, f"loop-{run}.db"), sessions, turns, steps))
+            bare_us.append(bare_run(Path(folder, f"bare-{run}.db"), total))
+    return (
+        statistics.median(loop_us) * 1e6 / total,
+        statistics.median(bare_us) * 1e6 / total,
+    )
+
+
+def profile(sessions: int, turns: int, steps: int, top: int = 30) -> None:
+    """Run the loop once under cProfile; print the top functions by own and total time."""
+    with tempfile.TemporaryDirectory(prefix="loop-bench-") as folder:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        loop_run(Path(folder, "profile.db"), sessions, turns, steps)
+        profiler.disable()
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=20, help="sessions per run (20)")
+    parser.add_argument("--turns", type=int, default=5, help="turns per session (5)")
+    parser.add_argument("--steps", type=int, default=10, help="tool calls per turn (10)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs; the median is shown (5)")
+    parser.add_argument("--quick", action="store_true", help="5 sessions, 3 runs (under 30 s)")
+    parser.add_argument("--profile", action="store_true", help="cProfile one run instead")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sessions, args.repeat = min(args.sessions, 5), min(args.repeat, 3)
+    if args.profile:
+        profile(args.sessions, args.turns, args.steps)
+        return 0
+    total = args.sessions * args.turns * args.steps
+    loop_us, bare_us = measure(args.sessions, args.turns, args.steps, args.repeat)
+    met = "yes" if loop_us < TARGET_US else "NO"
+    print(
+        f"{total} steps per run ({args.sessions} sessions x {args.turns} turns x "
+        f"{args.steps} calls), median of {args.repeat} runs, SQLite file, a commit per append"
+    )
+    print()
+    print(f"| {'what':44} | {'µs':>8} | {'ratio':>6} | {'target':9} | {'met':3} |")
+    print(f"|{'-' * 46}|{'-' * 10}|{'-' * 8}|{'-' * 11}|{'-' * 5}|")
+    bare = "bare Journal.append, one event per call"
+    print(f"| {bare:44} | {bare_us:8.1f} | {1:6.2f} | {'':9} | {'':3} |")
+    print(
+        f"| {'loop step (2 appends + turn overhead)':44} | {loop_us:8.1f} | "
+        f"{loop_us / bare_us:6.2f} | {'< 500 µs':9} | {met:3} |"
+    )
+    print(
+        f"| {'loop step minus its 2 appends':44} | {loop_us - 2 * bare_us:8.1f} | "
+        f"{(loop_us - 2 * bare_us) / bare_us:6.2f} | {'':9} | {'':3} |"
+    )
+    return 0 if loop_us < TARGET_US else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

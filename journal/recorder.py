@@ -1,0 +1,543 @@
+"""A recorder for any agent loop: a few typed calls that journal the loop you already have.
+
+Add five calls at the loop's natural points and its sessions are ordinary journals: they
+show in ``sessions``, verify, export, diff, and replay (`replay.replay_loop`)::
+
+    from journal import Journal, Recorder
+
+    with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
+        recorder.start(agent="app.bot:run", model="gpt-4.1", system_prompt=PROMPT, tools=SPECS)
+        recorder.user_input(question)
+        reply = recorder.model_output(call_model(messages))  # the whole output, with usage
+        while reply.calls:
+            for call in reply.calls:
+                recorder.tool_result(call.call_id, run_tool(call.tool, call.args))
+            reply = recorder.model_output(call_model(messages))
+        recorder.final(reply.text or "")
+
+What it guarantees:
+
+* Order is checked before anything is written, and a call out of order raises
+  `RecordingOrderError`: nothing before `start`, nothing after a halt, no model output
+  after a turn's final answer until the next user input, and every tool result or failure
+  must answer a call of a model output that is still waiting (a call id never proposed,
+  or one answered already, is an error). Calls a loop leaves unanswered are allowed.
+* Each call is exactly one ``Journal.append`` with ``expected_seq``: another writer on the
+  same session is a `ConflictError` and nothing is lost or overwritten.
+* As a context manager, an uncaught exception (an ``Exception``, not a
+  ``KeyboardInterrupt``) is recorded as ``agent_halted`` with rule ``error`` and its
+  one-line message, then re-raised; a session that ended already is left alone.
+
+The state after each call is the fold of what was written (`journal.apply`, one event at
+a time), so the recorder and every reader of the journal agree.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, Self, get_args
+
+from pydantic import JsonValue
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from .canonical import check_json, format_ts
+from .errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
+from .events import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    AgentConfig,
+    AgentEvent,
+    AgentHalted,
+    FailureKind,
+    Guardrails,
+    SessionStarted,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    UserInput,
+    VerificationFailed,
+    VerificationStage,
+)
+from .fold import SessionState, apply
+from .openai_messages import prefix_hash, tool_specs_of
+from .records import RecordedEvent
+from .store import Journal
+
+__all__ = ["ModelOutput", "Recorder", "ReplayedFailure", "describe_error", "failure_of"]
+
+SeqClock = Callable[[int], datetime]
+"""The time at which event ``seq`` is written (a replay passes the recorded clock)."""
+
+_KINDS: tuple[str, ...] = get_args(FailureKind)
+_LIMIT = 300
+
+
+class ModelOutput(Protocol):
+    """Anything holding a model's whole output, as `Recorder.model_output` takes it.
+
+    An ``agentloop.ModelResponse``, an ``ActionProposed``, or your own object with these
+    attributes.
+    """
+
+    @property
+    def calls(self) -> Sequence[ToolCall]:
+        """The tool calls, arguments as emitted."""
+        ...
+
+    @property
+    def text(self) -> str | None:
+        """The text of the reply."""
+        ...
+
+    @property
+    def reasoning(self) -> str | None:
+        """The reasoning the model showed, if any."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The model that answered."""
+        ...
+
+    @property
+    def usage(self) -> Usage:
+        """Token counts."""
+        ...
+
+    @property
+    def latency_ms(self) -> float | None:
+        """How long the call took."""
+        ...
+
+    @property
+    def cost(self) -> float | None:
+        """What the call cost."""
+        ...
+
+
+class ReplayedFailure(Exception):
+    """A failure the recording holds, raised again by a replay's recorded ports.
+
+    The recorder records it with its message and kind exactly as they were recorded, so
+    a replay of a failed call or a crashed loop matches the original.
+    """
+
+    def __init__(self, message: str, kind: FailureKind = "business") -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind: FailureKind = kind
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _LIMIT else line[: _LIMIT - 1] + "…"
+
+
+def describe_error(error: BaseException, *, typed: bool = True) -> str:
+    """One bounded line for an exception: ``Type: message`` (just the message if not typed).
+
+    A `ReplayedFailure` keeps its recorded message as it is.
+    """
+    if isinstance(error, ReplayedFailure):
+        return error.message
+    text = _one_line(str(error)) or type(error).__name__
+    return _one_line(f"{type(error).__name__}: {text}") if typed else text
+
+
+def failure_of(
+    error: BaseException | str, kind: FailureKind | None = None
+) -> tuple[FailureKind, str]:
+    """The kind and one-line message a tool failure is recorded with.
+
+    The kind, unless given: the exception's own ``kind`` attribute, else ``timeout`` for a
+    ``TimeoutError``, ``business`` for a ``ValueError`` or ``LookupError`` (and for a plain
+    message), ``infrastructure`` for anything else. A business error's message is its text
+    as is; any other is prefixed with its type.
+    """
+    if isinstance(error, str):
+        return kind or "business", _one_line(error)
+    if kind is None:
+        own = getattr(error, "kind", None)
+        if isinstance(own, str) and own in _KINDS:
+            kind = own  # type: ignore[assignment]
+        elif isinstance(error, TimeoutError):
+            kind = "timeout"
+        elif isinstance(error, (ValueError, LookupError)):
+            kind = "business"
+        else:
+            kind = "infrastructure"
+    assert kind is not None
+    return kind, describe_error(error, typed=kind != "business")
+
+
+def _json(value: object, what: str) -> JsonValue:
+    """``value`` as canonical JSON (pydantic models, dataclasses, dates converted)."""
+    try:
+        converted: JsonValue = to_jsonable_python(value)
+        check_json(converted)
+    except (PydanticSerializationError, InvalidEventError, ValueError, TypeError) as error:
+        raise InvalidEventError(f"{what} is not JSON: {_one_line(str(error))}") from error
+    return converted
+
+
+def _json_object(values: Mapping[str, Any] | None, what: str) -> dict[str, JsonValue]:
+    converted = _json(dict(values or {}), what)
+    assert isinstance(converted, dict)
+    return converted
+
+
+def _tool_specs(tools: Iterable[ToolSpec | Mapping[str, Any]]) -> list[ToolSpec]:
+    specs: list[ToolSpec] = []
+    for tool in tools:
+        if isinstance(tool, ToolSpec):
+            specs.append(tool)
+            continue
+        found, problems = tool_specs_of([dict(tool)])
+        if problems:
+            raise InvalidEventError(f"tool spec {dict(tool)!r}: {problems[0]}")
+        specs.extend(found)
+    return specs
+
+
+def _shown(specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """The tools as the model is shown them (OpenAI format), for the prefix hash."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": s.name, "description": s.description, "parameters": s.parameters},
+        }
+        for s in specs
+    ]
+
+
+class Recorder:
+    """Journals one session of a hand-written loop; see the module docstring.
+
+    Args:
+        journal: where the events go.
+        session_id: the session to write (default: a new ``session-<hex>`` id).
+        clock: the time of each event by seq (default: the journal's clock).
+        replay_of: recorded in ``session_started`` (a replay sets it).
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        session_id: str | None = None,
+        *,
+        clock: SeqClock | None = None,
+        replay_of: str | None = None,
+    ) -> None:
+        self.journal = journal
+        self.session_id = session_id or f"session-{uuid.uuid4().hex[:16]}"
+        self.clock = clock
+        self.replay_of = replay_of
+        self._state = SessionState()
+        self._proposed: frozenset[str] = frozenset()
+
+    @classmethod
+    def resume(cls, journal: Journal, session_id: str, *, clock: SeqClock | None = None) -> Self:
+        """Continue a session written earlier (by this or another process).
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        recorder = cls(journal, session_id, clock=clock)
+        for item in journal.events(session_id):
+            recorder._state = apply(recorder._state, item)
+            if isinstance(item.event, ActionProposed):
+                recorder._proposed = frozenset(call.call_id for call in item.event.calls)
+        if recorder._state.events == 0:
+            raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+        return recorder
+
+    # -- what was recorded -----------------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        """The fold of everything this session holds so far."""
+        return self._state
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next event will take."""
+        return self._state.last_seq + 1
+
+    @property
+    def pending(self) -> tuple[ToolCall, ...]:
+        """Calls of the last model output that no result or failure answered yet."""
+        return tuple(self._state.pending_calls)
+
+    @property
+    def started(self) -> bool:
+        """True once ``session_started`` is written."""
+        return self._state.events > 0
+
+    @property
+    def ended(self) -> bool:
+        """True once the session halted (or failed): it takes nothing more."""
+        return self._state.ended_session
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _write(self, event: AgentEvent) -> None:
+        seq = self.next_seq
+        when = self.clock(seq) if self.clock is not None else self.journal.now()
+        self.journal.append(self.session_id, [event], expected_seq=seq, ts=when)
+        recorded = RecordedEvent(self.session_id, seq, format_ts(when), event.VERSION, "", event)
+        self._state = apply(self._state, recorded)
+
+    def _refuse(self, what: str, why: str) -> RecordingOrderError:
+        return RecordingOrderError(f"session {self.session_id}: cannot record {what}: {why}")
+
+    def _open(self, what: str) -> None:
+        if not self.started:
+            raise self._refuse(what, "the session is not started (call start first)")
+        if self.ended:
+            state = self._state
+            raise self._refuse(what, f"the session {state.status} by rule {state.halt_rule}")
+
+    def start(
+        self,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        system_prompt: str = "",
+        tools: Iterable[ToolSpec | Mapping[str, Any]] = (),
+        guardrails: Guardrails | None = None,
+        model_settings: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        code_version: str | None = None,
+        captured_with: str = "recorder",
+    ) -> str:
+        """Record ``session_started`` and return the session id.
+
+        Args:
+            agent: ``module:attribute`` of what runs the loop (what a replay re-runs).
+            model: the model's name.
+            system_prompt: the system prompt text (its hash is recorded beside it).
+            tools: the tools shown to the model: `ToolSpec`s, or OpenAI-format specs
+                (``{"type": "function", "function": {...}}`` or the inner object).
+            guardrails: limits your loop enforces, if any (recorded for the fold).
+            model_settings: temperature and the like.
+            metadata: anything JSON you want kept with the session.
+            code_version: your code's version.
+            captured_with: kept in the metadata as ``captured_with`` (integrations set it).
+        """
+        if self.started:
+            raise self._refuse("session_started", "the session is started already")
+        specs = _tool_specs(tools)
+        event = SessionStarted(
+            agent=agent,
+            config=AgentConfig(guardrails=guardrails or Guardrails(), tools=specs),
+            system_prompt=system_prompt,
+            system_prompt_hash=prefix_hash(system_prompt, _shown(specs)),
+            model=model,
+            model_settings=_json_object(model_settings, "the model settings"),
+            code_version=code_version,
+            metadata={**_json_object(metadata, "the metadata"), "captured_with": captured_with},
+            replay_of=self.replay_of,
+        )
+        self._write(event)
+        return self.session_id
+
+    def user_input(self, text: str) -> UserInput:
+        """Record a user's message: it begins a turn."""
+        self._open("user_input")
+        event = UserInput(text=text)
+        self._write(event)
+        return event
+
+    def model_output(
+        self,
+        output: ModelOutput | None = None,
+        *,
+        text: str | None = None,
+        calls: Iterable[ToolCall | Mapping[str, Any]] = (),
+        reasoning: str | None = None,
+        model: str | None = None,
+        usage: Usage | Mapping[str, int] | None = None,
+        latency_ms: float | None = None,
+        cost: float | None = None,
+    ) -> ActionProposed:
+        """Record the model's whole output as received (``action_proposed``) and return it.
+
+        Pass an object with the `ModelOutput` attributes, or the fields one by one (calls
+        as `ToolCall`s or ``{"call_id", "tool", "args"}`` mappings, arguments as emitted).
+        The model defaults to the session's.
+        """
+        self._open("a model output")
+        if self._state.status == "completed":
+            raise self._refuse(
+                "a model output", "the turn ended with a final answer; record the next user input"
+            )
+        if output is not None:
+            if text is not None or calls != () or reasoning is not None or usage is not None:
+                raise TypeError("pass either a model output object or its fields, not both")
+            event = ActionProposed(
+                calls=list(output.calls),
+                text=output.text,
+                reasoning=output.reasoning,
+                model=output.model or model or self._state.model,
+                usage=output.usage,
+                latency_ms=output.latency_ms if latency_ms is None else latency_ms,
+                cost=output.cost if cost is None else cost,
+            )
+        else:
+            event = ActionProposed(
+                calls=[c if isinstance(c, ToolCall) else ToolCall.model_validate(c) for c in calls],
+                text=text,
+                reasoning=reasoning,
+                model=model or self._state.model,
+                usage=usage if isinstance(usage, Usage) else Usage.model_validate(usage or {}),
+                latency_ms=latency_ms,
+                cost=cost,
+            )
+        self._write(event)
+        self._proposed = frozenset(call.call_id for call in event.calls)
+        return event
+
+    def _answered(self, what: str, call_id: str, tool: str | None) -> ToolCall:
+        """The waiting call ``call_id`` answers, or the reason it cannot."""
+        self._open(what)
+        for call in self._state.pending_calls:
+            if call.call_id == call_id and (tool is None or call.tool == tool):
+                return call
+        if call_id in self._proposed and all(c.call_id != call_id for c in self.pending):
+            raise self._refuse(what, f"call {call_id!r} was answered already")
+        waiting = ", ".join(f"{c.call_id} ({c.tool})" for c in self.pending) or "none"
+        named = "" if tool is None else f" of tool {tool!r}"
+        raise self._refuse(
+            what, f"no model output proposed call {call_id!r}{named}; waiting: {waiting}"
+        )
+
+    @staticmethod
+    def _args(call: ToolCall, args: Mapping[str, Any] | None) -> dict[str, JsonValue]:
+        if args is not None:
+            return _json_object(args, f"the arguments of {call.tool}")
+        return dict(call.args) if isinstance(call.args, dict) else {}
+
+    def tool_result(
+        self,
+        call_id: str,
+        result: object,
+        *,
+        tool: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        duration_ms: float | None = None,
+    ) -> ActionCommitted | ActionFailed:
+        """Record a tool's result (``action_committed``) for a waiting call.
+
+        ``result`` is any JSON value (pydantic models, dataclasses and dates are converted);
+        an exception is recorded as a failure, as `tool_failure` would. ``args`` default to
+        the arguments the model proposed.
+
+        Raises:
+            RecordingOrderError: no waiting call has this id (never proposed, or answered).
+            InvalidEventError: the result is not JSON (NaN, an object); nothing written.
+        """
+        if isinstance(result, BaseException):
+            return self.tool_failure(call_id, result, tool=tool, args=args, duration_ms=duration_ms)
+        call = self._answered("a tool result", call_id, tool)
+        event = ActionCommitted(
+            call_id=call_id,
+            tool=call.tool,
+            args=self._args(call, args),
+            result=_json(result, f"the result of {call.tool}"),
+            duration_ms=duration_ms,
+        )
+        self._write(event)
+        return event
+
+    def tool_failure(
+        self,
+        call_id: str,
+        error: BaseException | str,
+        *,
+        kind: FailureKind | None = None,
+        tool: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        duration_ms: float | None = None,
+    ) -> ActionFailed:
+        """Record that a waiting call's tool failed (``action_failed``).
+
+        The kind and the one-line message are those of `failure_of`.
+        """
+        call = self._answered("a tool failure", call_id, tool)
+        kind, message = failure_of(error, kind)
+        event = ActionFailed(
+            call_id=call_id,
+            tool=call.tool,
+            kind=kind,
+            message=message,
+            args=self._args(call, args),
+            duration_ms=duration_ms,
+        )
+        self._write(event)
+        return event
+
+    def tool_rejected(
+        self,
+        call_id: str,
+        message: str,
+        *,
+        stage: VerificationStage = "schema",
+        tool: str | None = None,
+    ) -> VerificationFailed:
+        """Record that a waiting call was refused before it ran (``verification_failed``).
+
+        For loops and frameworks that check a call's arguments (``stage`` ``schema``) or
+        its tool (``unknown_tool``) and tell the model what to change.
+        """
+        call = self._answered("a rejection", call_id, tool)
+        event = VerificationFailed(
+            call_id=call_id, tool=call.tool, stage=stage, message=_one_line(message)
+        )
+        self._write(event)
+        return event
+
+    def final(self, answer: str) -> AgentCompleted:
+        """Record the reply that ends the turn (``agent_completed``)."""
+        self._open("a final answer")
+        if self._state.status == "completed":
+            raise self._refuse("a final answer", "the turn has its final answer already")
+        event = AgentCompleted(answer=answer)
+        self._write(event)
+        return event
+
+    def halt(self, rule: str, reason: str) -> AgentHalted:
+        """End the session (``agent_halted``): a limit of your loop, an error, the user left.
+
+        Rule ``error`` marks the session failed.
+        """
+        self._open("a halt")
+        event = AgentHalted(rule=rule, reason=_one_line(reason))
+        self._write(event)
+        return event
+
+    def fail(self, error: BaseException) -> AgentHalted:
+        """Record an exception as a halt with rule ``error`` and its one-line message."""
+        return self.halt("error", describe_error(error))
+
+    # -- context manager -------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not isinstance(exc, Exception) or not self.started or self.ended:
+            return
+        try:
+            self.fail(exc)
+        except JournalError as error:  # never hide the loop's own exception
+            exc.add_note(f"agent-journal could not record the halt: {error}")

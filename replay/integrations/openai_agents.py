@@ -1,0 +1,342 @@
+"""OpenAI Agents SDK: journal a ``Runner`` run through its run hooks, and replay it.
+
+Capture: pass `JournalRunHooks` as the run's ``hooks`` (the SDK's documented lifecycle
+callbacks, which see each model response whole); one hooks object is one session, each
+run one turn, and the recorder's ``with`` block records an exception that ends a run::
+
+    from agents import Runner
+    from journal import Journal, Recorder
+    from replay.integrations.openai_agents import JournalRunHooks
+
+    with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
+        hooks = JournalRunHooks(recorder, agent="app.bot:agent")
+        result = await Runner.run(agent, "Weather in Lisbon?", hooks=hooks)
+
+It journals ``session_started`` before the first model call (the instructions, the
+function tools with their schemas, the model and its settings), the new user messages of
+each run (``user_input``), every model response whole (``action_proposed``: function
+calls, message text, reasoning summaries, usage, latency), each function tool's output
+(``action_committed``; the SDK turns a tool's exception into an error text the model sees,
+and that text is what is journaled), and the final output (``agent_completed``).
+
+Replay: `replay_agent` re-runs your agent with a `ReplayModel` serving the recorded
+responses in order (set as the run's model, tracing off) and function tools served from
+the recording (or run live, by name), then compares. A response the agent asks for that
+was never recorded is a divergence naming the step. Streamed runs are not replayed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from journal import Journal, Recorder
+from journal.events import ToolCall, Usage
+from journal.openai_messages import content_text, parse_arguments
+
+from ..loop import RecordedModel, RecordedToolPort, recorded_start, replay_loop
+from ..normalize import DEFAULT_RULES, NormalizationRules
+from ..replayer import ReplayResult
+from . import answer_text, jsonable, missing_extra
+
+try:
+    from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner, Tool
+    from agents import ModelResponse as AgentsResponse
+    from agents import Usage as AgentsUsage
+    from agents.items import TResponseInputItem, TResponseStreamEvent
+    from agents.models.interface import Model, ModelTracing
+    from agents.tool_context import ToolContext
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputItem,
+        ResponseOutputMessage,
+        ResponseOutputText,
+        ResponseReasoningItem,
+    )
+    from openai.types.responses.response_reasoning_item import Summary
+    from openai.types.responses.response_usage import InputTokensDetails
+except ImportError as error:  # pragma: no cover - exercised with the package hidden
+    raise missing_extra("openai-agents", "openai-agents", error) from error
+
+__all__ = ["CAPTURED_WITH", "JournalRunHooks", "ReplayModel", "proposal_of", "replay_agent"]
+
+CAPTURED_WITH = "openai-agents"
+"""The ``captured_with`` metadata of the sessions this module journals."""
+
+
+def proposal_of(response: AgentsResponse) -> dict[str, Any]:
+    """An SDK model response as `Recorder.model_output` fields."""
+    calls: list[ToolCall] = []
+    texts: list[str] = []
+    reasoning: list[str] = []
+    for item in response.output:
+        if isinstance(item, ResponseFunctionToolCall):
+            args, _ = parse_arguments(item.arguments)
+            calls.append(ToolCall(call_id=item.call_id, tool=item.name, args=args))
+        elif isinstance(item, ResponseOutputMessage):
+            texts.extend(part.text for part in item.content if isinstance(part, ResponseOutputText))
+        elif isinstance(item, ResponseReasoningItem):
+            reasoning.extend(summary.text for summary in item.summary)
+    usage = response.usage
+    return {
+        "calls": calls,
+        "text": "".join(texts) or None,
+        "reasoning": "\n".join(reasoning) or None,
+        "usage": Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.input_tokens_details.cached_tokens or 0,
+        ),
+    }
+
+
+def _model_name(model: object) -> str | None:
+    """The name of an agent's model: the string, a model object's ``model``, or its class."""
+    if model is None or isinstance(model, str):
+        return model
+    named = getattr(model, "model", None)
+    return named if isinstance(named, str) else type(model).__name__
+
+
+def _user_inputs(items: list[TResponseInputItem]) -> list[str]:
+    """The texts of the user messages after the last item that is not one."""
+    texts: list[str] = []
+    for item in reversed(items):
+        if not isinstance(item, Mapping) or item.get("role") != "user":
+            break
+        text, _ = content_text(item.get("content"))
+        texts.append(text)
+    return texts[::-1]
+
+
+def _tool_specs(tools: Iterable[Tool]) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "parameters": t.params_json_schema}
+        for t in tools
+        if isinstance(t, FunctionTool)
+    ]
+
+
+class JournalRunHooks(RunHooks[Any]):
+    """Journals an Agents SDK run through a `journal.Recorder` (one session).
+
+    Args:
+        recorder: where the session goes.
+        agent: ``module:attribute`` of the agent, recorded for the CLI and fixtures.
+        metadata: kept in ``session_started``.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        agent: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.recorder = recorder
+        self.agent = agent
+        self.metadata = dict(metadata or {})
+        self._started_at = 0.0
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        """Start the session on the first call; journal a new run's user messages."""
+        recorder = self.recorder
+        if not recorder.started:
+            recorder.start(
+                agent=self.agent,
+                model=_model_name(agent.model),
+                system_prompt=system_prompt or "",
+                tools=_tool_specs(agent.tools),
+                model_settings={
+                    k: jsonable(v) for k, v in agent.model_settings.to_json_dict().items() if v
+                },
+                metadata=self.metadata,
+                captured_with=CAPTURED_WITH,
+            )
+        if recorder.state.turns == 0 or recorder.state.status == "completed":
+            for text in _user_inputs(input_items):
+                recorder.user_input(text)
+        self._started_at = time.perf_counter()
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: AgentsResponse
+    ) -> None:
+        """Journal the model's whole response (``action_proposed``)."""
+        latency = (time.perf_counter() - self._started_at) * 1000
+        self.recorder.model_output(
+            **proposal_of(response), model=_model_name(agent.model), latency_ms=latency
+        )
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
+        """Journal a function tool's output (``action_committed``)."""
+        if not isinstance(context, ToolContext):
+            return
+        args, _ = parse_arguments(context.tool_arguments)
+        self.recorder.tool_result(
+            context.tool_call_id, jsonable(result), args=args if isinstance(args, dict) else None
+        )
+
+    async def on_agent_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], output: Any
+    ) -> None:
+        """Journal the run's final output (``agent_completed``)."""
+        self.recorder.final(answer_text(output))
+
+
+class ReplayModel(Model):
+    """An Agents SDK model that serves a journal's recorded responses, in order.
+
+    Args:
+        llm: the replay's recorded model port (`replay.RecordedModel`).
+    """
+
+    def __init__(self, llm: RecordedModel) -> None:
+        self._llm = llm
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: Any,
+        tools: list[Tool],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> AgentsResponse:
+        """The next recorded response (raises `RecordingExhausted` past the recording)."""
+        output = self._llm()
+        items: list[ResponseOutputItem] = []
+        if output.reasoning:
+            summary = [Summary(text=output.reasoning, type="summary_text")]
+            items.append(ResponseReasoningItem(id="rs-replay", summary=summary, type="reasoning"))
+        if output.text:
+            text = ResponseOutputText(text=output.text, type="output_text", annotations=[])
+            items.append(
+                ResponseOutputMessage(
+                    id="msg-replay",
+                    content=[text],
+                    role="assistant",
+                    status="completed",
+                    type="message",
+                )
+            )
+        items.extend(
+            ResponseFunctionToolCall(
+                arguments=call.args if isinstance(call.args, str) else json.dumps(call.args),
+                call_id=call.call_id,
+                name=call.tool,
+                type="function_call",
+            )
+            for call in output.calls
+        )
+        usage = output.usage
+        return AgentsResponse(
+            output=items,
+            usage=AgentsUsage(
+                requests=1,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.input_tokens + usage.output_tokens,
+                input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
+            ),
+            response_id=None,
+        )
+
+    async def stream_response(  # type: ignore[override]
+        self, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """Streamed runs are not replayed: use ``Runner.run``."""
+        raise NotImplementedError("agent-journal replays Runner.run, not streamed runs")
+        yield  # pragma: no cover
+
+
+def _served(tool: FunctionTool, tools: RecordedToolPort) -> FunctionTool:
+    """A copy of ``tool`` whose calls the replay's tool port serves (or runs and compares)."""
+    invoke = tool.on_invoke_tool
+
+    async def served(context: ToolContext[Any], raw: str) -> Any:
+        args, _ = parse_arguments(raw)
+        return await tools.arun(
+            tool.name, args if isinstance(args, dict) else {}, lambda: invoke(context, raw)
+        )
+
+    replaced = copy.copy(tool)
+    replaced.on_invoke_tool = served
+    return replaced
+
+
+def _with_recorded_tools(
+    agent: Agent[Any], tools: RecordedToolPort, done: dict[int, Agent[Any]]
+) -> Agent[Any]:
+    """A clone of ``agent`` (and of the agents it hands off to) with its tools served."""
+    if id(agent) in done:
+        return done[id(agent)]
+    clone = agent.clone()
+    done[id(agent)] = clone
+    clone.tools = [_served(t, tools) if isinstance(t, FunctionTool) else t for t in agent.tools]
+    clone.handoffs = [
+        _with_recorded_tools(h, tools, done) if isinstance(h, Agent) else h for h in agent.handoffs
+    ]
+    return clone
+
+
+def replay_agent(
+    journal: Journal,
+    session_id: str,
+    agent: Agent[Any],
+    *,
+    live: bool | Iterable[str] = False,
+    run_config: RunConfig | None = None,
+    reference: str | None = None,
+    save: bool = False,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> ReplayResult:
+    """Re-run ``agent`` on a captured session's user inputs and compare with the recording.
+
+    Each recorded user input is one ``Runner.run`` (the previous run's items as history),
+    with a `ReplayModel` as the run's model, tracing off, and a `JournalRunHooks` writing
+    to a scratch journal.
+
+    Args:
+        journal: the journal holding the session.
+        session_id: the captured session.
+        agent: your agent, unchanged (a clone with served tools runs the replay).
+        live: tools to run for real (``True``: all); others come from the recording.
+        run_config: your run configuration, if any (its model is replaced).
+        reference: the agent reference to journal (default: the recorded one).
+        save: keep the replay in ``journal``.
+        rules: what counts as volatile; see `replay.normalize`.
+    """
+    started = recorded_start(journal, session_id)
+    metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
+
+    async def run(
+        llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
+    ) -> None:
+        hooks = JournalRunHooks(recorder, agent=reference or started.agent, metadata=metadata)
+        config = copy.copy(run_config) if run_config is not None else RunConfig()
+        config.model = ReplayModel(llm)
+        config.tracing_disabled = True
+        replayed = _with_recorded_tools(agent, tools, {})
+        history: list[TResponseInputItem] = []
+        for text in inputs:
+            turn: list[TResponseInputItem] = [*history, {"role": "user", "content": text}]
+            result = await Runner.run(replayed, turn, hooks=hooks, run_config=config)
+            history = result.to_input_list()
+
+    return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)

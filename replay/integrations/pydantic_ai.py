@@ -1,0 +1,368 @@
+"""pydantic-ai: journal an ``Agent``'s runs, and replay them from the journal.
+
+Capture: add a `JournalCapability` to each run (a pydantic-ai capability, its documented
+hooks); one capability is one session, each run one turn::
+
+    from journal import Journal, Recorder
+    from replay.integrations.pydantic_ai import JournalCapability
+
+    with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
+        capture = JournalCapability(recorder, agent="app.bot:agent")
+        result = agent.run_sync("Weather in Lisbon?", capabilities=[capture])
+        again = agent.run_sync(
+            "And Oslo?", capabilities=[capture], message_history=result.all_messages()
+        )
+
+It journals ``session_started`` on the first model request (the system prompt and
+instructions, the function tools with their schemas, the model and its settings), the
+run's prompt as ``user_input``, every model response whole (``action_proposed``: tool
+calls, text, thinking, usage, latency), every tool call's return (``action_committed``)
+or failure (a ``ModelRetry`` is a business failure the model sees, an exception an
+infrastructure one), argument validation failures (``verification_failed``, stage
+``schema``), the run's output (``agent_completed``), and an exception that ends a run
+(``agent_halted``, rule ``error``). Pass the capability per run, not to ``Agent(...)``,
+so that a replay of the same agent does not journal into production too.
+
+Replay: `replay_agent` re-runs your unchanged agent with a `ReplayModel` serving the
+recorded responses in order, tools served from the recording (or run live, by name), and
+compares what it journals now with the recording. A response the agent asks for that was
+never recorded is a divergence naming the step (``recording exhausted at seq N``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from journal import Journal, Recorder, ReplayedFailure
+from journal.events import ToolCall, Usage
+from journal.openai_messages import parse_arguments
+from journal.recorder import describe_error
+
+from ..loop import RecordedModel, RecordedToolPort, recorded_start, replay_loop
+from ..normalize import DEFAULT_RULES, NormalizationRules
+from ..replayer import ReplayResult
+from . import answer_text, jsonable, missing_extra
+
+try:
+    from pydantic_ai import Agent, ModelRetry, RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.capabilities.abstract import (
+        RawToolArgs,
+        ValidatedToolArgs,
+        WrapModelRequestHandler,
+        WrapRunHandler,
+        WrapToolExecuteHandler,
+        WrapToolValidateHandler,
+    )
+    from pydantic_ai.exceptions import ToolRetryError
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        ModelResponsePart,
+        SystemPromptPart,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+    )
+    from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RequestUsage
+except ImportError as error:  # pragma: no cover - exercised with the package hidden
+    raise missing_extra("pydantic-ai", "pydantic-ai", error) from error
+
+__all__ = ["CAPTURED_WITH", "JournalCapability", "ReplayModel", "proposal_of", "replay_agent"]
+
+CAPTURED_WITH = "pydantic-ai"
+"""The ``captured_with`` metadata of the sessions this module journals."""
+
+
+def proposal_of(response: ModelResponse) -> dict[str, Any]:
+    """A pydantic-ai response as `Recorder.model_output` fields (calls, text, thinking, usage)."""
+    calls = [
+        ToolCall(call_id=part.tool_call_id, tool=part.tool_name, args=parse_arguments(part.args)[0])
+        for part in response.parts
+        if isinstance(part, ToolCallPart)
+    ]
+    text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
+    thinking = "\n".join(part.content for part in response.parts if isinstance(part, ThinkingPart))
+    usage = response.usage
+    return {
+        "calls": calls,
+        "text": text or None,
+        "reasoning": thinking or None,
+        "model": response.model_name,
+        "usage": Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.cache_read_tokens,
+        ),
+    }
+
+
+def _system_prompt(messages: list[ModelMessage]) -> str:
+    """The system prompt parts of the first request and the current instructions."""
+    requests = [message for message in messages if isinstance(message, ModelRequest)]
+    parts = [
+        part.content
+        for part in (requests[0].parts if requests else [])
+        if isinstance(part, SystemPromptPart)
+    ]
+    instructions = requests[-1].instructions if requests else None
+    return "\n\n".join([*parts, *([instructions] if instructions else [])])
+
+
+def _tool_spec(tool: ToolDefinition) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description or "",
+        "parameters": tool.parameters_json_schema,
+    }
+
+
+def _prompt_text(prompt: object) -> str | None:
+    if prompt is None or isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Iterable):
+        return " ".join(
+            item if isinstance(item, str) else f"[{type(item).__name__}]" for item in prompt
+        )
+    return str(prompt)
+
+
+class JournalCapability(AbstractCapability[Any]):
+    """Journals a pydantic-ai agent's runs through a `journal.Recorder` (one session).
+
+    Args:
+        recorder: where the session goes.
+        agent: ``module:attribute`` of the agent, recorded so the CLI and fixtures can
+            replay the session.
+        metadata: kept in ``session_started``.
+        tools: in a replay, the recorded tool port that serves (or runs and compares)
+            each tool call; None in production.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        agent: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        tools: RecordedToolPort | None = None,
+    ) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.agent = agent
+        self.metadata = dict(metadata or {})
+        self.tools = tools
+        self._prompt: str | None = None
+
+    def _begin(self, request: ModelRequestContext | None) -> None:
+        """Start the session at its first request, then record the run's prompt once."""
+        recorder = self.recorder
+        if not recorder.started:
+            parameters = request.model_request_parameters if request is not None else None
+            recorder.start(
+                agent=self.agent,
+                model=request.model.model_name if request is not None else None,
+                system_prompt=_system_prompt(request.messages) if request is not None else "",
+                tools=[_tool_spec(tool) for tool in parameters.function_tools]
+                if parameters is not None
+                else [],
+                model_settings={
+                    key: jsonable(value)
+                    for key, value in (request.model_settings or {} if request else {}).items()
+                },
+                metadata=self.metadata,
+                captured_with=CAPTURED_WITH,
+            )
+        if self._prompt is not None:
+            prompt, self._prompt = self._prompt, None
+            recorder.user_input(prompt)
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        """Journal the run: its prompt, its output, or the exception that ended it."""
+        self._prompt = _prompt_text(ctx.prompt)
+        try:
+            result = await handler()
+        except Exception as error:
+            if not self.recorder.ended:
+                self._begin(None)
+                self.recorder.fail(error)
+            raise
+        self._begin(None)
+        self.recorder.final(answer_text(result.output))
+        return result
+
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        handler: WrapModelRequestHandler,
+    ) -> ModelResponse:
+        """Journal the model's whole response (``action_proposed``) with its latency."""
+        self._begin(request_context)
+        started = time.perf_counter()
+        response = await handler(request_context)
+        latency = (time.perf_counter() - started) * 1000
+        self.recorder.model_output(**proposal_of(response), latency_ms=latency)
+        return response
+
+    async def wrap_tool_validate(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: RawToolArgs,
+        handler: WrapToolValidateHandler,
+    ) -> ValidatedToolArgs:
+        """Journal arguments the tool's schema rejected (``verification_failed``)."""
+        try:
+            return await handler(args)
+        except ToolRetryError as retry:
+            self.recorder.tool_rejected(call.tool_call_id, describe_error(retry, typed=False))
+            raise
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        """Journal the tool's return or failure; in a replay, serve it from the recording."""
+
+        async def live() -> Any:
+            try:
+                return await handler(args)
+            except ToolRetryError as retry:  # a ModelRetry: a business failure the model sees
+                raise ReplayedFailure(describe_error(retry, typed=False)) from retry
+
+        started = time.perf_counter()
+        try:
+            if self.tools is None:
+                result = await live()
+            else:
+                result = await self.tools.arun(call.tool_name, args, live)
+        except Exception as error:
+            duration = (time.perf_counter() - started) * 1000
+            self.recorder.tool_failure(call.tool_call_id, error, args=args, duration_ms=duration)
+            if isinstance(error, ReplayedFailure) and error.kind == "business":
+                cause = error.__cause__
+                raise (
+                    cause if isinstance(cause, ToolRetryError) else ModelRetry(error.message)
+                ) from None
+            raise
+        duration = (time.perf_counter() - started) * 1000
+        self.recorder.tool_result(
+            call.tool_call_id, jsonable(result), args=args, duration_ms=duration
+        )
+        return result
+
+
+class ReplayModel(Model):
+    """A pydantic-ai model that serves a journal's recorded responses, in order.
+
+    Args:
+        llm: the replay's recorded model port (`replay.RecordedModel`).
+        model_name: the recorded model's name (what the capture journals).
+    """
+
+    def __init__(self, llm: RecordedModel, model_name: str | None = None) -> None:
+        super().__init__()
+        self._llm = llm
+        self._name = model_name or "agent-journal-replay"
+
+    @property
+    def model_name(self) -> str:
+        """The recorded model's name."""
+        return self._name
+
+    @property
+    def system(self) -> str:
+        """The provider: agent-journal's recording."""
+        return "agent-journal"
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The next recorded response (raises `RecordingExhausted` past the recording)."""
+        output = self._llm()
+        parts: list[ModelResponsePart] = []
+        if output.reasoning:
+            parts.append(ThinkingPart(content=output.reasoning))
+        if output.text:
+            parts.append(TextPart(content=output.text))
+        parts.extend(
+            ToolCallPart(tool_name=call.tool, args=call.args, tool_call_id=call.call_id)
+            for call in output.calls
+        )
+        usage = output.usage
+        return ModelResponse(
+            parts=parts,
+            usage=RequestUsage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cached_tokens,
+            ),
+            model_name=output.model or self._name,
+        )
+
+
+def replay_agent(
+    journal: Journal,
+    session_id: str,
+    agent: Agent[Any, Any],
+    *,
+    live: bool | Iterable[str] = False,
+    deps: Any = None,
+    reference: str | None = None,
+    save: bool = False,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> ReplayResult:
+    """Re-run ``agent`` on a captured session's user inputs and compare with the recording.
+
+    Each recorded user input is one ``agent.run`` (with the previous runs' messages as
+    history), on a `ReplayModel`, journaled by a `JournalCapability` into a scratch journal.
+
+    Args:
+        journal: the journal holding the session.
+        session_id: the captured session.
+        agent: your agent, unchanged (its model is replaced for the replay only).
+        live: tools to run for real (``True``: all); others come from the recording.
+        deps: the agent's dependencies, if it takes any.
+        reference: the agent reference to journal (default: the recorded one).
+        save: keep the replay in ``journal``.
+        rules: what counts as volatile; see `replay.normalize`.
+    """
+    started = recorded_start(journal, session_id)
+    metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
+
+    async def run(
+        llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
+    ) -> None:
+        capture = JournalCapability(
+            recorder, agent=reference or started.agent, metadata=metadata, tools=tools
+        )
+        model = ReplayModel(llm, started.model)
+        history: list[ModelMessage] | None = None
+        for text in inputs:
+            result = await agent.run(
+                text, model=model, deps=deps, capabilities=[capture], message_history=history
+            )
+            history = result.all_messages()
+
+    return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)

@@ -1,0 +1,286 @@
+"""Replay a loop that journals through `journal.Recorder`, with its recorded inputs.
+
+A hand-written loop is replayable when its entry point takes its ports::
+
+    def run(llm, tools, recorder, inputs) -> object: ...
+
+* ``llm(...)``: the model. It returns the model's whole output (anything
+  `Recorder.model_output` takes; the recorded model returns an ``agentloop.ModelResponse``).
+* ``tools(name, args)``: runs one tool call and returns its result, raising on failure.
+* ``recorder``: the `journal.Recorder` the loop journals through (it calls ``start``).
+* ``inputs``: the user inputs to answer, in order.
+
+``run`` may be a coroutine function. `replay_loop` calls it once with a `RecordedModel`
+(the recorded outputs in order), a `RecordedToolPort` (the recorded results, paired by
+position and tool + canonical arguments as in `replay.RecordedTools`; tools named live
+run through your own port and are compared), a recorder writing a new session at the
+recorded clock (``replay_of`` the original), and the recorded user inputs. What the loop
+records now is compared with the recording by `replay.compare` under the same
+normalisation rules, and the result is an ordinary `ReplayResult`.
+
+Asking the model for more than was recorded raises `RecordingExhausted`, naming the seq;
+the recorder records it as the loop's halt, so it shows as the divergence at that step.
+Where the recording ends with the loop's crash (a halt with rule ``error``), the port the
+loop calls at that seq raises a `journal.ReplayedFailure` with the recorded message, so
+an unchanged loop crashes the same way and the replay is identical.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from agentloop import ModelResponse, ToolOutcome
+from journal import (
+    ActionCommitted,
+    AgentHalted,
+    Journal,
+    RecordedEvent,
+    Recorder,
+    ReplayedFailure,
+    SessionNotFoundError,
+    SessionStarted,
+    UserInput,
+)
+from journal.recorder import describe_error, failure_of
+
+from .normalize import DEFAULT_RULES, NormalizationRules
+from .recorded import RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools, UnrecordedCall
+from .replayer import ReplayResult, free_session_id, judge
+
+__all__ = [
+    "LoopRun",
+    "RecordedModel",
+    "RecordedToolPort",
+    "ToolPort",
+    "recorded_start",
+    "replay_loop",
+]
+
+ToolPort = Callable[[str, dict[str, Any]], Any]
+"""A loop's tool dispatch: ``tools(name, args) -> result`` (raises on failure)."""
+
+LoopRun = Callable[[Any, Any, Recorder, list[str]], object]
+"""A replayable loop: ``run(llm, tools, recorder, inputs)``, plain or a coroutine function."""
+
+
+def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, str]:
+    """Where the recorded loop crashed: the seq and reason of each halt with rule error."""
+    return {
+        item.seq: item.event.reason
+        for item in recorded
+        if isinstance(item.event, AgentHalted) and item.event.rule == "error"
+    }
+
+
+class RecordedModel:
+    """The model port of a replayed loop: the recorded outputs, in order.
+
+    Call it with anything (the request is not looked at); it returns the next recorded
+    output as an ``agentloop.ModelResponse``.
+    """
+
+    def __init__(self, recorded: Sequence[RecordedEvent], recorder: Recorder) -> None:
+        self._llm = RecordedLLM(recorded)
+        self._crashes = _crashes(recorded)
+        self._recorder = recorder
+
+    @property
+    def exhausted(self) -> bool:
+        """True when every recorded output was served."""
+        return self._llm.exhausted
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        """The next recorded output.
+
+        Raises:
+            RecordingExhausted: the loop asked for more outputs than were recorded.
+            ReplayedFailure: the recorded loop crashed at this point.
+        """
+        seq = self._recorder.next_seq
+        if self.exhausted and seq in self._crashes:
+            raise ReplayedFailure(self._crashes[seq], "infrastructure")
+        return self._llm.next_response(seq)
+
+
+class RecordedToolPort:
+    """The tool port of a replayed loop: recorded outcomes, or live runs compared with them.
+
+    A recorded result is returned; a recorded failure is raised as a `ReplayedFailure`
+    with the recorded message and kind. A call the recording never ran is noted in
+    ``tools.unrecorded`` and raised as an infrastructure failure.
+
+    Args:
+        recorded: the recorded session.
+        recorder: the replay's recorder (for the seq being written).
+        live: ``True`` to run every tool for real, or the names of the tools to run live.
+        live_tools: the loop's own tool port, which runs the live tools.
+    """
+
+    def __init__(
+        self,
+        recorded: Sequence[RecordedEvent],
+        recorder: Recorder,
+        *,
+        live: bool | Iterable[str] = False,
+        live_tools: ToolPort | None = None,
+    ) -> None:
+        self.tools = RecordedTools(recorded, live if isinstance(live, bool) else frozenset(live))
+        self._crashes = _crashes(recorded)
+        self._recorder = recorder
+        self._live_tools = live_tools
+
+    def __call__(self, tool: str, args: Mapping[str, Any]) -> Any:
+        """Serve (or, for a live tool, run and compare) one call of a plain loop."""
+        if self.tools.is_live(tool) and self._live_tools is None:
+            raise ValueError(f"{tool} is to run live, but replay_loop was given no live_tools")
+        port = self._live_tools
+        return self.run(tool, args, None if port is None else lambda: port(tool, dict(args)))
+
+    def run(self, tool: str, args: Mapping[str, Any], live: Callable[[], Any] | None) -> Any:
+        """Serve one call; a live tool runs through ``live()`` and is compared."""
+        recorded = self.tools.take(tool, dict(args))
+        if live is None or not self.tools.is_live(tool):
+            return self._serve(tool, args, recorded)
+        try:
+            result = live()
+        except Exception as error:
+            self._observe(tool, args, recorded, error=error)
+            raise
+        self._observe(tool, args, recorded, result=result)
+        return result
+
+    async def arun(
+        self, tool: str, args: Mapping[str, Any], live: Callable[[], Awaitable[Any]] | None
+    ) -> Any:
+        """`run` for async frameworks: a live tool is awaited through ``live()``."""
+        recorded = self.tools.take(tool, dict(args))
+        if live is None or not self.tools.is_live(tool):
+            return self._serve(tool, args, recorded)
+        try:
+            result = await live()
+        except Exception as error:
+            self._observe(tool, args, recorded, error=error)
+            raise
+        self._observe(tool, args, recorded, result=result)
+        return result
+
+    def _serve(self, tool: str, args: Mapping[str, Any], recorded: RecordedOutcome | None) -> Any:
+        if recorded is None:
+            seq = self._recorder.next_seq
+            if seq in self._crashes:
+                raise ReplayedFailure(self._crashes[seq], "infrastructure")
+            self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
+            raise ReplayedFailure(
+                f"replay: the recording never ran {tool} with these arguments", "infrastructure"
+            )
+        event = recorded.event
+        if isinstance(event, ActionCommitted):
+            return event.result
+        raise ReplayedFailure(event.message, event.kind)
+
+    def _observe(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        recorded: RecordedOutcome | None,
+        *,
+        result: Any = None,
+        error: Exception | None = None,
+    ) -> None:
+        if recorded is None:
+            return
+        if error is None:
+            outcome = ToolOutcome(ok=True, result=to_jsonable_python(result, fallback=repr))
+        else:
+            kind, message = failure_of(error)
+            outcome = ToolOutcome(ok=False, kind=kind, message=message)
+        self.tools.compare_live(tool, dict(args), recorded, outcome)
+
+
+async def _awaited(pending: Awaitable[object]) -> None:
+    await pending
+
+
+def _drive(
+    run: LoopRun, llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
+) -> str | None:
+    """Run the loop; return the one-line text of an exception it raised, if any."""
+    try:
+        with recorder:
+            outcome = run(llm, tools, recorder, inputs)
+            if inspect.isawaitable(outcome):
+                asyncio.run(_awaited(outcome))
+    except Exception as error:  # the replay reports, never crashes
+        return describe_error(error)
+    return None
+
+
+def recorded_start(journal: Journal, session_id: str) -> SessionStarted:
+    """The ``session_started`` of a session.
+
+    Raises:
+        SessionNotFoundError: no such session.
+    """
+    for item in journal.events(session_id, stop=1):
+        if isinstance(item.event, SessionStarted):
+            return item.event
+    raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+
+
+def replay_loop(
+    journal: Journal,
+    session_id: str,
+    run: LoopRun,
+    *,
+    live: bool | Iterable[str] = False,
+    live_tools: ToolPort | None = None,
+    save: bool = False,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> ReplayResult:
+    """Re-run a recorder-made session through ``run`` with its recorded inputs, and compare.
+
+    Args:
+        journal: the journal holding the session.
+        session_id: the session to replay.
+        run: the loop's entry point, ``run(llm, tools, recorder, inputs)``.
+        live: tools to run for real (``True``: all) instead of serving the recording.
+        live_tools: the loop's own tool port, needed when ``live`` names tools.
+        save: keep the replay in ``journal`` (``replay_of`` the original).
+        rules: what counts as volatile; see `replay.normalize`.
+
+    Raises:
+        SessionNotFoundError: no such session.
+    """
+    recorded = list(journal.events(session_id))
+    if not recorded:
+        raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+    started = recorded[0].event
+    assert isinstance(started, SessionStarted)
+    inputs = [item.event.text for item in recorded if isinstance(item.event, UserInput)]
+    target = journal if save else Journal.open(":memory:")
+    try:
+        replay_id = free_session_id(target, session_id, "replay")
+        recorder = Recorder(target, replay_id, clock=RecordedClock(recorded), replay_of=session_id)
+        llm = RecordedModel(recorded, recorder)
+        tools = RecordedToolPort(recorded, recorder, live=live, live_tools=live_tools)
+        error = _drive(run, llm, tools, recorder, inputs)
+        replayed = list(target.events(replay_id))
+    finally:
+        if target is not journal:
+            target.close()
+    return judge(
+        recorded,
+        replayed,
+        replay_id=replay_id,
+        saved=save,
+        agent=started.agent,
+        rules=rules,
+        error=error,
+        exhausted=llm.exhausted,
+        tools=tools.tools,
+    )

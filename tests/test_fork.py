@@ -1,0 +1,141 @@
+"""Fork: a session's prefix copied with its lineage, then run on with the current code,
+on recorded outputs while they fit and the agent's own model after."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agentloop import AgentLoadError
+from journal import (
+    ActionCommitted,
+    ActionProposed,
+    InvalidInputError,
+    Journal,
+    SessionNotFoundError,
+    UserInput,
+)
+from replay import fingerprint, fork, record_of
+
+from . import replay_helpers as rh
+from .loop_helpers import Script, propose
+
+FIXED = "agentloop.examples.refund:build_fixed"
+BUGGY = "demo-refund-buggy-s0"
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("fork") / "demo.db"
+    with Journal.open(path) as journal:
+        rh.record_demo(journal)
+    return str(path)
+
+
+@pytest.fixture
+def journal(demo_db: str, tmp_path: object) -> Iterator[Journal]:
+    """A private copy of the demo journal (forks write)."""
+    with Journal.open(demo_db) as source, Journal.open(":memory:") as target:
+        for summary in source.sessions():
+            rh.copy_session(source, summary.session_id, target)
+        yield target
+
+
+def prints(journal: Journal, session_id: str, start: int = 1) -> list[str]:
+    return [fingerprint(record_of(item)) for item in journal.events(session_id, start=start)]
+
+
+@pytest.mark.parametrize("at", [0, 1, 3, 5, 7])
+def test_forking_with_the_same_agent_follows_the_recording(journal: Journal, at: int) -> None:
+    result = fork(journal, BUGGY, at)
+    assert (result.forked_from, result.fork_seq) == (BUGGY, at)
+    assert result.session_id == f"{BUGGY}.fork-1"
+    assert prints(journal, result.session_id) == prints(journal, BUGGY)
+    assert result.recorded_until == result.last_seq == 7
+    assert result.status == "completed"
+    summary = journal.require(result.session_id)
+    assert (summary.forked_from, summary.fork_seq, summary.replay_of) == (BUGGY, at, None)
+    started = next(journal.events(result.session_id)).event
+    assert (started.forked_from, started.fork_seq) == (BUGGY, at)
+    # the copied prefix keeps its recorded times
+    original = [item.ts for item in journal.events(BUGGY, stop=at + 1)]
+    assert [item.ts for item in journal.events(result.session_id, stop=at + 1)] == original
+
+
+def test_the_fixed_agent_runs_on_from_where_the_recording_stops_fitting(journal: Journal) -> None:
+    result = fork(journal, BUGGY, 3, agent=FIXED)
+    assert result.recorded_until == 4  # the recorded proposal of $150 still fitted
+    events = [item.event for item in journal.events(result.session_id)]
+    recorded = [item.event for item in journal.events(BUGGY)]
+    assert events[4] == recorded[4]
+    assert events[5].type == "verification_failed"
+    assert isinstance(events[6], ActionProposed)  # the agent's own model from here on
+    assert events[6].calls[0].args == {"order_id": "2210", "amount": 100.0}
+    assert isinstance(events[7], ActionCommitted) and events[7].result["amount"] == 100.0
+    assert result.status == "completed" and result.last_seq == 9
+    assert journal.require(result.session_id).agent == FIXED
+
+
+def test_a_fork_inside_a_proposal_asks_the_agents_model_again(journal: Journal) -> None:
+    rh.record(journal, "build_pay", ["pay 90"], session_id="p")
+    agent = rh.build_pay_strict()
+    agent.llm = Script(propose(("pay", {"amount": 30})), propose(text="paid 30"))
+    result = fork(journal, "p", 4, agent=agent)  # seq 4 proposed pay(90); its call is dropped
+    events = [item.event for item in journal.events(result.session_id)]
+    assert isinstance(events[5], ActionProposed)
+    assert events[5].calls[0].args == {"amount": 30}
+    assert isinstance(events[6], ActionCommitted) and events[6].result == {"paid": 30}
+    assert events[-1].answer == "paid 30"
+    assert result.recorded_until == 4 and result.status == "completed"
+
+
+def test_a_fork_whose_agent_has_no_model_fails_when_the_recording_stops_fitting(
+    journal: Journal,
+) -> None:
+    rh.record(journal, "build_pay", ["pay 90"], session_id="p")
+    plain = rh.build_plain()
+    plain.reference = "tests.replay_helpers:build_plain"
+    followed = fork(journal, "p", 3, agent=plain)  # the recording fits to the end
+    assert followed.status == "completed" and followed.recorded_until == 7
+    strict = rh.build_pay_strict()
+    strict.llm = None
+    result = fork(journal, "p", 3, agent=strict)
+    assert result.status == "failed"
+    halt = list(journal.events(result.session_id))[-1].event
+    assert "the recording no longer fits at seq 6" in halt.reason
+
+
+def test_a_fork_feeds_the_later_recorded_inputs(journal: Journal) -> None:
+    chat = "demo-travel-chat-s0"
+    inputs = [i.event.text for i in journal.events(chat) if isinstance(i.event, UserInput)]
+    assert len(inputs) == 4
+    result = fork(journal, chat, 5)  # after the first turn's answer
+    forked = [
+        i.event.text for i in journal.events(result.session_id) if isinstance(i.event, UserInput)
+    ]
+    assert forked == inputs
+    assert prints(journal, result.session_id) == prints(journal, chat)
+
+
+def test_forks_get_fresh_ids(journal: Journal) -> None:
+    first = fork(journal, BUGGY, 2)
+    second = fork(journal, BUGGY, 2)
+    assert (first.session_id, second.session_id) == (f"{BUGGY}.fork-1", f"{BUGGY}.fork-2")
+    deeper = fork(journal, first.session_id, 3)
+    assert journal.require(deeper.session_id).forked_from == first.session_id
+
+
+@pytest.mark.parametrize("at", [-1, 8, 100])
+def test_a_fork_point_outside_the_session_is_refused(journal: Journal, at: int) -> None:
+    before = {s.session_id for s in journal.sessions()}
+    with pytest.raises(InvalidInputError, match=f"cannot fork at seq {at}; it has seqs 0..7"):
+        fork(journal, BUGGY, at)
+    assert {s.session_id for s in journal.sessions()} == before
+
+
+def test_fork_errors(journal: Journal) -> None:
+    with pytest.raises(SessionNotFoundError):
+        fork(journal, "nope", 0)
+    with pytest.raises(AgentLoadError):
+        fork(journal, BUGGY, 2, agent="no.such:thing")

@@ -1,0 +1,83 @@
+"""SVG snapshots of each screen, drawn from the checked-in journal (fixed timestamps).
+
+Update after a deliberate change of the look with ``pytest tests/test_tui_snapshots.py
+--snapshot-update`` and check the SVGs in ``tests/__snapshots__``. Nothing on these screens
+depends on the clock, and the prompt's cursor does not blink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from .tui_helpers import SIZE, open_app, settle, small_journal
+
+Compare = Callable[..., bool]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return small_journal(tmp_path / "journal.db")
+
+
+def steps(*keys: str | tuple[str, str]) -> Callable[[Pilot[Any]], Any]:
+    """Press keys (a (key, text) pair opens a prompt and types text) settling after each."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        for key in keys:
+            if isinstance(key, tuple):
+                await pilot.press(key[0])
+                await pilot.pause()
+                prompt = pilot.app.screen.query_one(Input)
+                prompt.cursor_blink = False
+                prompt.value = key[1]
+            else:
+                await pilot.press(key)
+            await settle(pilot)
+
+    return run_before
+
+
+def snap(snap_compare: Compare, db: Path, keys: Sequence[str | tuple[str, str]], **app: Any) -> bool:
+    result: bool = snap_compare(open_app(db, **app), run_before=steps(*keys), terminal_size=SIZE)
+    return result
+
+
+class TestSessions:
+    def test_the_list(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, ["j", "j"])
+
+    def test_filtered_to_halted_sessions(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, [("f", "halted"), "enter"])
+
+
+class TestSession:
+    def test_the_first_event(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, [], session="demo-incidents-s0")
+
+    def test_a_failure_with_its_state_change(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, ["e", "e"], session="demo-incidents-s0")
+
+    def test_filtered_to_failures(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, [("f", "failures"), "enter"], session="demo-crawler-s0")
+
+    def test_the_search_prompt(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, [("slash", "INC-7")], session="demo-incidents-s0")
+
+    def test_markup_in_payloads_is_shown_literally(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, ["j", "j", "j"], session="hostile-markup")
+
+    def test_the_help(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, ["question_mark"], session="demo-incidents-s0")
+
+
+class TestDiff:
+    def test_a_replay_with_the_fixed_guard(self, snap_compare: Compare, db: Path) -> None:
+        diff = ("demo-refund-buggy-s0", "demo-refund-buggy-s0.replay-1")
+        assert snap(snap_compare, db, ["right_square_bracket"], diff=diff)
