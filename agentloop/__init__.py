@@ -10,7 +10,7 @@ Build an `Agent` from a prompt, `Tool`s and a model port, then run it::
         result = runtime.run("refund order 7")
 """
 
-from .agent import Agent, default_code_version, load_agent
+from .agent import Agent, default_code_version, load_agent, load_object
 from .context import Context, estimate_tokens, plan_compaction, prefix_hash
 from .errors import (
     AgentDefinitionError,
@@ -70,6 +70,7 @@ __all__ = [
     "default_code_version",
     "estimate_tokens",
     "load_agent",
+    "load_object",
     "plan_compaction",
     "prefix_hash",
     "repair_truncated_json",

@@ -14,7 +14,7 @@ from .errors import AgentDefinitionError, AgentLoadError
 from .ports import LLMProvider
 from .tools import Tool
 
-__all__ = ["Agent", "default_code_version", "load_agent"]
+__all__ = ["Agent", "default_code_version", "load_agent", "load_object"]
 
 
 def default_code_version() -> str:
@@ -80,6 +80,28 @@ class Agent:
         return window if isinstance(window, int) else None
 
 
+def load_object(reference: str) -> Any:
+    """Import what a ``module:attribute`` reference names (``attribute`` may be dotted).
+
+    Raises:
+        AgentLoadError: a malformed reference, or a module or attribute that cannot be
+            imported.
+    """
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise AgentLoadError(f"agent reference {reference!r} is not of the form module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        raise AgentLoadError(f"agent {reference}: cannot import {module_name}: {e}") from e
+    found: Any = module
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise AgentLoadError(f"agent {reference}: {module_name} has no {attribute}")
+    return found
+
+
 def load_agent(reference: str, **kwargs: Any) -> Agent:
     """Build an agent from a ``module:factory`` reference (the factory returns an `Agent`).
 
@@ -89,19 +111,9 @@ def load_agent(reference: str, **kwargs: Any) -> Agent:
         AgentLoadError: a malformed reference, a module or factory that cannot be
             imported, a factory that raises, or one that does not return an `Agent`.
     """
-    module_name, sep, attribute = reference.partition(":")
-    if not sep or not module_name or not attribute:
-        raise AgentLoadError(f"agent reference {reference!r} is not of the form module:factory")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:
-        raise AgentLoadError(f"agent {reference}: cannot import {module_name}: {e}") from e
-    factory: Any = module
-    for part in attribute.split("."):
-        factory = getattr(factory, part, None)
-        if factory is None:
-            raise AgentLoadError(f"agent {reference}: {module_name} has no {attribute}")
+    factory = load_object(reference)
     if not callable(factory):
+        attribute = reference.partition(":")[2]
         raise AgentLoadError(f"agent {reference}: {attribute} is not callable")
     try:
         accepted = inspect.signature(factory).parameters

@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from agentloop import ModelResponse, ToolOutcome
+from agentloop import AgentLoadError, AgentLoopError, ModelResponse, ToolOutcome, load_object
 from journal import (
     ActionCommitted,
     AgentHalted,
@@ -53,11 +53,13 @@ from .recorded import RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools
 from .replayer import ReplayResult, free_session_id, judge
 
 __all__ = [
+    "CAPTURED",
     "LoopRun",
     "RecordedModel",
     "RecordedToolPort",
     "ToolPort",
     "recorded_start",
+    "replay_captured",
     "replay_loop",
 ]
 
@@ -66,6 +68,9 @@ ToolPort = Callable[[str, dict[str, Any]], Any]
 
 LoopRun = Callable[[Any, Any, Recorder, list[str]], object]
 """A replayable loop: ``run(llm, tools, recorder, inputs)``, plain or a coroutine function."""
+
+CAPTURED = ("recorder", "pydantic-ai", "openai-agents")
+"""``captured_with`` values of the sessions `replay_captured` replays."""
 
 
 def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, str]:
@@ -284,3 +289,62 @@ def replay_loop(
         exhausted=llm.exhausted,
         tools=tools.tools,
     )
+
+
+def replay_captured(
+    journal: Journal,
+    session_id: str,
+    started: SessionStarted,
+    *,
+    reference: str | None = None,
+    live: bool | Iterable[str] = False,
+    save: bool = False,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> ReplayResult:
+    """Replay a session a recorder or an integration journaled, through what its agent names.
+
+    How the `Replayer` (so the CLI and the fixtures plugin) replays such sessions: the
+    recorded ``agent`` reference (or ``reference``) names the loop's ``run`` function
+    (``captured_with`` ``recorder``), or the pydantic-ai or Agents SDK agent object.
+
+    Raises:
+        AgentLoadError: no reference, or it names nothing replayable.
+        AgentLoopError: live tools asked for a hand-written loop (use `replay_loop`).
+    """
+    captured = started.metadata.get("captured_with")
+    name = reference or started.agent
+    if not name:
+        raise AgentLoadError(
+            f"session {session_id} records no agent reference; pass --agent module:attribute"
+        )
+    if reference is not None and reference != started.agent:
+        rules = rules.extended({"session_started": ["agent"]})
+    target = load_object(name)
+    if captured == "pydantic-ai":
+        from .integrations import pydantic_ai
+
+        if not isinstance(target, pydantic_ai.Agent):
+            raise AgentLoadError(
+                f"agent {name}: {type(target).__name__} is not a pydantic-ai Agent"
+            )
+        return pydantic_ai.replay_agent(
+            journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
+        )
+    if captured == "openai-agents":
+        from .integrations import openai_agents
+
+        if not isinstance(target, openai_agents.Agent):
+            raise AgentLoadError(
+                f"agent {name}: {type(target).__name__} is not an Agents SDK Agent"
+            )
+        return openai_agents.replay_agent(
+            journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
+        )
+    if not callable(target):
+        raise AgentLoadError(f"agent {name}: {type(target).__name__} is not a loop's run function")
+    if live:
+        raise AgentLoopError(
+            f"session {session_id} is a hand-written loop: running its tools live needs its own "
+            "tool port; call replay.replay_loop(..., live_tools=...)"
+        )
+    return replay_loop(journal, session_id, target, save=save, rules=rules)

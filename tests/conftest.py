@@ -6,10 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from journal import Journal
 
 from .stores import PgSchema, StoreUnderTest, fresh_schema, open_store, require_server
+
+# Wall-clock limits are not assertions here: these machines are shared and noisy.
+settings.register_profile("agent-journal", deadline=None)
+settings.load_profile("agent-journal")
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ callbacks, which see each model response whole); one hooks object is one session
 run one turn, and the recorder's ``with`` block records an exception that ends a run::
 
     from agents import Runner
-    from journal import Journal, Recorder
+    from agentloop import AgentLoadError
+from agentloop import AgentLoadError
+from journal import Journal, Recorder
     from replay.integrations.openai_agents import JournalRunHooks
 
     with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
@@ -252,12 +254,14 @@ class ReplayModel(Model):
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 total_tokens=usage.input_tokens + usage.output_tokens,
-                input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
+                input_tokens_details=InputTokensDetails(
+                    cached_tokens=usage.cached_tokens, cache_write_tokens=0
+                ),
             ),
             response_id=None,
         )
 
-    async def stream_response(  # type: ignore[override]
+    async def stream_response(
         self, *args: Any, **kwargs: Any
     ) -> AsyncIterator[TResponseStreamEvent]:
         """Streamed runs are not replayed: use ``Runner.run``."""
@@ -321,7 +325,13 @@ def replay_agent(
         reference: the agent reference to journal (default: the recorded one).
         save: keep the replay in ``journal``.
         rules: what counts as volatile; see `replay.normalize`.
+
+    Raises:
+        AgentLoadError: ``agent`` is not an Agents SDK Agent.
+        SessionNotFoundError: no such session.
     """
+    if not isinstance(agent, Agent):
+        raise AgentLoadError(f"{type(agent).__name__} is not an Agents SDK Agent")
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
 

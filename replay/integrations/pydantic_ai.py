@@ -3,7 +3,9 @@
 Capture: add a `JournalCapability` to each run (a pydantic-ai capability, its documented
 hooks); one capability is one session, each run one turn::
 
-    from journal import Journal, Recorder
+    from agentloop import AgentLoadError
+from agentloop import AgentLoadError
+from journal import Journal, Recorder
     from replay.integrations.pydantic_ai import JournalCapability
 
     with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
@@ -347,7 +349,13 @@ def replay_agent(
         reference: the agent reference to journal (default: the recorded one).
         save: keep the replay in ``journal``.
         rules: what counts as volatile; see `replay.normalize`.
+
+    Raises:
+        AgentLoadError: ``agent`` is not a pydantic-ai Agent.
+        SessionNotFoundError: no such session.
     """
+    if not isinstance(agent, Agent):
+        raise AgentLoadError(f"{type(agent).__name__} is not a pydantic-ai Agent")
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
 

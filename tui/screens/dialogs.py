@@ -32,7 +32,9 @@ class PromptScreen(ModalScreen[str | None]):
     PromptScreen { align: left bottom; background: transparent; }
     PromptScreen > Horizontal { height: 1; width: 1fr; background: $panel; }
     PromptScreen Label { width: auto; padding: 0 1 0 0; color: $text-accent; }
-    PromptScreen Input { border: none; height: 1; padding: 0; width: 1fr; background: $panel; }
+    PromptScreen Input, PromptScreen Input:focus {
+        border: none; height: 1; padding: 0; width: 1fr; background: $panel;
+    }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
