@@ -257,13 +257,14 @@ class AgentRuntime:
                 f"session {session_id}: {session.state.status} by rule "
                 f"{session.state.halt_rule}; it takes no further turns"
             )
-        session.move(Phase.OBSERVE)
         try:
+            session.move(Phase.OBSERVE)
             self._append(session, [UserInput(text=text)])
             await self._drive(session)
         except BaseException:
-            # The journal refused a write (or the turn was cancelled): what it holds is the
-            # truth, so the next turn resumes from it instead of from a loop cut mid-phase.
+            # The journal refused a write, the turn was cancelled, or the loop has a bug: what
+            # the journal holds is the truth, so the next turn resumes from it instead of
+            # from a loop cut mid-phase.
             self._sessions.pop(session_id, None)
             raise
         return self._result(session)

@@ -4,6 +4,7 @@ Models fill flat argument lists far more reliably than deeply nested ones. A sch
 more than ``flatten_leaves`` leaf parameters or nesting deeper than ``flatten_depth`` is
 shown to the model flattened (``address.city`` becomes the property ``address__city``) and
 the model's answer is unflattened before validation; the runtime records that repair.
+Nested pydantic models (``$defs`` references) are inlined before measuring and flattening.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from journal import canonical_bytes
 __all__ = [
     "SEPARATOR",
     "flatten_schema",
+    "inline_refs",
     "is_flattened",
     "leaf_count",
     "needs_flattening",
@@ -38,12 +40,47 @@ def schema_hash(parameters: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_bytes(parameters)).hexdigest()
 
 
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return ``schema`` with its local ``#/$defs/...`` references replaced by their targets.
+
+    Pydantic puts nested models in ``$defs``; inlined, their depth and leaves can be seen
+    and they can be flattened. A recursive reference is left as it is (with ``$defs``).
+    """
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict) or not defs:
+        return schema
+    inlined: dict[str, Any] = _inline(schema, defs, frozenset())
+    if _REF_PREFIX in str(inlined):
+        inlined["$defs"] = defs  # a recursive model: keep what its references need
+    return inlined
+
+
+_REF_PREFIX = "#/$defs/"
+
+
+def _inline(node: Any, defs: dict[str, Any], seen: frozenset[str]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, defs, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_REF_PREFIX):
+        name = ref.removeprefix(_REF_PREFIX)
+        target = defs.get(name)
+        if isinstance(target, dict) and name not in seen:
+            merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+            return _inline(merged, defs, seen | {name})
+        return node
+    return {k: _inline(v, defs, seen) for k, v in node.items() if k != "$defs"}
+
+
 def _is_object(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "object" and isinstance(schema.get("properties"), dict)
 
 
 def leaf_count(schema: dict[str, Any]) -> int:
     """Count the leaf parameters (non-object properties) of an object schema."""
+    schema = inline_refs(schema)
     if not _is_object(schema):
         return 1
     return sum(leaf_count(child) for child in schema["properties"].values()) or 1
@@ -51,6 +88,7 @@ def leaf_count(schema: dict[str, Any]) -> int:
 
 def nesting_depth(schema: dict[str, Any]) -> int:
     """Return how deep objects nest: 1 for a flat object of scalars."""
+    schema = inline_refs(schema)
     if not _is_object(schema):
         return 0
     return 1 + max((nesting_depth(child) for child in schema["properties"].values()), default=0)
@@ -63,6 +101,7 @@ def needs_flattening(schema: dict[str, Any], *, max_leaves: int, max_depth: int)
 
 def flatten_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Return an equivalent flat object schema whose property names join nested names."""
+    schema = inline_refs(schema)
     properties: dict[str, Any] = {}
     required: list[str] = []
 
@@ -84,6 +123,8 @@ def flatten_schema(schema: dict[str, Any]) -> dict[str, Any]:
         flat["required"] = required
     if "description" in schema:
         flat["description"] = schema["description"]
+    if "$defs" in schema:
+        flat["$defs"] = schema["$defs"]
     return flat
 
 

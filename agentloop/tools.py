@@ -13,6 +13,7 @@ message, never a traceback.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -176,4 +177,5 @@ class Tool:
         problems = schema_errors(self._validator, args)
         if problems:
             raise ArgsInvalid("; ".join(problems))
-        return args, args
+        # The tool gets its own copy: what it does to it never changes the recorded args.
+        return copy.deepcopy(args), args

@@ -248,6 +248,19 @@ def measure(
     return take_turns(runs, {name: on_file(name, case) for name, case in cases.items()})
 
 
+def read_bodies(conn: Any, session_ids: Sequence[str], mark: str = "?") -> None:
+    """Time the raw read: each session's bodies in seq order, each decoded by orjson.
+
+    ``conn`` is a DB-API connection with ``execute``; ``mark`` its placeholder.
+    """
+    query = f"SELECT body FROM events WHERE session_id = {mark} ORDER BY seq"
+    start = CLOCK[0]()
+    for session_id in session_ids:
+        for (body,) in conn.execute(query, (session_id,)):
+            orjson.loads(body)
+    _LAST[0] = CLOCK[0]() - start
+
+
 def per_round_ratio(
     times: Mapping[str, list[float]], ours: str, reference: str, scale: float = 1.0
 ) -> float:
@@ -276,6 +289,31 @@ def met(ratio: float | None, target: str) -> str:
         return ""
     limit = float(target.split("≤ ")[1].rstrip("×"))
     return "yes" if ratio is not None and ratio <= limit else "NO"
+
+
+def describe(events: int, sessions: int, sizes: Sequence[int], repeat: int) -> str:
+    """``N events in S sessions, body B mean (min-max), median of R runs``."""
+    return (
+        f"{events:,} events in {sessions} sessions, body {statistics.mean(sizes):.0f} B mean "
+        f"({min(sizes)}-{max(sizes)}), median of {repeat} runs"
+    )
+
+
+def read_rows(
+    us: Mapping[str, float], ratio: Callable[[str, str], float], raw: str, ours: str, folded: str
+) -> list[Row]:
+    """The reading rows every bench prints: raw SELECT + decode, ours streamed, ours folded."""
+    return [
+        ("read", f"({raw}) raw SELECT + orjson.loads", us[raw], None, ""),
+        (
+            "read",
+            f"({ours}) Journal.events (validated)",
+            us[ours],
+            ratio(ours, raw),
+            f"({raw}) ≤ 3×",
+        ),
+        ("read", f"({folded}) fold(Journal.events)", us[folded], ratio(folded, raw), f"({raw})"),
+    ]
 
 
 def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

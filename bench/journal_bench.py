@@ -51,6 +51,8 @@ from _common import (
     interleave,
     measure,
     print_table,
+    read_bodies,
+    read_rows,
     reference_row,
     reference_rows,
     session_events,
@@ -113,13 +115,7 @@ def reference_per_event(path: Path, order: list[tuple[str, int, dict[str, Any]]]
 
 def reference_read(path: Path, session_ids: Sequence[str]) -> None:
     conn = sqlite3.connect(path)
-    start = CLOCK[0]()
-    for session_id in session_ids:
-        for (body,) in conn.execute(
-            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
-        ):
-            orjson.loads(body)
-    _LAST[0] = CLOCK[0]() - start
+    read_bodies(conn, session_ids)
     conn.close()
 
 
@@ -304,9 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(a) ≤ 2×",
         ),
         ("write", "(d) Journal.append, 1 event/call", per_us["d"], ratio("d", "b"), "(b) ≤ 1.5×"),
-        ("read", "(e) raw SELECT + orjson.loads", per_us["e"], None, ""),
-        ("read", "(f) Journal.events (validated)", per_us["f"], ratio("f", "e"), "(e) ≤ 3×"),
-        ("read", "(g) fold(Journal.events)", per_us["g"], ratio("g", "e"), "(e)"),
+        *read_rows(per_us, ratio, "e", "f", "g"),
     ]
     print(
         f"agent-journal bench: {events} events ({per_event} for per-event appends) in "

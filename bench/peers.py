@@ -60,6 +60,7 @@ from _common import (
     CLOCK,
     MOMENT,
     body_sizes,
+    describe,
     disk_bytes,
     interleave,
     machine,
@@ -82,7 +83,7 @@ from journal_bench import (
 
 from journal import AgentEvent, Journal
 
-HERE = Path(__file__).resolve().parent
+PLOT = Path(__file__).resolve().parent / "storage_growth.png"
 PEERS = {
     "eventsourcing": ("eventsourcing",),
     "langgraph": ("langgraph", "langgraph.checkpoint.sqlite"),
@@ -95,7 +96,7 @@ def available(peer: str) -> bool:
     """Whether every module a peer needs can be imported."""
     try:
         return all(importlib.util.find_spec(name) is not None for name in PEERS[peer])
-    except ModuleNotFoundError:
+    except (ModuleNotFoundError, ValueError):
         return False
 
 
@@ -457,7 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=None, help="runs per figure (median)")
     parser.add_argument("--graph-events", type=int, default=None, help="events for graph.invoke")
     parser.add_argument("--steps", type=int, nargs="*", default=None, help="storage growth sizes")
-    parser.add_argument("--plot", type=Path, default=HERE / "storage_growth.png", help="PNG path")
+    parser.add_argument(
+        "--plot", type=Path, default=None, help=f"PNG path (default: {PLOT}; none with --quick)"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, under a minute")
     parser.add_argument(
         "--clock", choices=("cpu", "wall"), default="cpu", help="time CPU (default) or wall time"
@@ -468,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sessions = args.sessions or (10 if args.quick else 100)
     repeat = args.repeat or 3
     sizes = args.steps if args.steps is not None else [1, 10, 100] + ([] if args.quick else [1000])
+    plot_to = args.plot if args.plot is not None or args.quick else PLOT
     have = {peer: available(peer) for peer in PEERS}
     for peer, found in have.items():
         if not found:
@@ -544,9 +548,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     us = {name: statistics.median(t) / counts[name] * 1e6 for name, t in times.items()}
     print(
-        f"agent-journal peers bench: {events:,} events in {sessions} sessions, body "
-        f"{statistics.mean(sizes_b):.0f} B mean ({min(sizes_b)}-{max(sizes_b)}), median of "
-        f"{repeat} runs, {args.clock} time"
+        f"agent-journal peers bench: {describe(events, sessions, sizes_b, repeat)}, "
+        f"{args.clock} time"
     )
     print(f"machine: {machine()}, sqlite {sqlite3.sqlite_version}")
     print("durability: " + "; ".join(f"{who}: {how}" for who, how in durability.items()))
@@ -601,10 +604,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print()
     names = list(growth)
-    markdown(
-        ["steps>", *(f"{name} bytes>" for name in names)],
-        [[f"{n:,}", *(f"{growth[name][i]:,}" for name in names)] for i, n in enumerate(sizes)],
-    )
+
+    def added(name: str, i: int) -> str:
+        """Bytes added per step since the row before (blank on the first row)."""
+        if i == 0:
+            return ""
+        return f"{(growth[name][i] - growth[name][i - 1]) // (sizes[i] - sizes[i - 1]):,}"
+
+    header = [h for name in names for h in (f"{name}: bytes>", "added per step>")]
+    rows = []
+    for i, n in enumerate(sizes):
+        rows.append([f"{n:,}"])
+        for name in names:
+            rows[-1] += [f"{growth[name][i]:,}", added(name, i)]
+    markdown(["steps>", *header], rows)
     if len(sizes) >= 2:
         for name in names:
             factor = linearity(sizes, growth[name])
@@ -613,12 +626,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{name}: {verdict} in steps (a step at the top of the range adds "
                 f"{factor:.1f}× the bytes of one lower down)"
             )
-    if have["matplotlib"] and len(sizes) >= 2:
+    if not have["matplotlib"]:
+        print("no plot: matplotlib is not installed")
+    elif plot_to is not None and len(sizes) >= 2:
         title = f"one session, bytes on disk against steps ({machine().split(',')[0]})"
-        plot(args.plot, sizes, growth, title)
-        print(f"plot: {args.plot}")
-    elif not have["matplotlib"]:
-        print(f"matplotlib: not installed ({EXTRA}); no plot")
+        plot(plot_to, sizes, growth, title)
+        print(f"plot: {plot_to}")
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ._sqltx import SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TABLES = (
     """CREATE TABLE meta (
@@ -61,6 +61,10 @@ TABLES = (
         forked_from TEXT COLLATE "C",
         fork_seq BIGINT,
         halt_rule TEXT COLLATE "C",
+        repairs BIGINT NOT NULL DEFAULT 0,
+        committed BIGINT NOT NULL DEFAULT 0,
+        model_calls BIGINT NOT NULL DEFAULT 0,
+        latency_ms DOUBLE PRECISION NOT NULL DEFAULT 0,
         fold_version INTEGER NOT NULL,
         state TEXT NOT NULL
     )""",
@@ -168,6 +172,15 @@ def function_ddl(name: str) -> str:
     )
 
 
+_METRICS = (
+    ("repairs", "BIGINT"),
+    ("committed", "BIGINT"),
+    ("model_calls", "BIGINT"),
+    ("latency_ms", "DOUBLE PRECISION"),
+)
+"""The loop's metrics in the sessions projection (added in version 2)."""
+
+
 def statements() -> list[str]:
     """Return every statement that creates the current schema, in order."""
     return [*TABLES, *(function_ddl(name) for name in FUNCTIONS), *TRIGGERS.values()]
@@ -177,7 +190,18 @@ SPEC = SchemaSpec(
     format=FORMAT,
     version=SCHEMA_VERSION,
     create=tuple(statements()),
-    migrations={},
+    migrations={
+        1: (
+            *(
+                f"ALTER TABLE sessions ADD COLUMN {name} {kind} NOT NULL DEFAULT 0"
+                for name, kind in _METRICS
+            ),
+            "UPDATE sessions SET "
+            + ", ".join(
+                f"{name} = coalesce((state::json->>'{name}')::{kind}, 0)" for name, kind in _METRICS
+            ),
+        )
+    },
     triggers=tuple(TRIGGERS),
     purposes=TRIGGER_PURPOSE,
 )

@@ -3,7 +3,9 @@
 Version 2 added erasure: the ``erasures`` audit table (append-only itself) and the
 ``erase_authorised`` table, whose row for a session is the only thing that lets the
 ``events_no_delete`` trigger through; a row there needs an audit record of the same session
-and head hash first. `MIGRATIONS` takes a version 1 file to version 2 in place.
+and head hash first. Version 3 added the loop's metrics to the sessions projection (repairs,
+committed calls, model calls, model latency), filled from each session's folded state.
+`MIGRATIONS` takes an older file to the current version in place.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from ._sqltx import SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 TABLES = (
     """CREATE TABLE meta (
@@ -51,6 +53,10 @@ TABLES = (
         forked_from TEXT,
         fork_seq INTEGER,
         halt_rule TEXT,
+        repairs INTEGER NOT NULL DEFAULT 0,
+        committed INTEGER NOT NULL DEFAULT 0,
+        model_calls INTEGER NOT NULL DEFAULT 0,
+        latency_ms REAL NOT NULL DEFAULT 0,
         fold_version INTEGER NOT NULL,
         state TEXT NOT NULL
     )""",
@@ -118,12 +124,28 @@ TRIGGER_PURPOSE = {
 }
 
 _KEPT_IN_V2 = ("events_no_update", "events_no_overwrite")
+_METRICS = (
+    ("repairs", "INTEGER"),
+    ("committed", "INTEGER"),
+    ("model_calls", "INTEGER"),
+    ("latency_ms", "REAL"),
+)
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         *ERASE_TABLES,
         "DROP TRIGGER IF EXISTS events_no_delete",
         *(TRIGGERS[name] for name in TRIGGERS if name not in _KEPT_IN_V2),
+    ),
+    2: (
+        *(
+            f"ALTER TABLE sessions ADD COLUMN {name} {kind} NOT NULL DEFAULT 0"
+            for name, kind in _METRICS
+        ),
+        "UPDATE sessions SET "
+        + ", ".join(
+            f"{name} = coalesce(json_extract(state, '$.{name}'), 0)" for name, _ in _METRICS
+        ),
     ),
 }
 """Statements that take a schema from version ``key`` to ``key + 1``."""

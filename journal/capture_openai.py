@@ -27,41 +27,29 @@ Each ``chat.completions.create`` journals, in the runtime's order:
 So the session replays with ``agent-journal replay SESSION --agent module:factory``
 through an agent whose tools are the same OpenAI specs (`agentloop.Tool.from_openai`).
 ``stream=True`` is not captured (it raises). Everything but ``chat.completions.create``
-passes through to the wrapped client untouched.
+passes through to the wrapped client untouched. The events are written by a
+`journal.Recorder`, so its order rules hold (a model call after a turn's final answer
+needs a new user message: `RecordingOrderError`).
 """
 
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
 from pydantic import JsonValue
 
-from .events import (
-    ActionCommitted,
-    ActionFailed,
-    AgentCompleted,
-    AgentConfig,
-    AgentEvent,
-    AgentHalted,
-    FailureKind,
-    SessionStarted,
-    UserInput,
-)
+from .events import ActionCommitted, ActionFailed, AgentHalted, FailureKind
 from .openai_messages import (
     MODEL_SETTINGS,
-    PendingCalls,
     content_text,
-    prefix_hash,
     proposal_from_completion,
     response_body,
     system_prompt_of,
-    tool_specs_of,
 )
+from .recorder import Recorder, SeqClock
 from .store import Journal
 
 __all__ = ["JournaledOpenAI"]
@@ -71,20 +59,16 @@ def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, Mapping) else None
 
 
-def _system_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class JournaledOpenAI:
     """An ``openai.OpenAI`` client whose ``chat.completions.create`` journals every call.
 
     Args:
         client: the openai client (or anything with ``chat.completions.create``).
         journal: where the events go.
-        session_id: the session to write (default: a new ``openai-<hex>`` id).
+        session_id: the session to write (default: a new id).
         metadata: kept in ``session_started``.
         error_prefix: a tool message whose content starts with it is a failure.
-        clock: the time of each event (default: the system clock).
+        clock: the time of each event by seq (default: the journal's clock).
         timer: monotonic seconds, to measure each call's latency.
     """
 
@@ -96,65 +80,34 @@ class JournaledOpenAI:
         *,
         metadata: Mapping[str, JsonValue] | None = None,
         error_prefix: str | None = None,
-        clock: Callable[[], datetime] = _system_now,
+        clock: SeqClock | None = None,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.client = client
-        self.journal = journal
-        self.session_id = session_id or f"openai-{uuid.uuid4().hex[:16]}"
+        self.recorder = Recorder(journal, session_id, clock=clock)
         self.metadata = dict(metadata or {})
         self.error_prefix = error_prefix
-        self.clock = clock
         self.timer = timer
-        self.pending = PendingCalls()
         self._inputs: list[str] = []
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
+
+    @property
+    def session_id(self) -> str:
+        """The session being written."""
+        return self.recorder.session_id
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
-    # -- journaling ------------------------------------------------------------------
-
-    def _append(self, events: Sequence[AgentEvent]) -> None:
-        if events:
-            seq = self.journal.last_seq(self.session_id)
-            self.journal.append(
-                self.session_id,
-                events,
-                expected_seq=0 if seq is None else seq + 1,
-                ts=self.clock(),
-            )
-
-    def _outcome(
-        self,
-        call_id: str,
-        *,
-        result: Any = None,
-        error: str | None = None,
-        kind: FailureKind = "business",
-    ) -> ActionCommitted | ActionFailed | None:
-        call = self.pending.take(call_id)
-        if call is None:
-            return None
-        args = call.args if isinstance(call.args, dict) else {}
-        if error is not None:
-            return ActionFailed(
-                call_id=call_id, tool=call.tool, kind=kind, message=error, args=args
-            )
-        return ActionCommitted(call_id=call_id, tool=call.tool, args=args, result=result)
-
     def record_result(
         self, call_id: str, result: JsonValue, *, duration_ms: float | None = None
-    ) -> None:
+    ) -> ActionCommitted | ActionFailed:
         """Journal the result of a call of the last response (``action_committed``).
 
         Raises:
-            KeyError: no call of the last response with this id is waiting for a result.
+            RecordingOrderError: no call of the last response with this id is waiting.
         """
-        event = self._outcome(call_id, result=result)
-        if not isinstance(event, ActionCommitted):
-            raise KeyError(f"no call {call_id!r} of the last response waits for a result")
-        self._append([event.model_copy(update={"duration_ms": duration_ms})])
+        return self.recorder.tool_result(call_id, result, duration_ms=duration_ms)
 
     def record_error(
         self,
@@ -163,77 +116,70 @@ class JournaledOpenAI:
         *,
         kind: FailureKind = "business",
         duration_ms: float | None = None,
-    ) -> None:
+    ) -> ActionFailed:
         """Journal the failure of a call of the last response (``action_failed``).
 
         Raises:
-            KeyError: no call of the last response with this id is waiting for a result.
+            RecordingOrderError: no call of the last response with this id is waiting.
         """
-        event = self._outcome(call_id, error=message, kind=kind)
-        if not isinstance(event, ActionFailed):
-            raise KeyError(f"no call {call_id!r} of the last response waits for a result")
-        self._append([event.model_copy(update={"duration_ms": duration_ms})])
+        return self.recorder.tool_failure(call_id, message, kind=kind, duration_ms=duration_ms)
 
-    def halt(self, rule: str, reason: str) -> None:
+    def halt(self, rule: str, reason: str) -> AgentHalted:
         """End the session (``agent_halted``): a limit of your loop, an error, the user left."""
-        self._append([AgentHalted(rule=rule, reason=reason)])
+        return self.recorder.halt(rule, reason)
 
-    # -- the wrapped call ------------------------------------------------------------
-
-    def _before(self, request: Mapping[str, Any]) -> list[AgentEvent]:
+    def _before(self, request: Mapping[str, Any]) -> None:
+        """Journal what the request carries that is new: the start, tool results, user input."""
         messages = request.get("messages") or []
-        events: list[AgentEvent] = []
-        if self.journal.last_seq(self.session_id) is None:
+        recorder = self.recorder
+        if not recorder.started:
             prompt, _, _ = system_prompt_of(messages)
-            tools, _ = tool_specs_of(request.get("tools"))
-            events.append(
-                SessionStarted(
-                    config=AgentConfig(tools=tools),
-                    system_prompt=prompt,
-                    system_prompt_hash=prefix_hash(prompt, request.get("tools")),
-                    model=request.get("model"),
-                    model_settings={k: request[k] for k in MODEL_SETTINGS if k in request},
-                    metadata={**self.metadata, "captured_with": "openai"},
-                )
+            recorder.start(
+                model=request.get("model"),
+                system_prompt=prompt,
+                tools=request.get("tools") or (),
+                model_settings={k: request[k] for k in MODEL_SETTINGS if k in request},
+                metadata=self.metadata,
+                captured_with="openai",
             )
         last_assistant = max(
             (i for i, m in enumerate(messages) if _role(m) == "assistant"), default=-1
         )
         inputs: list[str] = []
         for message in messages[last_assistant + 1 :]:
-            text, _ = content_text(message.get("content") if isinstance(message, Mapping) else None)
+            if not isinstance(message, Mapping):
+                continue
+            text, _ = content_text(message.get("content"))
+            call_id = message.get("tool_call_id")
             if _role(message) == "user":
                 inputs.append(text)
-            elif _role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
+            elif _role(message) == "tool" and any(c.call_id == call_id for c in recorder.pending):
+                assert isinstance(call_id, str)
                 failed = message.get("error") is True or bool(
                     self.error_prefix and text.startswith(self.error_prefix)
                 )
-                event = self._outcome(
-                    message["tool_call_id"], result=text, error=text if failed else None
-                )
-                if event is not None:
-                    events.append(event)
+                if failed:
+                    recorder.tool_failure(call_id, text, kind="business")
+                else:
+                    recorder.tool_result(call_id, text)
         # A retry of a call that raised sends the same user messages again: journal them once.
-        fresh = (
-            inputs[len(self._inputs) :] if inputs[: len(self._inputs)] == self._inputs else inputs
-        )
-        events.extend(UserInput(text=text) for text in fresh)
+        seen = len(self._inputs)
+        fresh = inputs[seen:] if inputs[:seen] == self._inputs else inputs
+        for text in fresh:
+            recorder.user_input(text)
         self._inputs = inputs
-        return events
 
     def create(self, **request: Any) -> Any:
         """Call ``chat.completions.create`` on the wrapped client and journal the exchange."""
         if request.get("stream"):
             raise ValueError("JournaledOpenAI does not capture streamed responses (stream=True)")
-        self._append(self._before(request))
+        self._before(request)
         started = self.timer()
         response = self.client.chat.completions.create(**request)
         latency = (self.timer() - started) * 1000
         proposal = proposal_from_completion(response_body(response), latency_ms=latency)
-        self.pending.reset(proposal.calls)
+        self.recorder.model_output(proposal)
         self._inputs = []
-        events: list[AgentEvent] = [proposal]
         if not proposal.calls:
-            events.append(AgentCompleted(answer=proposal.text or ""))
-        self._append(events)
+            self.recorder.final(proposal.text or "")
         return response

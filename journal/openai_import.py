@@ -220,6 +220,7 @@ class _Converter:
         self.timed = any(_time_of(m) is not None for m in conversation.messages)
         self.clock = EPOCH
         self.seen_user = False
+        self.metadata: dict[str, Any] = {}
         self.proposals = 0
         self.tool_calls = 0
         self.failed_calls = 0
@@ -253,6 +254,7 @@ class _Converter:
                 )
             metadata[key] = value
         metadata["imported_from"] = "openai"
+        self.metadata = metadata
         model = metadata.get("model")
         self.model = model if isinstance(model, str) and model else None
         tools, problems = tool_specs_of(conversation.extra.get("tools"))
@@ -411,9 +413,8 @@ class _Converter:
         last = self.events[-1][0]
         if isinstance(last, (AgentCompleted, SessionStarted)):
             return
-        metadata = self.conversation.metadata
         for key in HALT_KEYS:
-            rule = metadata.get(key)
+            rule = self.metadata.get(key)
             if isinstance(rule, str) and rule:
                 self.emit(
                     AgentHalted(

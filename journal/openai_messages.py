@@ -128,8 +128,11 @@ def tool_calls_of(message: Mapping[str, Any], id_prefix: str = "call") -> Parsed
     """Read an assistant message's ``tool_calls`` (or legacy ``function_call``)."""
     parsed = ParsedCalls()
     entries: list[Any] = []
-    if isinstance(message.get("tool_calls"), list):
-        entries.extend(message["tool_calls"])
+    given = message.get("tool_calls")
+    if isinstance(given, list):
+        entries.extend(given)
+    elif given not in (None, {}, ""):
+        parsed.unreadable.append(f"tool_calls is {type(given).__name__}, not an array")
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
         entries.append({"function": legacy})

@@ -49,6 +49,7 @@ from .store import Clock, Durability
 __all__ = ["PostgresJournal", "describe_url"]
 
 _PASSWORD = re.compile(r"(://[^:@/]*):[^@/]*@")
+_EVENTS = "events(pos, session_id, seq, ts, type, v, body, hash, summary)"
 
 
 def describe_url(url: str) -> str:
@@ -66,6 +67,17 @@ def describe_url(url: str) -> str:
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
+
+
+def _server_message(error: psycopg.Error) -> str:
+    """The server's message and detail on one line, without its context.
+
+    The context of an error inside a COPY quotes the row being loaded (event data); the
+    message and detail name the constraint and the key, which is what the user needs.
+    """
+    parts = (error.diag.message_primary, error.diag.message_detail)
+    found = " ".join(" ".join(part.split()) for part in parts if part)
+    return found or _one_line(error).removeprefix("ERROR: ")
 
 
 class _PgTx(SqlTx):
@@ -88,6 +100,12 @@ class _PgTx(SqlTx):
         """Run a statement once per row, pipelined."""
         with self.connection.cursor() as cursor:
             cursor.executemany(self.sql(text), rows)
+
+    def copy(self, target: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Load rows into ``target`` (``table(columns)``) with COPY; triggers fire as on INSERT."""
+        with self.connection.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
 
 
 class PostgresJournal(SQLJournal):
@@ -180,7 +198,7 @@ class PostgresJournal(SQLJournal):
             yield _PgTx(conn)
 
     def _translate(self, error: psycopg.Error, action: str) -> JournalError:
-        text = _one_line(error).removeprefix("ERROR: ")
+        text = _server_message(error)
         if isinstance(error, errors.UniqueViolation) or "append-only" in text:
             return ConflictError(f"{self._target}: {text}")
         if isinstance(error, errors.LockNotAvailable | errors.QueryCanceled):
@@ -235,15 +253,20 @@ class PostgresJournal(SQLJournal):
         )
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
-        found = tx.one("UPDATE global_position SET pos = pos + ? RETURNING pos", (len(rows),))
+        # The NOTIFY (sent at commit) rides on the position update: one round trip less,
+        # and the counter's row lock is held for one statement less.
+        found = tx.one(
+            "UPDATE global_position SET pos = pos + ? RETURNING pos, pg_notify(?, pos::text)",
+            (len(rows), self._channel),
+        )
         assert found is not None, "global_position has no row"
         first = int(found[0]) - len(rows) + 1
-        tx.run_many(
-            "INSERT INTO events(pos, session_id, seq, ts, type, v, body, hash, summary) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(first + index, *event_params(row)) for index, row in enumerate(rows)],
-        )
-        tx.run("SELECT pg_notify(?, ?)", (self._channel, str(found[0])))
+        params = [(first + index, *event_params(row)) for index, row in enumerate(rows)]
+        if len(params) == 1:
+            tx.run(f"INSERT INTO {_EVENTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params[0])
+        else:  # COPY fires the same triggers and checks the same keys, at half the cost per row
+            assert isinstance(tx, _PgTx)
+            tx.copy(_EVENTS, params)
 
     def close(self) -> None:
         """Close the pool and the listening connection (idempotent)."""

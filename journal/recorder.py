@@ -75,6 +75,7 @@ SeqClock = Callable[[int], datetime]
 
 _KINDS: tuple[str, ...] = get_args(FailureKind)
 _LIMIT = 300
+_NO_CALLS: tuple[ToolCall, ...] = ()
 
 
 class ModelOutput(Protocol):
@@ -358,7 +359,7 @@ class Recorder:
         output: ModelOutput | None = None,
         *,
         text: str | None = None,
-        calls: Iterable[ToolCall | Mapping[str, Any]] = (),
+        calls: Iterable[ToolCall | Mapping[str, Any]] = _NO_CALLS,
         reasoning: str | None = None,
         model: str | None = None,
         usage: Usage | Mapping[str, int] | None = None,
@@ -377,7 +378,7 @@ class Recorder:
                 "a model output", "the turn ended with a final answer; record the next user input"
             )
         if output is not None:
-            if text is not None or calls != () or reasoning is not None or usage is not None:
+            if text is not None or calls is not _NO_CALLS or reasoning is not None or usage:
                 raise TypeError("pass either a model output object or its fields, not both")
             event = ActionProposed(
                 calls=list(output.calls),

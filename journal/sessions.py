@@ -59,6 +59,25 @@ class SessionSummary(BaseModel):
     forked_from: str | None
     fork_seq: int | None
     halt_rule: str | None
+    repairs: int = 0
+    committed: int = 0
+    model_calls: int = 0
+    latency_ms: float = 0.0
+
+    @property
+    def tool_success_rate(self) -> float:
+        """Committed calls over all calls decided (0 when there were none)."""
+        return self.committed / self.steps if self.steps else 0.0
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of input tokens served from the provider's prompt cache."""
+        return self.tokens_cached / self.tokens_in if self.tokens_in else 0.0
+
+    @property
+    def mean_latency_ms(self) -> float:
+        """Mean model latency per call."""
+        return self.latency_ms / self.model_calls if self.model_calls else 0.0
 
 
 PROJECTION_COLUMNS = tuple(SessionSummary.model_fields)

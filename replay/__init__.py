@@ -13,7 +13,14 @@ Replay a recorded session with the current code and see where it differs::
 from .diff import Change, DiffResult, DiffRow, align, diff_records, field_changes
 from .fork import ForkResult, fork
 from .loop import RecordedModel, RecordedToolPort, replay_loop
-from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize, record_of
+from .normalize import (
+    DEFAULT_RULES,
+    NormalizationRules,
+    fingerprint,
+    normalize,
+    normalized_bytes,
+    record_of,
+)
 from .recorded import (
     LiveDifference,
     RecordedClock,
@@ -57,6 +64,7 @@ __all__ = [
     "fingerprint",
     "fork",
     "normalize",
+    "normalized_bytes",
     "record_of",
     "replay_loop",
     "state_changes",

@@ -18,11 +18,11 @@ removed) with the field paths that changed.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize
+from .normalize import DEFAULT_RULES, NormalizationRules, normalize, normalized_bytes
 
 __all__ = [
     "ANCHOR",
@@ -67,7 +67,7 @@ class Change:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DiffRow:
     """One aligned row: the index on each side (None for an insertion or removal)."""
 
@@ -139,7 +139,9 @@ def _gap_rows(
         rows.extend(("inserted", None, j + k) for k in range(j1 + paired, j2))
 
 
-def _agreeing(a: Sequence[str], b: Sequence[str], x: int, y: int, a_end: int, b_end: int) -> int:
+def _agreeing(
+    a: Sequence[Hashable], b: Sequence[Hashable], x: int, y: int, a_end: int, b_end: int
+) -> int:
     """How many events agree from (x, y) on, counting at most `WINDOW`."""
     limit = min(WINDOW, a_end - x, b_end - y)
     run = 0
@@ -149,7 +151,7 @@ def _agreeing(a: Sequence[str], b: Sequence[str], x: int, y: int, a_end: int, b_
 
 
 def _resync(
-    a: Sequence[str], b: Sequence[str], i: int, j: int, a_end: int, b_end: int
+    a: Sequence[Hashable], b: Sequence[Hashable], i: int, j: int, a_end: int, b_end: int
 ) -> tuple[int, int] | None:
     """The nearest point after a difference at (i, j) where both sides agree again.
 
@@ -184,8 +186,8 @@ def _resync(
 
 def _window(
     rows: list[Row],
-    a: Sequence[str],
-    b: Sequence[str],
+    a: Sequence[Hashable],
+    b: Sequence[Hashable],
     i: int,
     j: int,
     a_end: int,
@@ -214,8 +216,8 @@ def _window(
     return i + max(op[2] for op in opcodes), j + max(op[4] for op in opcodes)
 
 
-def align(a: Sequence[str], b: Sequence[str], window: int = WINDOW) -> list[Row]:
-    """Align two fingerprint sequences; return (kind, index in a, index in b) rows.
+def align(a: Sequence[Hashable], b: Sequence[Hashable], window: int = WINDOW) -> list[Row]:
+    """Align two sequences of fingerprints (any hashables); return (kind, i, j) rows.
 
     ``kind`` is ``equal`` for matching fingerprints, ``changed`` for a pair that occupies
     the same place but differs, ``removed``/``inserted`` for an event on one side only.
@@ -258,8 +260,8 @@ def diff_records(
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> DiffResult:
     """Diff two runs given as flat records (envelope beside payload), seq order."""
-    prints_a = [fingerprint(record, rules) for record in a]
-    prints_b = [fingerprint(record, rules) for record in b]
+    prints_a = normalized_bytes(a, rules)
+    prints_b = normalized_bytes(b, rules)
     rows: list[DiffRow] = []
     differences = 0
     for kind, i, j in align(prints_a, prints_b):

@@ -50,10 +50,9 @@ from journal.recorder import describe_error, failure_of
 
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools, UnrecordedCall
-from .replayer import ReplayResult, free_session_id, judge
+from .replayer import ReplayResult, free_session_id, judge, replay_target
 
 __all__ = [
-    "CAPTURED",
     "LoopRun",
     "RecordedModel",
     "RecordedToolPort",
@@ -68,9 +67,6 @@ ToolPort = Callable[[str, dict[str, Any]], Any]
 
 LoopRun = Callable[[Any, Any, Recorder, list[str]], object]
 """A replayable loop: ``run(llm, tools, recorder, inputs)``, plain or a coroutine function."""
-
-CAPTURED = ("recorder", "pydantic-ai", "openai-agents")
-"""``captured_with`` values of the sessions `replay_captured` replays."""
 
 
 def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, str]:
@@ -267,17 +263,13 @@ def replay_loop(
     started = recorded[0].event
     assert isinstance(started, SessionStarted)
     inputs = [item.event.text for item in recorded if isinstance(item.event, UserInput)]
-    target = journal if save else Journal.open(":memory:")
-    try:
+    with replay_target(journal, save) as target:
         replay_id = free_session_id(target, session_id, "replay")
         recorder = Recorder(target, replay_id, clock=RecordedClock(recorded), replay_of=session_id)
         llm = RecordedModel(recorded, recorder)
         tools = RecordedToolPort(recorded, recorder, live=live, live_tools=live_tools)
         error = _drive(run, llm, tools, recorder, inputs)
         replayed = list(target.events(replay_id))
-    finally:
-        if target is not journal:
-            target.close()
     return judge(
         recorded,
         replayed,
@@ -323,20 +315,12 @@ def replay_captured(
     if captured == "pydantic-ai":
         from .integrations import pydantic_ai
 
-        if not isinstance(target, pydantic_ai.Agent):
-            raise AgentLoadError(
-                f"agent {name}: {type(target).__name__} is not a pydantic-ai Agent"
-            )
         return pydantic_ai.replay_agent(
             journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
         )
     if captured == "openai-agents":
         from .integrations import openai_agents
 
-        if not isinstance(target, openai_agents.Agent):
-            raise AgentLoadError(
-                f"agent {name}: {type(target).__name__} is not an Agents SDK Agent"
-            )
         return openai_agents.replay_agent(
             journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
         )

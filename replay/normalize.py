@@ -93,10 +93,38 @@ def normalize(
     return copy
 
 
+def normalized_bytes(
+    records: Iterable[Mapping[str, Any]], rules: NormalizationRules = DEFAULT_RULES
+) -> list[bytes]:
+    """The canonical bytes of each record without its volatile fields, in order.
+
+    Equal bytes mean equal events. The same as serialising `normalize` of each record
+    (keys sorted), done for a whole run at once: the paths to drop are worked out once
+    per event type, and top-level fields are left out while copying.
+    """
+    plans: dict[Any, tuple[frozenset[str], tuple[str, ...]]] = {}
+    dumps, option = orjson.dumps, orjson.OPT_SORT_KEYS
+    out: list[bytes] = []
+    for record in records:
+        kind = record.get("type")
+        plan = plans.get(kind)
+        if plan is None:
+            paths = rules.paths_for(str(kind))
+            plan = plans[kind] = (
+                frozenset(path for path in paths if "." not in path),
+                tuple(path for path in paths if "." in path),
+            )
+        top, nested = plan
+        copy = {key: value for key, value in record.items() if key not in top}
+        for path in nested:
+            _drop(copy, path)
+        out.append(dumps(copy, option=option))
+    return out
+
+
 def fingerprint(record: Mapping[str, Any], rules: NormalizationRules = DEFAULT_RULES) -> str:
     """A short digest of the normalised record: equal fingerprints mean equal events."""
-    body = orjson.dumps(normalize(record, rules), option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(body).hexdigest()[:32]
+    return hashlib.sha256(normalized_bytes([record], rules)[0]).hexdigest()[:32]
 
 
 _ENVELOPE = ("session_id", "seq", "ts", "v", "hash", "type")

@@ -17,7 +17,8 @@ divergence: the seq, the expected and the actual event, and the field-level diff
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -38,6 +39,7 @@ from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize
 from .recorded import LiveDifference, RecordedClock, RecordedLLM, RecordedTools, UnrecordedCall
 
 __all__ = [
+    "CAPTURED",
     "IMPORTED_SESSION_FIELDS",
     "Divergence",
     "DivergenceError",
@@ -47,8 +49,13 @@ __all__ = [
     "compare",
     "free_session_id",
     "judge",
+    "replay_target",
 ]
 
+
+CAPTURED = ("recorder", "pydantic-ai", "openai-agents")
+"""``captured_with`` values of sessions journaled by `journal.Recorder` or an integration,
+which `Replayer` hands to `replay.loop.replay_captured`."""
 
 IMPORTED_SESSION_FIELDS = (
     "agent",
@@ -170,6 +177,17 @@ def free_session_id(journal: Journal, base: str, suffix: str) -> str:
     return f"{stem}.{suffix}-{n}"
 
 
+@contextmanager
+def replay_target(journal: Journal, save: bool) -> Iterator[Journal]:
+    """The journal a replay writes to: ``journal`` when the replay is saved, else a scratch one."""
+    target = journal if save else Journal.open(":memory:")
+    try:
+        yield target
+    finally:
+        if target is not journal:
+            target.close()
+
+
 def _complete(events: Sequence[RecordedEvent]) -> bool:
     return bool(events) and isinstance(events[-1].event, (AgentCompleted, AgentHalted))
 
@@ -249,6 +267,19 @@ class Replayer:
             raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
         started = recorded[0].event
         assert isinstance(started, SessionStarted)
+        if started.metadata.get("captured_with") in CAPTURED and not isinstance(self.agent, Agent):
+            # journaled by journal.Recorder or an integration: re-run the loop or agent
+            from .loop import replay_captured
+
+            return replay_captured(
+                journal,
+                session_id,
+                started,
+                reference=self.agent,
+                live=self.live,
+                save=self.save,
+                rules=self.rules,
+            )
         agent = agent_for(started, session_id, self.agent)
         rules = self.rules
         if started.agent is None:
@@ -256,8 +287,7 @@ class Replayer:
             rules = rules.extended({"session_started": IMPORTED_SESSION_FIELDS})
         elif self.agent is not None and agent.reference != started.agent:
             rules = rules.extended({"session_started": ["agent"]})
-        target = journal if self.save else Journal.open(":memory:")
-        try:
+        with replay_target(journal, self.save) as target:
             replay_id = free_session_id(target, session_id, "replay")
             llm = RecordedLLM(recorded)
             tools = RecordedTools(recorded, self.live)
@@ -271,9 +301,6 @@ class Replayer:
             )
             error = _run(runtime, replay_id, session_id, started, recorded)
             replayed = list(target.events(replay_id))
-        finally:
-            if target is not journal:
-                target.close()
         return judge(
             recorded,
             replayed,

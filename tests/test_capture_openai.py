@@ -24,6 +24,7 @@ from journal import (
     AgentCompleted,
     Journal,
     JournaledOpenAI,
+    RecordingOrderError,
     SessionStarted,
     UserInput,
 )
@@ -256,7 +257,7 @@ def test_recorded_results_and_the_helpers(server: Server, tmp_path: Path) -> Non
         messages.append(first.choices[0].message.model_dump(exclude_none=True))
         client.record_result("a", {"temp": 4}, duration_ms=12.5)
         client.record_error("b", "station offline", kind="infrastructure")
-        with pytest.raises(KeyError):
+        with pytest.raises(RecordingOrderError, match="no model output proposed call 'zzz'"):
             client.record_result("zzz", 1)
         messages += [
             {"role": "tool", "tool_call_id": "a", "content": '{"temp": 4}'},

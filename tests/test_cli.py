@@ -147,8 +147,13 @@ def test_sessions_table(db: Path) -> None:
         "events",
         "steps",
         "fail",
+        "ok%",
+        "rep",
         "tokens",
+        "cache%",
         "cost",
+        "lat",
+        "ms",
         "started",
         "lineage",
     ]

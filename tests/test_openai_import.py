@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from journal import (
     ActionCommitted,
@@ -38,6 +40,7 @@ from .openai_helpers import (
     write_json,
     write_jsonl,
 )
+from .strategies import json_values, texts
 
 CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a travel agent."},
@@ -573,3 +576,57 @@ def test_format_options_are_checked(tmp_path: Path) -> None:
     result = run_cli("import", "--error-prefix", "E", SAMPLE, "--db", tmp_path / "j.db")
     assert result.exit_code == 2
     assert "--error-prefix and --json apply to --format openai" in result.stderr
+
+
+_field_values = json_values | st.lists(
+    st.fixed_dictionaries(
+        {"id": texts, "function": st.fixed_dictionaries({"name": texts, "arguments": json_values})}
+    ),
+    max_size=3,
+)
+_messages = st.lists(
+    st.dictionaries(
+        st.sampled_from(
+            ["content", "tool_calls", "tool_call_id", "name", "error", "usage", "reasoning"]
+        ),
+        _field_values,
+        max_size=4,
+    ).flatmap(
+        lambda fields: st.sampled_from(["user", "assistant", "tool", "system", "x"]).map(
+            lambda role: {**fields, "role": role}
+        )
+    ),
+    max_size=8,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(conversations=st.lists(_messages, min_size=1, max_size=3), prefix=st.none() | texts)
+def test_any_json_conversation_imports_or_is_refused_cleanly(
+    tmp_path: Path, conversations: list[list[dict[str, Any]]], prefix: str | None
+) -> None:
+    """Whatever the messages hold, the import maps or reports it: never a crash."""
+    path = write_json(tmp_path / "fuzz.json", [{"messages": m} for m in conversations])
+    converted = convert_file(path, error_prefix=prefix)
+    assert len(converted.sessions) == len(conversations)
+    with Journal.open(":memory:") as journal:
+        report = import_openai(journal, [path], error_prefix=prefix)
+        for session_id in report.files[0]["session_ids"]:
+            assert journal.state(session_id) == fold(journal.events(session_id))
+
+
+def test_a_file_imports_whole_on_every_store(any_journal: Journal, tmp_path: Path) -> None:
+    """A file's sessions are written in one transaction, on SQLite and on PostgreSQL."""
+    report = import_openai(any_journal, [SAMPLE], error_prefix="Error:")
+    assert report.as_json()["new_events"] == 48
+    heads = {s.session_id: s.head_hash for s in any_journal.sessions()}
+    fresh = {"messages": [user("new")], "metadata": {"session_id": "fresh"}}
+    clash = {"messages": [user("different")], "metadata": {"session_id": "airline-task-0"}}
+    clashing = import_openai(any_journal, [write_json(tmp_path / "clash.json", [fresh, clash])])
+    assert clashing.errors and "airline-task-0" in clashing.errors[0]
+    assert any_journal.summary("fresh") is None  # written before the clash, rolled back with it
+    assert {s.session_id: s.head_hash for s in any_journal.sessions()} == heads
+    again = import_openai(any_journal, [SAMPLE], error_prefix="Error:")
+    assert again.as_json()["new_events"] == 0

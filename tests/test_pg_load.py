@@ -168,7 +168,7 @@ def drill(schema: PgSchema, sessions: int, rounds: int) -> None:
 
 
 def test_eight_writer_processes_and_a_following_reader(pg_schema: PgSchema) -> None:
-    drill(pg_schema, sessions=5, rounds=8)
+    drill(pg_schema, sessions=4, rounds=5)
 
 
 @pytest.mark.slow

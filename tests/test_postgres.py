@@ -230,3 +230,21 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     bad_schema = with_search_path("postgresql://127.0.0.1:5432/test", "no_such_schema_here")
     with pytest.raises(StoreError, match="no schema to use"):
         Journal.open(bad_schema)
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_an_append_over_a_taken_seq_is_a_conflict_that_quotes_no_event_data(
+    pg_schema: PgSchema, size: int
+) -> None:
+    with Journal.open(pg_schema.url) as journal:
+        journal.append("s", [SessionStarted(agent="x:y")])
+        with psycopg.connect(pg_schema.url, autocommit=True) as conn:  # a foreign row at seq 1
+            conn.execute(
+                "INSERT INTO events SELECT 99, session_id, 1, ts, type, v, body, hash, summary "
+                "FROM events WHERE seq = 0"
+            )
+        batch = [UserInput(text=f"secret-{n}") for n in range(size)]
+        with pytest.raises(ConflictError, match="append-only") as caught:
+            journal.append("s", batch)
+        assert "secret" not in str(caught.value) and "\n" not in str(caught.value)
+        assert journal.last_seq("s") == 0 and journal.head_position() == 1

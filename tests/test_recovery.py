@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from agentloop import Tool, repair_truncated_json, scavenge_calls
 from agentloop import recovery as recovery_module
 from agentloop.examples.sloppy import SHIPMENT_SCHEMA
 from agentloop.schemas import (
     flatten_schema,
+    inline_refs,
     is_flattened,
     leaf_count,
     needs_flattening,
@@ -307,4 +309,61 @@ def test_scavenged_truncated_args_get_both_repairs(journal: Journal) -> None:
     ]
     assert events[-3] == ActionCommitted(
         call_id="scavenged-2-1", tool="echo", args={"q": "cut"}, result={"echo": "cut"}
+    )
+
+
+class City(BaseModel):
+    city: str
+    zip: str
+
+
+class Address(BaseModel):
+    address: City
+
+
+class Order(BaseModel):
+    to: Address
+    weight: float
+
+
+def test_nested_pydantic_models_are_flattened_too(journal: Journal) -> None:
+    """``$defs`` references are inlined: the depth is seen and the flat schema is whole."""
+    tool = Tool("ship", lambda a: {"city": a.to.address.city}, "ship", Order)
+    assert nesting_depth(tool.parameters) == 3
+    flat = tool.model_spec(max_leaves=10, max_depth=2)["function"]["parameters"]
+    assert flat == {
+        "type": "object",
+        "properties": {
+            "to__address__city": {"title": "City", "type": "string"},
+            "to__address__zip": {"title": "Zip", "type": "string"},
+            "weight": {"title": "Weight", "type": "number"},
+        },
+        "required": ["to__address__city", "to__address__zip", "weight"],
+    }
+    flat_args = {"to__address__city": "Oslo", "to__address__zip": "0150", "weight": 1.5}
+    nested = {"to": {"address": {"city": "Oslo", "zip": "0150"}}, "weight": 1.5}
+    events = run_events(tool, steps=[propose(("ship", flat_args))], journal=journal)
+    assert events[2:4] == [
+        RepairApplied(
+            level="flatten",
+            call_id="c1",
+            tool="ship",
+            detail="nested 3 flattened arguments of ship",
+            before=flat_args,
+            after=nested,
+        ),
+        ActionCommitted(call_id="c1", tool="ship", args=nested, result={"city": "Oslo"}),
+    ]
+
+
+class Tree(BaseModel):
+    name: str
+    kids: list[Tree] = []
+
+
+def test_recursive_models_keep_their_references() -> None:
+    tool = Tool("tree", lambda a: a.name, "tree", Tree)
+    assert inline_refs(tool.parameters)["$defs"] == tool.parameters["$defs"]
+    assert tool.model_spec(max_leaves=10, max_depth=2)["function"]["parameters"] == (
+        tool.parameters
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from pathlib import Path
 from typing import Any
 
@@ -157,13 +156,11 @@ def test_timeouts_count_towards_the_breaker(journal: Journal) -> None:
 def test_a_slow_sync_tool_times_out(journal: Journal) -> None:
     gauge = Gauge()
     slow = sync_sleepy_tool(gauge, "slow", 0.3)
-    started = time.perf_counter()
     events = run_events(
         slow, steps=[propose(("slow", {"q": "a"}))], journal=journal, rails={"tool_timeout_s": 0.02}
     )
     assert events[2] == failed("slow", "timeout", "TimeoutError: slow did not answer within 0.02 s")
     assert events[-1] == DONE
-    assert time.perf_counter() - started < 5
 
 
 def test_the_default_timeout_comes_from_the_guardrails(journal: Journal) -> None:
@@ -621,11 +618,14 @@ def test_the_loop_walks_the_diagram(journal: Journal, monkeypatch: pytest.Monkey
 
 
 def test_an_illegal_transition_in_the_loop_raises(journal: Journal) -> None:
-    runtime = runtime_for(chat_agent(), journal, Script())
+    runtime = runtime_for(chat_agent(), journal, Script(answer("1"), answer("2")))
     asyncio.run(runtime.run_turn("s", "x"))
-    runtime._sessions["s"].phase = Phase.VERIFY
-    with pytest.raises(IllegalTransitionError):
-        runtime._sessions["s"].move(Phase.COMPLETED)
+    runtime._sessions["s"].phase = Phase.PROPOSE  # a loop bug: a turn left mid-phase
+    with pytest.raises(IllegalTransitionError, match="propose -> observe"):
+        asyncio.run(runtime.run_turn("s", "y"))
+    # nothing was written, and the next turn starts again from the journal
+    assert [e.type for e in events_of(journal)][-1] == "agent_completed"
+    assert asyncio.run(runtime.run_turn("s", "z")).answer == "2"
 
 
 # -- the runtime's own state ----------------------------------------------------------
@@ -656,3 +656,16 @@ def test_the_sync_run_starts_a_session(journal: Journal) -> None:
 def test_an_agent_without_a_model_is_refused(journal: Journal) -> None:
     with pytest.raises(ValueError, match="has no model"):
         AgentRuntime(chat_agent(), journal)
+
+
+def test_a_tool_that_changes_its_args_does_not_change_the_record(journal: Journal) -> None:
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+
+    def meddle(args: dict[str, Any]) -> str:
+        args["q"] = "changed"
+        return "ok"
+
+    call = propose(("t", {"q": "orig"}))
+    events = run_events(Tool("t", meddle, "t", schema), steps=[call], journal=journal)
+    assert events[2] == ActionCommitted(call_id="c1", tool="t", args={"q": "orig"}, result="ok")
+    assert events[1] == proposed(call)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from journal import Journal, SessionConflictError, SessionStarted, UserInput
+from journal._postgres_schema import SCHEMA_VERSION as POSTGRES_VERSION
 from journal._sqlite_schema import ERASE_TABLES, TRIGGERS
+from journal._sqlite_schema import SCHEMA_VERSION as SQLITE_VERSION
 from journal.jsonl import export_session
 from journal.transfer import copy_session
 
@@ -34,7 +37,10 @@ def _exports(target: str | Path) -> dict[str, bytes]:
 
 
 def test_init_creates_then_reports_up_to_date(tmp_path: Path, pg_schema: PgSchema) -> None:
-    for target, version in ((tmp_path / "j.db", 2), (pg_schema.url, 1)):
+    for target, version in (
+        (tmp_path / "j.db", SQLITE_VERSION),
+        (pg_schema.url, POSTGRES_VERSION),
+    ):
         first = run_cli("init", "--db", target)
         assert first.exit_code == 0, first.stderr
         assert first.stdout.startswith("created a journal at ")
@@ -151,8 +157,10 @@ def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: P
 
 
 def _downgrade_to_v1(path: Path) -> None:
-    """Turn a fresh version 2 file into exactly what version 1 created."""
+    """Turn a fresh current file into exactly what version 1 created."""
     conn = sqlite3.connect(path, isolation_level=None)
+    for column in ("repairs", "committed", "model_calls", "latency_ms"):
+        conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
     for name in ("events_no_delete", "erasures_no_update", "erasures_no_delete"):
         conn.execute(f"DROP TRIGGER {name}")
     conn.execute("DROP TRIGGER erase_requires_audit")
@@ -172,12 +180,16 @@ def test_a_version_1_file_is_upgraded_in_place_once(tmp_path: Path) -> None:
     with Journal.open(path, create=False) as journal:
         assert journal.schema_setup.model_dump() == {
             "action": "upgraded",
-            "version": 2,
+            "version": SQLITE_VERSION,
             "from_version": 1,
         }
         assert journal.verify().ok
+        for summary in journal.sessions():  # the metrics added later are filled from the state
+            state = journal.state(summary.session_id)
+            assert (summary.model_calls, summary.committed) == (state.model_calls, state.committed)
     result = run_cli("init", "--db", path)
-    assert result.exit_code == 0 and "up to date (schema version 2)" in result.stdout
+    assert result.exit_code == 0
+    assert f"up to date (schema version {SQLITE_VERSION})" in result.stdout
     conn = sqlite3.connect(path)
     installed = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
     conn.close()
@@ -194,4 +206,23 @@ def test_init_reports_an_upgrade(tmp_path: Path) -> None:
     _downgrade_to_v1(path)
     result = run_cli("init", "--db", path)
     assert result.exit_code == 0
-    assert result.stdout == f"upgraded the journal at {path} from schema version 1 to 2\n"
+    expected = f"upgraded the journal at {path} from schema version 1 to {SQLITE_VERSION}\n"
+    assert result.stdout == expected
+
+
+def test_a_version_1_postgres_schema_gains_the_metrics_columns(pg_schema: PgSchema) -> None:
+    _fill(pg_schema.url)
+    before = _exports(pg_schema.url)
+    with psycopg.connect(pg_schema.url, autocommit=True) as conn:
+        for column in ("repairs", "committed", "model_calls", "latency_ms"):
+            conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    result = run_cli("init", "--db", pg_schema.url)
+    assert result.exit_code == 0, result.stderr
+    assert f"from schema version 1 to {POSTGRES_VERSION}" in result.stdout
+    with Journal.open(pg_schema.url, create=False) as journal:
+        assert journal.verify().ok
+        for summary in journal.sessions():
+            state = journal.state(summary.session_id)
+            assert (summary.model_calls, summary.committed) == (state.model_calls, state.committed)
+    assert _exports(pg_schema.url) == before

@@ -70,7 +70,8 @@ def test_a_changed_row_lists_each_field_that_differs(db: Path) -> None:
         assert pilot.app.screen.query_one(Pane).shown.splitlines()[:4] == [
             "changed: A seq 5 ↔ B seq 5",
             '  args (removed): {"amount":150.0,"order_id":"2210"} → null',
-            '  message (added): null → "amount ($150) exceeds the order\'s refundable balance ($100…',
+            "  message (added): null → "
+            "\"amount ($150) exceeds the order's refundable balance ($100…",
             '  result (removed): {"amount":150.0,"refund_id":"rf-2210-1"} → null',
         ]
 

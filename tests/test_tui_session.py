@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def test_the_session_opens_on_its_first_event_with_detail_and_state(db: Path) ->
         assert (timeline(pilot).line_count, timeline(pilot).seq) == (16, 0)
         assert '"type": "session_started"' in pane(pilot, "detail")
         assert "changed by seq 0:" in pane(pilot, "state")
-        assert "  session_id                \"demo-incidents-s0\"" in pane(pilot, "state")
+        assert re.search(r'^  session_id +"demo-incidents-s0"$', pane(pilot, "state"), re.M)
 
     drive(open_app(db, session=INCIDENTS), scenario)
 
@@ -303,7 +304,7 @@ def test_markup_and_escapes_in_payloads_are_shown_as_characters(db: Path) -> Non
 def test_the_state_of_a_late_seq_comes_from_snapshots(long_db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "G")
-        assert "  events                    1000\n" in pane(pilot, "state")
+        assert re.search(r"^  events +1000$", pane(pilot, "state"), re.M)
         assert "last_seq: 998 → 999" in pane(pilot, "state")
 
     drive(open_app(long_db, session="long"), scenario)

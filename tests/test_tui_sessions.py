@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.content import Content
 from textual.pilot import Pilot
 
 from journal import Journal, SessionStarted
 from tui.screens.dialogs import ChoiceScreen
 from tui.screens.diff import DiffScreen
 from tui.screens.session import SessionScreen
-from tui.screens.sessions import SessionsList, SessionsScreen
+from tui.screens.sessions import COLUMNS, SessionsList, SessionsScreen
 
 from .tui_helpers import drive, open_app, press, screen_text, small_journal, type_in, wait_until
 
@@ -61,18 +62,7 @@ def test_every_session_is_listed_newest_first_with_its_columns(db: Path) -> None
             "started",
             "↓",
         ]
-        assert lines[1].split() == [
-            "session",
-            "agent",
-            "status",
-            "events",
-            "steps",
-            "fail",
-            "tokens",
-            "cost",
-            "started",
-            "lineage",
-        ]
+        assert lines[1].split() == list(COLUMNS)
         assert lines[3].split() == [
             "demo-refund-buggy-s0.replay-1",
             "agentloop.examples.refund:build_fixed",
@@ -190,3 +180,23 @@ def test_new_sessions_appear_while_the_list_is_open(db: Path) -> None:
         assert shown(pilot)[0] == "zz-new"  # started now: newest
 
     drive(open_app(db, follow=True, poll=0.05), scenario)
+
+
+def test_palette_commands_built_from_data_show_markup_literally(db: Path) -> None:
+    agent = "[bold red]evil[/bold red]:x"
+    with Journal.open(db) as writer:
+        writer.append("evil", [SessionStarted(agent=agent)])
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        commands = list(app.get_system_commands(app.screen))
+        titles = [Content.from_markup(c.title).plain for c in commands]
+        assert f"filter: agent {agent}" in titles
+        assert {"sort: by cost", "filter: status halted", "filter: clear"} <= set(titles)
+        assert agent in screen_text(app)  # type: ignore[arg-type]
+        [evil] = [c for c in commands if agent in Content.from_markup(c.title).plain]
+        evil.callback()
+        await press(pilot)
+        assert shown(pilot) == ["evil"]
+
+    drive(open_app(db), scenario, size=(160, 24))

@@ -44,7 +44,9 @@ def steps(*keys: str | tuple[str, str]) -> Callable[[Pilot[Any]], Any]:
     return run_before
 
 
-def snap(snap_compare: Compare, db: Path, keys: Sequence[str | tuple[str, str]], **app: Any) -> bool:
+def snap(
+    snap_compare: Compare, db: Path, keys: Sequence[str | tuple[str, str]], **app: Any
+) -> bool:
     result: bool = snap_compare(open_app(db, **app), run_before=steps(*keys), terminal_size=SIZE)
     return result
 

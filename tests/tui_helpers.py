@@ -10,6 +10,9 @@ per test. Rebuild them (after a change to the example agents) with::
 from __future__ import annotations
 
 import asyncio
+import atexit
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,17 +38,31 @@ from tui.app import JournalApp
 DATA = Path(__file__).parent / "data" / "tui"
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 HOSTILE = "hostile-markup"
-HOSTILE_TEXT = "[bold red]boom[/bold red] [link=https://evil.example]click[/link] \x1b[31mred\x1b[0m"
+HOSTILE_TEXT = (
+    "[bold red]boom[/bold red] [link=https://evil.example]click[/link] \x1b[31mred\x1b[0m"
+)
 SIZE = (120, 32)
 
 Scenario = Callable[[Pilot[Any]], Awaitable[None]]
 
 
+_TEMPLATE: list[Path] = []
+
+
 def small_journal(path: Path) -> Path:
-    """Import the checked-in sessions into a new SQLite journal at ``path``."""
-    with Journal.open(path) as journal:
-        for file in sorted(DATA.glob("*.jsonl")):
-            import_file(journal, file)
+    """A new SQLite journal at ``path`` holding the checked-in sessions.
+
+    They are imported once per test run into a template file, which each test copies.
+    """
+    if not _TEMPLATE:
+        folder = tempfile.mkdtemp(prefix="tui-journal-")
+        atexit.register(shutil.rmtree, folder, True)
+        template = Path(folder) / "journal.db"
+        with Journal.open(template) as journal:
+            for file in sorted(DATA.glob("*.jsonl")):
+                import_file(journal, file)
+        _TEMPLATE.append(template)
+    shutil.copyfile(_TEMPLATE[0], path)
     return path
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -27,7 +28,7 @@ from textual.worker import get_current_worker
 from journal import InvalidInputError, Journal
 from replay import ReplayResult
 
-from .keys import bind, commands_for, declared_bindings
+from .keys import bind, command, commands_for, declared_bindings
 from .render import safe_text
 from .screens.base import JournalScreen
 from .screens.dialogs import ChoiceScreen, HelpScreen, help_content
@@ -36,6 +37,8 @@ from .screens.session import STATE_DELAY, SessionScreen
 from .screens.sessions import SessionsScreen
 
 __all__ = ["JournalApp"]
+
+T = TypeVar("T")
 
 
 class JournalApp(App[None]):
@@ -140,6 +143,18 @@ class JournalApp(App[None]):
         except RuntimeError:  # the app stopped between the check and the call
             pass
 
+    def hand_over(self, what: str, work: Callable[[], T], done: Callable[[T], object]) -> None:
+        """In a worker: run ``work()``, then ``done(result)`` on the UI thread.
+
+        An exception is shown as a notification naming ``what`` (never a crash).
+        """
+        try:
+            result = work()
+        except Exception as error:  # shown, never a crash
+            self.from_thread(self.report, what, error)
+            return
+        self.from_thread(done, result)
+
     def report(self, what: str, error: BaseException) -> None:
         """Show an error of background work as a notification (never a crash)."""
         if not self.closing.is_set():
@@ -194,12 +209,10 @@ class JournalApp(App[None]):
     def _replay(self, session_id: str) -> None:
         from replay import Replayer
 
-        try:
-            result = Replayer(save=True).replay(self.journal, session_id)
-        except Exception as error:  # shown, never a crash
-            self.from_thread(self.report, f"replay of {session_id}", error)
-            return
-        self.from_thread(self._replayed, result)
+        def run() -> ReplayResult:
+            return Replayer(save=True).replay(self.journal, session_id)
+
+        self.hand_over(f"replay of {session_id}", run, self._replayed)
 
     def _replayed(self, result: ReplayResult) -> None:
         divergence = result.first_divergence
@@ -226,15 +239,12 @@ class JournalApp(App[None]):
 
     @work(thread=True, exclusive=True, group="lookup", exit_on_error=False)
     def _find_replays(self, session_id: str) -> None:
-        try:
+        def find() -> list[str]:
             summary = self.journal.require(session_id)
             others = [s.session_id for s in self.journal.sessions() if s.replay_of == session_id]
-        except Exception as error:  # shown, never a crash
-            self.from_thread(self.report, f"replays of {session_id}", error)
-            return
-        if summary.replay_of:
-            others.insert(0, summary.replay_of)
-        self.from_thread(self._choose_replay, session_id, others)
+            return [summary.replay_of, *others] if summary.replay_of else others
+
+        self.hand_over(f"replays of {session_id}", find, partial(self._choose_replay, session_id))
 
     def _choose_replay(self, session_id: str, others: list[str]) -> None:
         if not others:
@@ -270,4 +280,4 @@ class JournalApp(App[None]):
         yield from commands_for(self, [*nodes, self])
         if isinstance(screen, JournalScreen):
             yield from screen.extra_commands()
-        yield SystemCommand("app: change theme", "pick a colour theme", self.action_change_theme)
+        yield command("app: change theme", "pick a colour theme", self.action_change_theme)

@@ -8,18 +8,43 @@ found by name (and a keymap can rebind it by id). Screens add commands that have
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.markup import escape
+
+from .render import safe_text
 
 if TYPE_CHECKING:
     from textual.app import App
     from textual.dom import DOMNode
 
-__all__ = ["bind", "commands_for", "declared_bindings", "title_of"]
+__all__ = [
+    "MOTIONS",
+    "bind",
+    "command",
+    "commands_for",
+    "declared_bindings",
+    "motion_bindings",
+    "title_of",
+]
+
+MOTIONS: tuple[tuple[str, str, str], ...] = (
+    ("j,down", "cursor_down", "line down"),
+    ("k,up", "cursor_up", "line up"),
+    ("g,home", "first", "to the top"),
+    ("G,end", "last", "to the bottom"),
+    ("ctrl+d", "half_page_down", "half a page down"),
+    ("ctrl+u", "half_page_up", "half a page up"),
+    ("pagedown,ctrl+f,space", "page_down", "page down"),
+    ("pageup,ctrl+b", "page_up", "page up"),
+)
+"""The keys of less and vim that move through a list or a pane: keys, action, description.
+
+Lists move their cursor, panes scroll; both implement these actions."""
 
 
 def bind(
@@ -58,6 +83,14 @@ def bind(
     )
 
 
+def motion_bindings(category: str) -> list[Binding]:
+    """The `MOTIONS` as bindings with ids ``category.action``."""
+    return [
+        bind(keys, action, description, f"{category}.{action.replace('_', '-')}")
+        for keys, action, description in MOTIONS
+    ]
+
+
 def title_of(binding: Binding) -> str:
     """The palette title of a binding: ``category: description``."""
     category = (binding.id or "app").split(".", 1)[0]
@@ -72,6 +105,11 @@ def declared_bindings(node: DOMNode) -> Iterator[Binding]:
                 yield binding
 
 
+def command(title: str, help: str, callback: Callable[[], Any]) -> SystemCommand:
+    """A palette command; the palette reads titles and help as markup, so both are escaped."""
+    return SystemCommand(escape(safe_text(title)), escape(safe_text(help)), callback)
+
+
 def commands_for(app: App[Any], nodes: Iterable[DOMNode]) -> Iterator[SystemCommand]:
     """One palette command per binding id of ``nodes`` (first declaration wins)."""
     seen: set[str] = set()
@@ -82,10 +120,8 @@ def commands_for(app: App[Any], nodes: Iterable[DOMNode]) -> Iterator[SystemComm
                 continue
             seen.add(binding.id)
             keys = ", ".join(app.get_key_display(Binding(key, "")) for key in _keys(binding))
-            yield SystemCommand(
-                title_of(binding),
-                f"key: {keys}",
-                partial(app.run_action, binding.action, node),
+            yield command(
+                title_of(binding), f"key: {keys}", partial(app.run_action, binding.action, node)
             )
 
 

@@ -99,7 +99,12 @@ _STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "run
 
 
 def print_sessions(summaries: Iterable[SessionSummary]) -> None:
-    """Print session summaries as a table."""
+    """Print session summaries as a table.
+
+    Besides counts: ``ok%`` is the tool success rate (committed calls over calls decided),
+    ``rep`` the repairs, ``cache%`` the share of input tokens served from the prompt cache,
+    ``lat ms`` the mean model latency per call.
+    """
     from rich.table import Table
     from rich.text import Text
 
@@ -111,8 +116,12 @@ def print_sessions(summaries: Iterable[SessionSummary]) -> None:
         ("events", "right"),
         ("steps", "right"),
         ("fail", "right"),
+        ("ok%", "right"),
+        ("rep", "right"),
         ("tokens", "right"),
+        ("cache%", "right"),
         ("cost", "right"),
+        ("lat ms", "right"),
         ("started", "left"),
         ("lineage", "left"),
     ):
@@ -132,8 +141,12 @@ def print_sessions(summaries: Iterable[SessionSummary]) -> None:
             str(s.events),
             str(s.steps),
             Text(str(s.failures), style="red" if s.failures else ""),
+            f"{s.tool_success_rate:.0%}" if s.steps else "-",
+            Text(str(s.repairs), style="yellow" if s.repairs else ""),
             str(s.tokens_in + s.tokens_out),
+            f"{s.cache_hit_rate:.0%}" if s.tokens_in else "-",
             format_cost(s.cost),
+            f"{s.mean_latency_ms:.0f}" if s.model_calls else "-",
             format_time(s.started),
             Text(safe_text(lineage)),
         )

@@ -55,7 +55,7 @@ SHIPMENT_SCHEMA: dict[str, Any] = {
     },
     "required": ["recipient", "parcel", "service"],
 }
-"""Eleven leaves, three levels deep: shown to the model flattened."""
+"""Ten leaves, three levels deep: shown to the model flattened (deeper than 2)."""
 
 
 class QuoteArgs(BaseModel):

@@ -5,9 +5,7 @@ callbacks, which see each model response whole); one hooks object is one session
 run one turn, and the recorder's ``with`` block records an exception that ends a run::
 
     from agents import Runner
-    from agentloop import AgentLoadError
-from agentloop import AgentLoadError
-from journal import Journal, Recorder
+    from journal import Journal, Recorder
     from replay.integrations.openai_agents import JournalRunHooks
 
     with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
@@ -35,6 +33,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+from agentloop import AgentLoadError
 from journal import Journal, Recorder
 from journal.events import ToolCall, Usage
 from journal.openai_messages import content_text, parse_arguments

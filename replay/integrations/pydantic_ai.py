@@ -3,9 +3,7 @@
 Capture: add a `JournalCapability` to each run (a pydantic-ai capability, its documented
 hooks); one capability is one session, each run one turn::
 
-    from agentloop import AgentLoadError
-from agentloop import AgentLoadError
-from journal import Journal, Recorder
+    from journal import Journal, Recorder
     from replay.integrations.pydantic_ai import JournalCapability
 
     with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
@@ -37,6 +35,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
+from agentloop import AgentLoadError
 from journal import Journal, Recorder, ReplayedFailure
 from journal.events import ToolCall, Usage
 from journal.openai_messages import parse_arguments
@@ -229,7 +230,14 @@ class JournalCapability(AbstractCapability[Any]):
         """Journal arguments the tool's schema rejected (``verification_failed``)."""
         try:
             return await handler(args)
-        except ToolRetryError as retry:
+        except ValidationError as invalid:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                for e in invalid.errors()
+            )
+            self.recorder.tool_rejected(call.tool_call_id, problems)
+            raise
+        except (ModelRetry, ToolRetryError) as retry:  # a validator asked the model to retry
             self.recorder.tool_rejected(call.tool_call_id, describe_error(retry, typed=False))
             raise
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ..app import JournalApp
 
-__all__ = ["JournalScreen", "StatusLine"]
+__all__ = ["JournalScreen", "SearchingScreen", "StatusLine"]
 
 
 class StatusLine(Static):
@@ -69,3 +69,52 @@ class JournalScreen(Screen[None]):
     def extra_commands(self) -> Iterable[SystemCommand]:
         """Palette commands that have no key (sort by a column, filter by one value)."""
         return ()
+
+    def refresh_status(self) -> None:
+        """Redraw the status line (what is shown, filters, search)."""
+
+
+class SearchingScreen(JournalScreen):
+    """A screen with less's search: ``/`` asks, ``n`` and ``N`` go to the next and previous."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        bind("slash", "search", "search", "search.forward", title="search for text", show=True),
+        bind("n", "search_next", "next match", "search.next"),
+        bind("N", "search_previous", "previous match", "search.previous"),
+    ]
+
+    SEARCH_HINT: ClassVar[str] = "text to find"
+    """The prompt's placeholder: what the search looks at."""
+
+    search: str | None = None
+    """The last text searched for."""
+
+    def find(self, needle: str, *, backward: bool) -> None:
+        """Go to the next (or previous) match of ``needle`` (lower case)."""
+        raise NotImplementedError
+
+    def action_search(self) -> None:
+        """Ask for a text and go to its next match."""
+        from .dialogs import PromptScreen
+
+        self.app.push_screen(PromptScreen("/", placeholder=self.SEARCH_HINT), self._searched)
+
+    def _searched(self, term: str | None) -> None:
+        if term:
+            self.search = term
+            self.refresh_status()
+            self.action_search_next()
+
+    def action_search_next(self) -> None:
+        """Go to the next match (wrapping at the end)."""
+        self._find(backward=False)
+
+    def action_search_previous(self) -> None:
+        """Go to the previous match (wrapping at the start)."""
+        self._find(backward=True)
+
+    def _find(self, *, backward: bool) -> None:
+        if not self.search:
+            self.japp.warn("no search yet: press /")
+            return
+        self.find(self.search.lower(), backward=backward)

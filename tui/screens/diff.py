@@ -177,18 +177,16 @@ class DiffScreen(JournalScreen):
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def compare(self) -> None:
         """Read both sessions and align them (a worker)."""
-        try:
+
+        def align() -> tuple[DiffResult, list[StoredEvent], list[StoredEvent]]:
             rows_a = list(self.journal.stored_events(self.a))
             rows_b = list(self.journal.stored_events(self.b))
-            result = diff_records(LazyRecords(rows_a), LazyRecords(rows_b))
-        except Exception as error:  # shown, never a crash
-            self.from_thread(self.japp.report, f"diff of {self.a} and {self.b}", error)
-            return
-        self.from_thread(self._compared, result, rows_a, rows_b)
+            return diff_records(LazyRecords(rows_a), LazyRecords(rows_b)), rows_a, rows_b
 
-    def _compared(
-        self, result: DiffResult, rows_a: list[StoredEvent], rows_b: list[StoredEvent]
-    ) -> None:
+        self.japp.hand_over(f"diff of {self.a} and {self.b}", align, self._compared)
+
+    def _compared(self, found: tuple[DiffResult, list[StoredEvent], list[StoredEvent]]) -> None:
+        result, rows_a, rows_b = found
         view = self.view
         view.show(result, rows_a, rows_b)
         verdict: str | tuple[str, str] = (

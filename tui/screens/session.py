@@ -26,21 +26,20 @@ from textual.worker import Worker, get_current_worker
 from journal import EVENT_TYPES, SessionState, StoredEvent
 from replay import StateChange, Timeline
 
-from ..keys import bind
+from ..keys import bind, command
 from ..render import FAILURE_TYPES, safe_text
 from ..source import RowSource, matches
 from ..widgets.lines import LineList
 from ..widgets.panes import Pane, Part, change_lines, fields_content, json_content
 from ..widgets.timeline import TimelineView
-from .base import JournalScreen, StatusLine
+from .base import SearchingScreen, StatusLine
 from .dialogs import PromptScreen
+from .sessions import STATUS_STYLE
 
 __all__ = ["STATE_DELAY", "SessionScreen", "parse_types", "state_content"]
 
 STATE_DELAY = 0.12
 """Seconds the cursor rests before the state after it is folded."""
-
-_STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "running": "cyan"}
 
 
 def parse_types(answer: str) -> frozenset[str]:
@@ -59,7 +58,7 @@ def parse_types(answer: str) -> frozenset[str]:
     return frozenset(chosen)
 
 
-class SessionScreen(JournalScreen):
+class SessionScreen(SearchingScreen):
     """One session: timeline on the left, event detail and state on the right."""
 
     DEFAULT_CSS = """
@@ -68,9 +67,6 @@ class SessionScreen(JournalScreen):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("slash", "search", "search", "search.forward", title="search for text", show=True),
-        bind("n", "search_next", "next match", "search.next"),
-        bind("N", "search_previous", "previous match", "search.previous"),
         bind("f", "filter", "filter", "filter.type", title="by event type", show=True),
         bind("colon", "go_to_seq", "seq", "go.seq", title="go to a seq", show=True),
         bind("e", "next_failure", "failure", "go.next-failure", title="next failure", show=True),
@@ -80,11 +76,12 @@ class SessionScreen(JournalScreen):
         bind("d", "diff", "diff", "replay.diff", title="diff with a saved replay", show=True),
     ]
 
+    SEARCH_HINT = "text in the type, summary or payload"
+
     def __init__(self, session_id: str) -> None:
         super().__init__()
         self.session_id = session_id
         self.source: RowSource | None = None
-        self.search: str | None = None
         self.following = False
         self._state_timer: Timer | None = None
         self._state_wanted = -1
@@ -119,13 +116,14 @@ class SessionScreen(JournalScreen):
 
     # -- status, detail and state -----------------------------------------------------
 
-    def _say(self) -> None:
+    def refresh_status(self) -> None:
+        """Session, status, where the cursor is, filter, search and follow mode."""
         assert self.source is not None
         summary = self.source.summary
         view = self.timeline
         parts: list[str | tuple[str, str]] = [
             (f"{safe_text(self.session_id)}  ", "bold"),
-            (summary.status, _STATUS_STYLE.get(summary.status, "")),
+            (summary.status, STATUS_STYLE.get(summary.status, "")),
             f"  seq {max(view.seq, 0)} of {summary.last_seq}",
             f"  steps {summary.steps}  failures {summary.failures}",
         ]
@@ -145,7 +143,7 @@ class SessionScreen(JournalScreen):
         self._selected(self.timeline.seq_at(event.index))
 
     def _selected(self, seq: int) -> None:
-        self._say()
+        self.refresh_status()
         self._show_detail(seq)
         self._state_wanted = seq
         if self._state_timer is not None:
@@ -176,13 +174,12 @@ class SessionScreen(JournalScreen):
             if seq != self._state_wanted or self._timeline_state is None:
                 return
             self.from_thread(self._state_pending, seq)
-            try:
-                after = self._timeline_state.state_at(seq)
-                changes = self._timeline_state.changes_at(seq)
-            except Exception as error:  # shown, never a crash
-                self.from_thread(self.japp.report, f"state after seq {seq}", error)
-                return
-        self.from_thread(self._show_state, seq, state_content(seq, after, changes))
+            timeline = self._timeline_state
+
+            def fold() -> Content:
+                return state_content(seq, timeline.state_at(seq), timeline.changes_at(seq))
+
+            self.japp.hand_over(f"state after seq {seq}", fold, partial(self._show_state, seq))
 
     def _state_pending(self, seq: int) -> None:
         if seq == self._state_wanted:
@@ -209,14 +206,14 @@ class SessionScreen(JournalScreen):
             self._scan_filter()
         if self.following or at_end:
             view.action_last()
-        self._say()
+        self.refresh_status()
 
     def action_follow(self) -> None:
         """Toggle follow mode: the cursor stays on the newest event as events arrive."""
         self.following = not self.following
         if self.following:
             self.timeline.action_last()
-        self._say()
+        self.refresh_status()
 
     @on(LineList.Chosen, "#timeline")
     def _chosen(self) -> None:
@@ -241,32 +238,9 @@ class SessionScreen(JournalScreen):
 
     # -- scanning: search, failures -----------------------------------------------------
 
-    def action_search(self) -> None:
-        """Ask for a word; go to the next event whose type, summary or payload has it."""
-        self.app.push_screen(
-            PromptScreen("/", placeholder="text in the type, summary or payload"), self._searched
-        )
-
-    def _searched(self, term: str | None) -> None:
-        if term:
-            self.search = term
-            self._say()
-            self.action_search_next()
-
-    def action_search_next(self) -> None:
-        """Go to the next match (wrapping at the end)."""
-        self._find_text(backward=False)
-
-    def action_search_previous(self) -> None:
-        """Go to the previous match (wrapping at the start)."""
-        self._find_text(backward=True)
-
-    def _find_text(self, *, backward: bool) -> None:
-        if not self.search:
-            self.notify("no search yet: press /", severity="warning")
-            return
-        needle = self.search.lower()
-        self._scan(partial(matches, needle=needle), f"not found: {self.search}", backward, True)
+    def find(self, needle: str, *, backward: bool) -> None:
+        """Go to the next (or previous) event with ``needle`` in its type, summary or payload."""
+        self._scan(partial(matches, needle=needle), f"not found: {needle}", backward, True)
 
     def action_next_failure(self) -> None:
         """Go to the next failure, rejection or halt."""
@@ -355,7 +329,7 @@ class SessionScreen(JournalScreen):
         else:
             self._keep_seq = keep
             self._scan_filter()
-        self._say()
+        self.refresh_status()
 
     def _scan_filter(self) -> None:
         assert self.source is not None
@@ -399,7 +373,7 @@ class SessionScreen(JournalScreen):
             if self._keep_seq >= 0:
                 view.go_to_seq(self._keep_seq)
                 self._keep_seq = -1
-        self._say()
+        self.refresh_status()
 
     # -- replay and diff ----------------------------------------------------------------
 
@@ -413,20 +387,18 @@ class SessionScreen(JournalScreen):
 
     def extra_commands(self) -> Iterable[SystemCommand]:
         """Filter by each event type, by failures, or clear the filter."""
-        yield SystemCommand(
+        yield command(
             "filter: failures",
             "only failures, rejections and halts",
             partial(self.set_type_filter, FAILURE_TYPES),
         )
         for name in EVENT_TYPES:
-            yield SystemCommand(
+            yield command(
                 f"filter: type {name}",
                 "only events of this type",
                 partial(self.set_type_filter, {name}),
             )
-        yield SystemCommand(
-            "filter: clear", "show every event", partial(self.set_type_filter, None)
-        )
+        yield command("filter: clear", "show every event", partial(self.set_type_filter, None))
 
 
 def state_content(seq: int, after: SessionState, changes: list[StateChange]) -> Content:

@@ -19,16 +19,17 @@ from textual.widgets import Footer
 
 from journal import SessionStatus, SessionSummary
 
-from ..keys import bind
+from ..keys import bind, command
 from ..render import format_cost, format_time, safe_text
 from ..widgets.lines import LineList
-from .base import JournalScreen, StatusLine
+from .base import SearchingScreen, StatusLine
 from .dialogs import PromptScreen
 
-__all__ = ["COLUMNS", "SessionsList", "SessionsScreen", "lineage"]
+__all__ = ["COLUMNS", "STATUS_STYLE", "SessionsList", "SessionsScreen", "lineage"]
 
 STATUSES: tuple[str, ...] = get_args(SessionStatus)
-_STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "running": "cyan"}
+STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "running": "cyan"}
+"""How each session status is coloured."""
 
 
 def lineage(summary: SessionSummary) -> str:
@@ -107,13 +108,13 @@ class SessionsList(LineList):
         """The cells of session ``index``."""
         summary = self.summaries[index]
         cells = {name: (_cell(summary, name), "") for name in COLUMNS}
-        cells["status"] = (summary.status, _STATUS_STYLE.get(summary.status, ""))
+        cells["status"] = (summary.status, STATUS_STYLE.get(summary.status, ""))
         if summary.failures:
             cells["fail"] = (cells["fail"][0], "red")
         return self.line(cells)
 
 
-class SessionsScreen(JournalScreen):
+class SessionsScreen(SearchingScreen):
     """Every session: enter opens one, ``/`` searches, ``f`` filters, ``s`` sorts."""
 
     DEFAULT_CSS = """
@@ -122,15 +123,14 @@ class SessionsScreen(JournalScreen):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("slash", "search", "search", "search.forward", title="search for text", show=True),
-        bind("n", "search_next", "next match", "search.next"),
-        bind("N", "search_previous", "previous match", "search.previous"),
         bind("f", "filter", "filter", "filter.sessions", title="by status or agent", show=True),
         bind("s", "sort", "sort", "sort.next-column", title="by the next column", show=True),
         bind("S", "reverse", "reverse", "sort.reverse", title="reverse the order"),
         bind("r", "replay", "replay", "replay.run", title="replay the session now", show=True),
         bind("d", "diff", "diff", "replay.diff", title="diff with a saved replay", show=True),
     ]
+
+    SEARCH_HINT = "session id, agent, status or lineage"
 
     def __init__(self) -> None:
         super().__init__()
@@ -139,7 +139,6 @@ class SessionsScreen(JournalScreen):
         self.descending = True
         self.status: str | None = None
         self.agent: str | None = None
-        self.search: str | None = None
         self._loaded = False
         self._reload_pending = False
 
@@ -158,18 +157,13 @@ class SessionsScreen(JournalScreen):
     def on_mount(self) -> None:
         """Load the sessions."""
         self.listing.focus()
-        self._say()
+        self.refresh_status()
         self.load()
 
     @work(thread=True, exclusive=True, group="sessions", exit_on_error=False)
     def load(self) -> None:
         """Read the session summaries (a worker); the list shows them when they are in."""
-        try:
-            found = self.journal.sessions()
-        except Exception as error:  # shown, never a crash
-            self.from_thread(self.japp.report, "listing sessions", error)
-            return
-        self.from_thread(self._show, found)
+        self.japp.hand_over("listing sessions", self.journal.sessions, self._show)
 
     def _show(self, found: list[SessionSummary]) -> None:
         self.all = found
@@ -205,7 +199,7 @@ class SessionsScreen(JournalScreen):
         self.query_one("#header", StatusLine).update(listing.header())
         ids = [s.session_id for s in shown]
         listing.move_to(ids.index(current) if current in ids else 0)
-        self._say()
+        self.refresh_status()
 
     @property
     def current(self) -> str | None:
@@ -215,7 +209,8 @@ class SessionsScreen(JournalScreen):
             return None
         return listing.summaries[listing.cursor].session_id
 
-    def _say(self) -> None:
+    def refresh_status(self) -> None:
+        """Journal, how many sessions are shown, the order, filters and search."""
         listing = self.listing
         parts: list[str | tuple[str, str]] = [
             (f"{self.journal_name}  ", "bold"),
@@ -243,41 +238,17 @@ class SessionsScreen(JournalScreen):
 
         self.app.push_screen(SessionScreen(self.listing.summaries[event.index].session_id))
 
-    def action_search(self) -> None:
-        """Ask for a word and go to the next session that has it."""
-        self.app.push_screen(
-            PromptScreen("/", placeholder="session id, agent, status or lineage"),
-            self._searched,
-        )
-
-    def _searched(self, term: str | None) -> None:
-        if term:
-            self.search = term
-            self._say()
-            self._find(forward=True)
-
-    def action_search_next(self) -> None:
-        """Go to the next match."""
-        self._find(forward=True)
-
-    def action_search_previous(self) -> None:
-        """Go to the previous match."""
-        self._find(forward=False)
-
-    def _find(self, *, forward: bool) -> None:
-        if not self.search:
-            self.notify("no search yet: press /", severity="warning")
-            return
-        needle = self.search.lower()
+    def find(self, needle: str, *, backward: bool) -> None:
+        """Go to the next (or previous) session with ``needle`` in a column, wrapping."""
         listing = self.listing
         count = len(listing.summaries)
         for step in range(1, count + 1):
-            index = (listing.cursor + (step if forward else -step)) % count
+            index = (listing.cursor + (-step if backward else step)) % count
             summary = listing.summaries[index]
             if any(needle in _cell(summary, name).lower() for name in COLUMNS):
                 listing.move_to(index)
                 return
-        self.notify(f"not found: {safe_text(self.search)}", severity="warning", markup=False)
+        self.japp.warn(f"not found: {needle}")
 
     def action_filter(self) -> None:
         """Ask for a filter: ``status:halted``, ``agent:refund``, a bare status or agent."""
@@ -351,21 +322,21 @@ class SessionsScreen(JournalScreen):
     def extra_commands(self) -> Iterable[SystemCommand]:
         """Sort by each column; filter by each status and each agent; clear the filter."""
         for name in COLUMNS:
-            yield SystemCommand(
+            yield command(
                 f"sort: by {name}", "sort the sessions", partial(self.sort_by_column, name)
             )
         for status in STATUSES:
-            yield SystemCommand(
+            yield command(
                 f"filter: status {status}",
                 "only sessions with this status",
                 partial(self.set_filter, status=status, agent=self.agent),
             )
         for agent in sorted({s.agent for s in self.all if s.agent}):
-            yield SystemCommand(
-                f"filter: agent {safe_text(agent)}",
+            yield command(
+                f"filter: agent {agent}",
                 "only sessions of this agent",
                 partial(self.set_filter, status=self.status, agent=agent),
             )
-        yield SystemCommand(
+        yield command(
             "filter: clear", "show every session", partial(self.set_filter, status=None, agent=None)
         )

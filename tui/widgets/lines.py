@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..keys import bind
+from ..keys import bind, motion_bindings
 
 __all__ = ["LineList"]
 
@@ -48,42 +48,28 @@ class LineList(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"lines--cursor"}
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        bind("j,down", "cursor_down", "next line", "go.down"),
-        bind("k,up", "cursor_up", "previous line", "go.up"),
-        bind("g,home", "first", "first line", "go.first"),
-        bind("G,end", "last", "last line", "go.last"),
-        bind("ctrl+d", "half_page_down", "half a page down", "go.half-page-down"),
-        bind("ctrl+u", "half_page_up", "half a page up", "go.half-page-up"),
-        bind("pagedown,ctrl+f,space", "page_down", "page down", "go.page-down"),
-        bind("pageup,ctrl+b", "page_up", "page up", "go.page-up"),
-        bind("enter", "choose", "open", "go.open"),
+        *motion_bindings("go"),
+        bind("enter", "choose", "open", "go.open", title="open the row"),
     ]
 
-    class Highlighted(Message):
+    class RowMessage(Message):
+        """Something happened on row ``index`` of a list."""
+
+        def __init__(self, lines: LineList, index: int) -> None:
+            super().__init__()
+            self.lines = lines
+            self.index = index
+
+        @property
+        def control(self) -> LineList:
+            """The list it happened in."""
+            return self.lines
+
+    class Highlighted(RowMessage):
         """The cursor moved to ``index``."""
 
-        def __init__(self, lines: LineList, index: int) -> None:
-            super().__init__()
-            self.lines = lines
-            self.index = index
-
-        @property
-        def control(self) -> LineList:
-            """The list the cursor moved in."""
-            return self.lines
-
-    class Chosen(Message):
+    class Chosen(RowMessage):
         """Enter was pressed on ``index``."""
-
-        def __init__(self, lines: LineList, index: int) -> None:
-            super().__init__()
-            self.lines = lines
-            self.index = index
-
-        @property
-        def control(self) -> LineList:
-            """The list the row was chosen in."""
-            return self.lines
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)

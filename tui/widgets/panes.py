@@ -17,7 +17,7 @@ from textual.content import Content
 from textual.highlight import highlight
 from textual.widgets import Static
 
-from ..keys import bind
+from ..keys import motion_bindings
 from ..render import safe_text
 
 __all__ = [
@@ -101,14 +101,7 @@ class Pane(VerticalScroll):
     }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        bind("j,down", "scroll_down", "scroll down", "scroll.down"),
-        bind("k,up", "scroll_up", "scroll up", "scroll.up"),
-        bind("g,home", "scroll_home", "scroll to the top", "scroll.top"),
-        bind("G,end", "scroll_end", "scroll to the bottom", "scroll.bottom"),
-        bind("ctrl+d,pagedown,space", "page_down", "scroll a page down", "scroll.page-down"),
-        bind("ctrl+u,pageup", "page_up", "scroll a page up", "scroll.page-up"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [*motion_bindings("scroll")]
 
     def __init__(self, title: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -125,6 +118,30 @@ class Pane(VerticalScroll):
         if title is not None:
             self.border_title = Content(safe_text(title))
         self.scroll_home(animate=False)
+
+    def action_cursor_down(self) -> None:
+        """Scroll a line down."""
+        self.scroll_down(animate=False)
+
+    def action_cursor_up(self) -> None:
+        """Scroll a line up."""
+        self.scroll_up(animate=False)
+
+    def action_first(self) -> None:
+        """Scroll to the top."""
+        self.scroll_home(animate=False)
+
+    def action_last(self) -> None:
+        """Scroll to the bottom."""
+        self.scroll_end(animate=False)
+
+    def action_half_page_down(self) -> None:
+        """Scroll half a page down."""
+        self.scroll_relative(y=self.scrollable_content_region.height // 2, animate=False)
+
+    def action_half_page_up(self) -> None:
+        """Scroll half a page up."""
+        self.scroll_relative(y=-(self.scrollable_content_region.height // 2), animate=False)
 
     @property
     def shown(self) -> str:

@@ -1,0 +1,248 @@
+"""Speed of the PostgreSQL journal against raw psycopg doing the same work, from one run.
+
+    python bench/pg_bench.py [--url URL] [--events N] [--sessions S] [--per-event N]
+                             [--repeat R] [--quick]
+
+Prints µs per event (median of R runs, wall time: the server does half the work) for:
+
+writing
+  (a) reference: raw psycopg ``executemany`` of all rows in ONE transaction, each row's
+      canonical body and sha256 chain hash computed by this script (as in journal_bench.py);
+  (b) reference: ``COPY`` of the same rows in one transaction;
+  (c) ours: ``Journal.append`` of a whole session per call;
+  (d) reference: the same rows with a commit per event;
+  (e) ours: ``Journal.append`` with one event per call.
+reading
+  (f) reference: raw ``SELECT body ... ORDER BY seq`` per session + ``orjson.loads``;
+  (g) ours: ``Journal.events`` (paged streaming, each event validated into its model);
+  (h) ours: ``journal.fold`` over ``Journal.events``.
+
+The server is ``--url`` (default ``AGENT_JOURNAL_TEST_PG`` or
+``postgresql://127.0.0.1:5432/test``); every case writes into a fresh schema of its own,
+dropped at the end. The reference table has our columns and keys (``TEXT COLLATE "C"``,
+``pos`` unique) but no triggers and no ``sessions`` projection: those are part of what we
+pay for. Both sides commit as the server is configured (``synchronous_commit``, printed),
+so a commit per event costs a WAL flush on either side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from _common import (
+    _LAST,
+    CLOCK,
+    body_sizes,
+    describe,
+    interleave,
+    machine,
+    payloads_of,
+    per_round_ratio,
+    print_table,
+    read_bodies,
+    read_rows,
+    reference_row,
+    reference_rows,
+    sessions_of,
+    take_turns,
+)
+from journal_bench import ours_batched, ours_fold, ours_per_event, ours_read
+from psycopg import sql
+
+from journal._postgres_schema import TABLES
+
+REFERENCE_DDL = next(ddl for ddl in TABLES if ddl.startswith("CREATE TABLE events ("))
+"""Our events table exactly (columns, collations, keys), without its triggers."""
+COLUMNS = "pos, session_id, seq, ts, type, v, body, hash, summary"
+INSERT = f"INSERT INTO events({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def in_schema(url: str, schema: str) -> str:
+    """``url`` with its search_path set to ``schema`` (libpq ``options``)."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+class Schemas:
+    """Fresh schemas on one server, one per case and round, all dropped by `drop_all`."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.prefix = f"aj_bench_{uuid.uuid4().hex[:8]}"
+        self.made: list[str] = []
+
+    def url(self, name: str, index: int, *, create: bool = True) -> str:
+        schema = f"{self.prefix}_{name}_{index}"
+        if create:
+            with psycopg.connect(self.server, autocommit=True) as conn:
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+            self.made.append(schema)
+        return in_schema(self.server, schema)
+
+    def drop(self, url: str) -> None:
+        schema = url.rsplit("%3D", 1)[1]
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        self.made.remove(schema)
+
+    def drop_all(self) -> None:
+        for schema in list(self.made):
+            self.drop(in_schema(self.server, schema))
+
+
+@contextmanager
+def reference_table(url: str) -> Iterator[psycopg.Connection[Any]]:
+    conn = psycopg.connect(url)
+    conn.execute(REFERENCE_DDL)
+    conn.commit()
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def numbered(rows: Iterator[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows with their global positions (1, 2, ...) in front, as our table has them."""
+    return [(pos, *row) for pos, row in enumerate(rows, 1)]
+
+
+def reference_executemany(url: str, payloads: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    with reference_table(url) as conn:
+        start = CLOCK[0]()
+        with conn.transaction(), conn.cursor() as cursor:
+            cursor.executemany(INSERT, numbered(reference_rows(payloads)))
+        _LAST[0] = CLOCK[0]() - start
+
+
+def reference_copy(url: str, payloads: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    with reference_table(url) as conn:
+        start = CLOCK[0]()
+        with conn.transaction(), conn.cursor() as cursor:
+            with cursor.copy(f"COPY events({COLUMNS}) FROM STDIN") as copy:
+                for row in numbered(reference_rows(payloads)):
+                    copy.write_row(row)
+        _LAST[0] = CLOCK[0]() - start
+
+
+def reference_per_event(url: str, order: list[tuple[str, int, dict[str, Any]]]) -> None:
+    with reference_table(url) as conn:
+        heads: dict[str, str] = {}
+        start = CLOCK[0]()
+        for pos, (session_id, seq, payload) in enumerate(order, 1):
+            row = reference_row(session_id, seq, payload, heads.get(session_id, "0" * 64))
+            with conn.transaction():
+                conn.execute(INSERT, (pos, *row))
+            heads[session_id] = row[6]
+        _LAST[0] = CLOCK[0]() - start
+
+
+def reference_read(url: str, session_ids: Sequence[str]) -> None:
+    with psycopg.connect(url) as conn:
+        read_bodies(conn, session_ids, "%s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("AGENT_JOURNAL_TEST_PG", "postgresql://127.0.0.1:5432/test"),
+        help="the PostgreSQL server (a fresh schema per case)",
+    )
+    parser.add_argument("--events", type=int, default=None, help="events written and read")
+    parser.add_argument("--sessions", type=int, default=None, help="sessions they are spread over")
+    parser.add_argument("--per-event", type=int, default=None, help="events for per-event appends")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per figure (median)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, well under a minute")
+    args = parser.parse_args(argv)
+    CLOCK[0] = time.perf_counter
+    sessions = args.sessions or (5 if args.quick else 50)
+    per = max(1, (args.events or (5_000 if args.quick else 50_000)) // sessions)
+    events = per * sessions
+    per_event = min(events, args.per_event or (200 if args.quick else 1_000))
+    repeat = args.repeat or (3 if args.quick else 5)
+
+    work = sessions_of(sessions, per, prefix="pg")
+    payloads = payloads_of(work)
+    session_ids = [sid for sid, _ in work]
+    small = [(sid, items[: max(1, per_event // sessions)]) for sid, items in work]
+    per_event = sum(len(items) for _, items in small)
+    small_order, small_payload_order = interleave(small), interleave(payloads_of(small))
+    sizes = body_sizes(payloads)
+
+    schemas = Schemas(args.url)
+    kept: dict[str, str] = {}
+
+    def case(name: str, run: Callable[[str], None]) -> Callable[[int], None]:
+        def one(index: int) -> None:
+            url = schemas.url(name, index)
+            run(url)
+            if index:
+                schemas.drop(url)
+            else:
+                kept[name] = url
+
+        return one
+
+    def read(source: str, run: Callable[[str, Sequence[str]], None]) -> Callable[[int], None]:
+        return lambda _index: run(kept[source], session_ids)
+
+    try:
+        with psycopg.connect(args.url) as conn:
+            row = conn.execute("SELECT version(), current_setting('synchronous_commit')").fetchone()
+            assert row is not None
+            server, sync = str(row[0]).split(" on ")[0], row[1]
+        times = take_turns(
+            repeat,
+            {
+                "a": case("a", lambda url: reference_executemany(url, payloads)),
+                "b": case("b", lambda url: reference_copy(url, payloads)),
+                "c": case("c", lambda url: ours_batched(url, work, per)),
+                "d": case("d", lambda url: reference_per_event(url, small_payload_order)),
+                "e": case("e", lambda url: ours_per_event(url, small_order)),
+                "f": read("a", reference_read),
+                "g": read("c", ours_read),
+                "h": read("c", ours_fold),
+            },
+        )
+    finally:
+        schemas.drop_all()
+
+    counts = {"d": per_event, "e": per_event}
+    us = {k: statistics.median(v) / counts.get(k, events) * 1e6 for k, v in times.items()}
+
+    def ratio(ours: str, reference: str) -> float:
+        return per_round_ratio(times, ours, reference)
+
+    rows = [
+        ("write", "(a) raw executemany, one transaction", us["a"], None, ""),
+        ("write", "(b) raw COPY, one transaction", us["b"], None, ""),
+        ("write", f"(c) Journal.append, {per} events/call", us["c"], ratio("c", "a"), "(a) ≤ 2×"),
+        ("write", "(c) against COPY", us["c"], ratio("c", "b"), "(b)"),
+        ("write", "(d) raw commit per event", us["d"], None, ""),
+        ("write", "(e) Journal.append, 1 event/call", us["e"], ratio("e", "d"), "(d)"),
+        *read_rows(us, ratio, "f", "g", "h"),
+    ]
+    print(
+        f"agent-journal PostgreSQL bench: {describe(events, sessions, sizes, repeat)}, "
+        f"wall time; {per_event:,} of the events for per-event appends"
+    )
+    print(f"machine: {machine()}")
+    print(
+        f"server: {server} on the same machine, synchronous_commit={sync}, "
+        f"psycopg {psycopg.__version__}"
+    )
+    print()
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""OpenAI Agents SDK: capture with JournalRunHooks, replay with ReplayModel; offline, the
+original sessions produced by a fake Model (the SDK's Model interface)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    ModelResponse,
+    Runner,
+    RunResult,
+    Usage,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.models.interface import Model, ModelTracing
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+)
+from openai.types.responses.response_reasoning_item import Summary
+from openai.types.responses.response_usage import InputTokensDetails
+
+from journal import Journal, Recorder
+from replay import Replayer
+from replay.fixtures import replay_fixture, write_fixture
+from replay.integrations import MissingExtraError
+from replay.integrations.openai_agents import JournalRunHooks, replay_agent
+
+from .helpers import run_cli
+
+set_tracing_disabled(True)
+
+CELSIUS = {"Lisbon": 21.5, "Oslo": 4.0}
+RAN: list[str] = []
+REFERENCE = "tests.test_openai_agents:weather_agent"
+
+
+class ScriptedModel(Model):
+    """A fake model: asks for the weather of each city the user names, then answers."""
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else input
+        last = items[-1]
+        usage = Usage(
+            requests=1,
+            input_tokens=40 * len(items),
+            output_tokens=12,
+            input_tokens_details=InputTokensDetails(cached_tokens=8, cache_write_tokens=0),
+        )
+        if last.get("role") == "user":
+            cities = [w.strip("?,.") for w in str(last["content"]).split() if w[:1].isupper()][1:]
+            calls = [
+                ResponseFunctionToolCall(
+                    arguments=json.dumps({"city": city}),
+                    call_id=f"call-{len(items)}-{i}",
+                    name="get_weather",
+                    type="function_call",
+                )
+                for i, city in enumerate(cities)
+            ]
+            thought = ResponseReasoningItem(
+                id="rs-1",
+                summary=[Summary(text="look them up", type="summary_text")],
+                type="reasoning",
+            )
+            return ModelResponse(output=[thought, *calls], usage=usage, response_id=None)
+        outputs = [i["output"] for i in items if i.get("type") == "function_call_output"]
+        text = ResponseOutputText(text=" | ".join(outputs), type="output_text", annotations=[])
+        message = ResponseOutputMessage(
+            id="msg-1", content=[text], role="assistant", status="completed", type="message"
+        )
+        return ModelResponse(output=[message], usage=usage, response_id=None)
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+
+@function_tool
+def get_weather(city: str) -> dict[str, Any]:
+    """The current temperature of a city."""
+    RAN.append(city)
+    if city not in CELSIUS:
+        raise LookupError(f"unknown city {city}")
+    return {"city": city, "celsius": CELSIUS[city]}
+
+
+weather_agent: Agent[Any] = Agent(
+    name="weather",
+    instructions="Report the weather; call get_weather per city.",
+    tools=[get_weather],
+    model=ScriptedModel(),
+)
+
+
+def capture(journal: Journal, agent: Agent[Any], inputs: list[str], session_id: str = "sdk") -> str:
+    """The original session: one ``Runner.run`` per input, the previous items as history."""
+
+    async def converse(hooks: JournalRunHooks) -> None:
+        history: list[Any] = []
+        for text in inputs:
+            result: RunResult = await Runner.run(
+                agent, [*history, {"role": "user", "content": text}], hooks=hooks
+            )
+            history = result.to_input_list()
+
+    with Recorder(journal, session_id) as recorder:
+        asyncio.run(converse(JournalRunHooks(recorder, agent=REFERENCE, metadata={"team": "ops"})))
+    return session_id
+
+
+@pytest.fixture
+def session(journal: Journal) -> str:
+    RAN.clear()
+    return capture(journal, weather_agent, ["Weather in Lisbon and Atlantis?", "And Oslo?"])
+
+
+def test_capture_journals_each_model_response_and_tool_output(
+    journal: Journal, session: str
+) -> None:
+    events = [item.event for item in journal.events(session)]
+    assert [e.type for e in events] == [
+        "session_started",
+        "user_input",
+        "action_proposed",
+        "action_committed",
+        "action_committed",
+        "action_proposed",
+        "agent_completed",
+        "user_input",
+        "action_proposed",
+        "action_committed",
+        "action_proposed",
+        "agent_completed",
+    ]
+    started = events[0]
+    assert (started.agent, started.model, started.system_prompt) == (
+        REFERENCE,
+        "ScriptedModel",
+        "Report the weather; call get_weather per city.",
+    )
+    assert [t.name for t in started.config.tools] == ["get_weather"]
+    assert started.metadata == {"team": "ops", "captured_with": "openai-agents"}
+    proposal = events[2]
+    assert proposal.reasoning == "look them up"
+    assert [(c.call_id, c.tool, c.args) for c in proposal.calls] == [
+        ("call-1-0", "get_weather", {"city": "Lisbon"}),
+        ("call-1-1", "get_weather", {"city": "Atlantis"}),
+    ]
+    assert proposal.usage.model_dump() == {
+        "input_tokens": 40,
+        "output_tokens": 12,
+        "cached_tokens": 8,
+    }
+    assert events[3].result == {"city": "Lisbon", "celsius": 21.5}
+    assert "error" in str(events[4].result).lower()  # the SDK hands the model an error text
+    assert events[7].text == "And Oslo?"
+    state = journal.state(session)
+    assert (state.status, state.turns, state.model_calls, state.committed) == ("completed", 2, 4, 3)
+    assert journal.verify().ok
+
+
+def test_replay_is_identical_and_runs_no_tool(journal: Journal, session: str) -> None:
+    ran = len(RAN)
+    result = replay_agent(journal, session, weather_agent)
+    assert result.identical, result.first_divergence
+    assert (result.recorded_events, result.replayed_events) == (12, 12)
+    assert len(RAN) == ran
+
+
+def test_tools_run_live_on_request_and_are_compared(
+    journal: Journal, session: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran = len(RAN)
+    same = replay_agent(journal, session, weather_agent, live=["get_weather"])
+    assert same.identical, same.first_divergence
+    assert RAN[ran:] == ["Lisbon", "Atlantis", "Oslo"]
+    monkeypatch.setitem(CELSIUS, "Lisbon", 30.0)
+    moved = replay_agent(journal, session, weather_agent, live=True)
+    assert [(d.tool, d.recorded_seq) for d in moved.live_differences] == [("get_weather", 3)]
+    assert moved.first_divergence is not None and moved.first_divergence.seq == 3
+
+
+def test_a_response_never_recorded_is_a_divergence_naming_the_step(journal: Journal) -> None:
+    stopping = weather_agent.clone(tool_use_behavior="stop_on_first_tool")
+    one = capture(journal, stopping, ["Weather in Oslo?"], "stops")
+    assert [item.event.type for item in journal.events(one)][-1] == "agent_completed"
+    result = replay_agent(journal, one, weather_agent)  # the changed code asks the model again
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == 4
+    assert divergence.reason == (
+        "recording exhausted at seq 4: the code asked for model output #2, the recording has 1"
+    )
+
+
+def test_an_exception_that_ends_a_run_is_a_halt(journal: Journal) -> None:
+    with pytest.raises(Exception, match="service down"), Recorder(journal, "broken") as recorder:
+
+        async def broken_model(*args: Any, **kwargs: Any) -> ModelResponse:
+            raise ConnectionError("model service down")
+
+        model = ScriptedModel()
+        model.get_response = broken_model  # type: ignore[method-assign]
+        agent = weather_agent.clone(model=model)
+        asyncio.run(Runner.run(agent, "Weather in Oslo?", hooks=JournalRunHooks(recorder)))
+    state = journal.state("broken")
+    assert (state.status, state.halt_rule) == ("failed", "error")
+    assert state.halt_reason == "ConnectionError: model service down"
+    result = replay_agent(journal, "broken", weather_agent)
+    assert result.identical, result.first_divergence
+
+
+def test_captured_sessions_replay_through_the_cli_and_as_fixtures(tmp_path: Path) -> None:
+    db = tmp_path / "sdk.db"
+    with Journal.open(db) as journal:
+        capture(journal, weather_agent, ["Weather in Lisbon?"], "weather")
+        assert Replayer().replay(journal, "weather").identical
+        fixture = write_fixture(journal, "weather", tmp_path / "fixtures" / "weather.jsonl")
+    replayed = run_cli("replay", "weather", "--db", db, "--json")
+    assert replayed.exit_code == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout)["verdict"] == "identical"
+    assert replay_fixture(fixture).passed
+
+
+def test_without_the_sdk_the_import_fails_with_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(sys.modules, "replay.integrations.openai_agents")
+    monkeypatch.setitem(sys.modules, "agents", None)
+    with pytest.raises(MissingExtraError) as raised:
+        importlib.import_module("replay.integrations.openai_agents")
+    assert str(raised.value).startswith("openai-agents is not installed")
+    assert str(raised.value).endswith("pip install 'agent-journal[openai-agents]'")

@@ -1,0 +1,280 @@
+"""pydantic-ai: capture with JournalCapability, replay with ReplayModel; offline, the original
+sessions produced by pydantic-ai's own FunctionModel and TestModel."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from journal import Journal, Recorder
+from replay import Replayer
+from replay.fixtures import replay_fixture, write_fixture
+from replay.integrations import MissingExtraError
+from replay.integrations.pydantic_ai import JournalCapability, replay_agent
+
+from .helpers import run_cli
+
+CELSIUS = {"Lisbon": 21.5, "Oslo": 4.0}
+RAN: list[str] = []
+"""Every city the real tool was called with (a replay with recorded tools adds none)."""
+
+REFERENCE = "tests.test_pydantic_ai:weather_agent"
+
+
+def build(*, strict: bool = False) -> Agent[None, str]:
+    """The agent under test; ``strict`` adds an output validator that rejects one answer."""
+    agent: Agent[None, str] = Agent(
+        name="weather", instructions="Report the weather; call get_weather per city.", retries=3
+    )
+
+    @agent.tool_plain
+    def get_weather(city: str) -> dict[str, Any]:
+        """The current temperature of a city."""
+        RAN.append(city)
+        if city not in CELSIUS:
+            raise ModelRetry(f"unknown city {city}; known: {', '.join(CELSIUS)}")
+        return {"city": city, "celsius": CELSIUS[city]}
+
+    if strict:
+
+        @agent.output_validator
+        def cite_units(ctx: RunContext[None], output: str) -> str:
+            if "°F" not in output:
+                raise ModelRetry("give the temperatures in °F too")
+            return output
+
+    return agent
+
+
+weather_agent = build()
+
+echo_agent: Agent[None, str] = Agent(name="echo", system_prompt="You shout.")
+
+
+@echo_agent.tool_plain
+def shout(text: str) -> str:
+    """The text in capitals."""
+    return text.upper()
+
+
+def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A FunctionModel script: two cities (one unknown), a bad call, a fix, an answer."""
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+    ]
+    step = sum(isinstance(m, ModelResponse) for m in messages[starts[-1] :])
+    if len(starts) > 1:
+        return ModelResponse(parts=[TextPart("Still 4.0 °C in Oslo.")])
+    script: list[list[Any]] = [
+        [
+            ThinkingPart("Two cities: call the tool for each."),
+            ToolCallPart("get_weather", {"city": "Lisbon"}, "c1"),
+            ToolCallPart("get_weather", '{"city": "Atlantis"}', "c2"),
+        ],
+        [ToolCallPart("get_weather", {"town": "Oslo"}, "c3")],
+        [ToolCallPart("get_weather", {"city": "Oslo"}, "c4")],
+        [TextPart("Lisbon: 21.5 °C; Oslo: 4.0 °C.")],
+    ]
+    return ModelResponse(parts=script[min(step, 3)])
+
+
+def capture(
+    journal: Journal, agent: Agent[None, str], session_id: str = "pa", *, turns: int = 2
+) -> str:
+    """The original session: runs (turns) of ``agent`` on the scripted model."""
+    model = FunctionModel(scripted, model_name="scripted-4")
+
+    async def converse(recorder: Recorder) -> None:
+        cap = JournalCapability(recorder, agent=REFERENCE, metadata={"tenant": "t1"})
+        first = await agent.run("Weather in Lisbon and Atlantis?", model=model, capabilities=[cap])
+        if turns == 1:
+            return
+        await agent.run(
+            "And in Oslo again?",
+            model=model,
+            capabilities=[cap],
+            message_history=first.all_messages(),
+        )
+
+    with Recorder(journal, session_id) as recorder:
+        asyncio.run(converse(recorder))
+    return session_id
+
+
+@pytest.fixture
+def session(journal: Journal) -> str:
+    RAN.clear()
+    return capture(journal, weather_agent)
+
+
+def test_capture_journals_each_request_response_and_tool_call(
+    journal: Journal, session: str
+) -> None:
+    events = [item.event for item in journal.events(session)]
+    assert [e.type for e in events] == [
+        "session_started",
+        "user_input",
+        "action_proposed",
+        "action_committed",
+        "action_failed",
+        "action_proposed",
+        "verification_failed",
+        "action_proposed",
+        "action_committed",
+        "action_proposed",
+        "agent_completed",
+        "user_input",
+        "action_proposed",
+        "agent_completed",
+    ]
+    started = events[0]
+    assert (started.agent, started.model) == (REFERENCE, "scripted-4")
+    assert started.system_prompt == "Report the weather; call get_weather per city."
+    assert [t.name for t in started.config.tools] == ["get_weather"]
+    assert started.config.tools[0].parameters["required"] == ["city"]
+    assert started.metadata == {"tenant": "t1", "captured_with": "pydantic-ai"}
+    first = events[2]
+    assert first.reasoning == "Two cities: call the tool for each."
+    assert [(c.call_id, c.args) for c in first.calls] == [
+        ("c1", {"city": "Lisbon"}),
+        ("c2", {"city": "Atlantis"}),
+    ]
+    assert first.usage.input_tokens > 0 and first.latency_ms is not None
+    assert events[3].result == {"city": "Lisbon", "celsius": 21.5}
+    assert (events[4].kind, events[4].message) == (
+        "business",
+        "unknown city Atlantis; known: Lisbon, Oslo",
+    )
+    assert (events[6].call_id, events[6].stage) == ("c3", "schema")
+    assert events[10].answer == "Lisbon: 21.5 °C; Oslo: 4.0 °C."
+    state = journal.state(session)
+    assert (state.status, state.turns, state.model_calls, state.failures) == ("completed", 2, 5, 2)
+    assert journal.verify().ok
+
+
+def test_replay_is_identical_and_runs_no_tool(journal: Journal, session: str) -> None:
+    ran = len(RAN)
+    result = replay_agent(journal, session, weather_agent)
+    assert result.identical, result.first_divergence
+    assert (result.recorded_events, result.replayed_events) == (14, 14)
+    assert len(RAN) == ran  # every result came from the recording
+
+
+def test_tools_run_live_on_request_and_are_compared(
+    journal: Journal, session: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran = len(RAN)
+    same = replay_agent(journal, session, weather_agent, live=["get_weather"])
+    assert same.identical, same.first_divergence
+    assert RAN[ran:] == ["Lisbon", "Atlantis", "Oslo"] and not same.live_differences
+    monkeypatch.setitem(CELSIUS, "Oslo", -3.0)
+    moved = replay_agent(journal, session, weather_agent, live=True)
+    assert [(d.tool, d.recorded, d.live) for d in moved.live_differences] == [
+        ("get_weather", {"city": "Oslo", "celsius": 4.0}, {"city": "Oslo", "celsius": -3.0})
+    ]
+    divergence = moved.first_divergence
+    assert divergence is not None and divergence.seq == 8
+    assert divergence.reason == "action_committed differs in result.celsius"
+
+
+def test_a_response_never_recorded_is_a_divergence_naming_the_step(journal: Journal) -> None:
+    one_turn = capture(journal, weather_agent, "one-turn", turns=1)
+    result = replay_agent(journal, one_turn, build(strict=True))
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == 10
+    assert divergence.reason == (
+        "recording exhausted at seq 10: the code asked for model output #5, the recording has 4"
+    )
+    assert divergence.expected is not None and divergence.expected["type"] == "agent_completed"
+
+
+def test_an_exception_that_ends_a_run_is_a_halt_and_replays(journal: Journal) -> None:
+    broken: Agent[None, str] = Agent(name="broken")
+
+    @broken.tool_plain
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        raise ConnectionError("directory service down")
+
+    with pytest.raises(ConnectionError), Recorder(journal, "broken") as recorder:
+        asyncio.run(
+            broken.run("find k", model=TestModel(), capabilities=[JournalCapability(recorder)])
+        )
+    events = [item.event for item in journal.events("broken")]
+    assert [e.type for e in events][-2:] == ["action_failed", "agent_halted"]
+    assert (events[-2].kind, events[-2].message) == (
+        "infrastructure",
+        "ConnectionError: directory service down",
+    )
+    assert journal.state("broken").status == "failed"
+    assert events[-1].reason == "ConnectionError: directory service down"
+    result = replay_agent(journal, "broken", broken)
+    assert result.identical, result.first_divergence
+
+
+def test_a_test_model_session_replays_identical(journal: Journal) -> None:
+    with Recorder(journal, "echo") as recorder:
+        cap = JournalCapability(recorder, agent="tests.test_pydantic_ai:echo_agent")
+        output = asyncio.run(echo_agent.run("hello", model=TestModel(), capabilities=[cap])).output
+    events = [item.event for item in journal.events("echo")]
+    assert [e.type for e in events] == [
+        "session_started",
+        "user_input",
+        "action_proposed",
+        "action_committed",
+        "action_proposed",
+        "agent_completed",
+    ]
+    assert events[0].system_prompt == "You shout." and events[-1].answer == output
+    assert replay_agent(journal, "echo", echo_agent).identical
+
+
+def test_captured_sessions_replay_through_the_cli_and_as_fixtures(tmp_path: Path) -> None:
+    db = tmp_path / "pa.db"
+    with Journal.open(db) as journal:
+        capture(journal, weather_agent, "weather")
+        assert Replayer().replay(journal, "weather").identical
+        fixture = write_fixture(journal, "weather", tmp_path / "fixtures" / "weather.jsonl")
+    replayed = run_cli("replay", "weather", "--db", db, "--save")
+    assert replayed.exit_code == 0, replayed.stdout + replayed.stderr
+    diffed = run_cli("diff", "weather", "weather.replay-1", "--db", db)
+    assert diffed.exit_code == 0 and "identical" in diffed.stdout
+    assert replay_fixture(fixture).passed
+    assert (
+        run_cli(
+            "replay", "weather", "--db", db, "--agent", "tests.test_pydantic_ai:CELSIUS"
+        ).exit_code
+        == 2
+    )
+
+
+def test_without_pydantic_ai_the_import_fails_with_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(sys.modules, "replay.integrations.pydantic_ai")
+    monkeypatch.setitem(sys.modules, "pydantic_ai", None)
+    with pytest.raises(MissingExtraError) as raised:
+        importlib.import_module("replay.integrations.pydantic_ai")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("pydantic-ai is not installed")
+    assert message.endswith("pip install 'agent-journal[pydantic-ai]'")
