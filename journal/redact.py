@@ -19,6 +19,7 @@ placeholders across processes; the default key is random per `Redactor`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -192,8 +193,12 @@ class Redactor:
         )
         text = _CARD.sub(lambda m: self._card_or_keep(session_id, m.group()), text)
         for name, pattern in self._extra:
-            text = pattern.sub(lambda m, name=name: self._secret(session_id, name, m.group()), text)
+            text = pattern.sub(functools.partial(self._pattern_match, session_id, name), text)
         return text
+
+    def _pattern_match(self, session_id: str, name: str, match: re.Match[str]) -> str:
+        found = match.group()
+        return found if found.startswith("redacted-") else self._secret(session_id, name, found)
 
     def _value(self, session_id: str, value: Any, secret: bool) -> Any:
         if isinstance(value, str):
