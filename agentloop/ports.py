@@ -62,7 +62,11 @@ def counter_ids(prefix: str) -> IdSource:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """What the loop sends the model: the immutable prefix and the context log."""
+    """What the loop sends the model: the immutable prefix and the context log.
+
+    ``messages`` is a fresh list, but its message dicts are shared with the runtime's
+    context (rendered once, reused every step): read them, copy before changing one.
+    """
 
     session_id: str
     seq: int

@@ -30,6 +30,8 @@ from journal import (
 from .loop_helpers import fixed_clock
 
 HERE = "tests.replay_helpers"
+BUGGY = "demo-refund-buggy-s0"
+FIXED = "agentloop.examples.refund:build_fixed"
 LIMIT = 50
 """The most the strict ``pay`` guard allows."""
 
@@ -210,6 +212,22 @@ def record_demo(journal: Journal, seed: int = 0) -> list[str]:
     from agentloop.demo import run_demo
 
     return [item.session_id for item in run_demo(journal, seed=seed, sessions=len(SCENARIOS))]
+
+
+def demo_file(folder: Path) -> Path:
+    """A journal file ``folder/demo.db`` holding every demo session (seed 0)."""
+    path = folder / "demo.db"
+    with Journal.open(path) as journal:
+        record_demo(journal)
+    return path
+
+
+def copy_all(source: Path, target: Journal) -> Journal:
+    """Copy every session of the journal at ``source`` into ``target``; return ``target``."""
+    with Journal.open(source) as journal:
+        for summary in journal.sessions():
+            copy_session(journal, summary.session_id, target)
+    return target
 
 
 Edit = Callable[[RecordedEvent], AgentEvent | None]

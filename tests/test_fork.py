@@ -4,6 +4,7 @@ on recorded outputs while they fit and the agent's own model after."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,24 +22,18 @@ from replay import fingerprint, fork, record_of
 from . import replay_helpers as rh
 from .loop_helpers import Script, propose
 
-FIXED = "agentloop.examples.refund:build_fixed"
-BUGGY = "demo-refund-buggy-s0"
+FIXED, BUGGY = rh.FIXED, rh.BUGGY
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = tmp_path_factory.mktemp("fork") / "demo.db"
-    with Journal.open(path) as journal:
-        rh.record_demo(journal)
-    return str(path)
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rh.demo_file(tmp_path_factory.mktemp("fork"))
 
 
 @pytest.fixture
-def journal(demo_db: str, tmp_path: object) -> Iterator[Journal]:
+def journal(demo_db: Path) -> Iterator[Journal]:
     """A private copy of the demo journal (forks write)."""
-    with Journal.open(demo_db) as source, Journal.open(":memory:") as target:
-        for summary in source.sessions():
-            rh.copy_session(source, summary.session_id, target)
+    with rh.copy_all(demo_db, Journal.open(":memory:")) as target:
         yield target
 
 

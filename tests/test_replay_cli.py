@@ -16,27 +16,20 @@ from . import replay_helpers as rh
 from .helpers import one_error_line, run_cli
 from .loop_helpers import fixed_clock
 
-FIXED = "agentloop.examples.refund:build_fixed"
-BUGGY = "demo-refund-buggy-s0"
+FIXED, BUGGY = rh.FIXED, rh.BUGGY
 
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A journal with every demo session (seed 0); tests that write use `db` instead."""
-    path = tmp_path_factory.mktemp("cli") / "demo.db"
-    with Journal.open(path) as journal:
-        rh.record_demo(journal)
-    return path
+    return rh.demo_file(tmp_path_factory.mktemp("cli"))
 
 
 @pytest.fixture
 def db(demo_db: Path, tmp_path: Path) -> Path:
     """A private copy of the demo journal, for tests that write to it."""
-    path = tmp_path / "demo.db"
-    with Journal.open(demo_db) as source, Journal.open(path) as target:
-        for summary in source.sessions():
-            rh.copy_session(source, summary.session_id, target)
-    return path
+    rh.copy_all(demo_db, Journal.open(tmp_path / "demo.db")).close()
+    return tmp_path / "demo.db"
 
 
 def as_json(*args: object) -> tuple[int, Any]:

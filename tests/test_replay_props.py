@@ -22,7 +22,7 @@ from replay import Replayer
 
 from . import replay_helpers as rh
 
-PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 seeds = st.integers(0, 10**6)
 inputs = st.lists(st.sampled_from(["go", "again", "more please"]), min_size=1, max_size=3)
 

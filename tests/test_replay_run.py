@@ -42,14 +42,13 @@ from replay import (
 from . import replay_helpers as rh
 from .loop_helpers import Script, fixed_clock, propose
 
-FIXED = "agentloop.examples.refund:build_fixed"
+FIXED = rh.FIXED
 
 
 @pytest.fixture(scope="module")
 def demo_journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journal]:
     """Every demo scenario (seed 0) recorded once for the module."""
-    with Journal.open(tmp_path_factory.mktemp("demo") / "demo.db") as journal:
-        rh.record_demo(journal)
+    with Journal.open(rh.demo_file(tmp_path_factory.mktemp("demo"))) as journal:
         yield journal
 
 
