@@ -4,7 +4,8 @@
   fewest quotes and brackets that make them a JSON object again;
 * scavenge: a response with no ``tool_calls`` whose text or reasoning spells calls out
   (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``, a JSON block, an OpenAI
-  ``{"tool_calls": [...]}`` object) gets them back;
+  ``{"tool_calls": [...]}`` object) gets them back, for tools that allow it (reads by
+  default: a write that was only written down never runs);
 * flatten: arguments given in a flattened schema (``address__city``) are nested again.
 
 Storm suppression (dropping duplicate calls of one response, once per turn, with a

@@ -426,7 +426,9 @@ class AgentRuntime:
         repairs: list[AgentEvent] = []
         if not calls:
             calls = scavenge_calls(
-                [response.reasoning, response.text], self._tools, f"scavenged-{proposal_seq}"
+                [response.reasoning, response.text],
+                [name for name, tool in self._tools.items() if tool.scavengeable],
+                f"scavenged-{proposal_seq}",
             )
             if calls:
                 repairs.append(

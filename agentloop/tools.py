@@ -95,6 +95,8 @@ class Tool:
         timeout_s: seconds before a call times out (default: the guardrails' timeout).
         fallback: the name of a tool to call instead while this one's breaker is open.
         classify: maps an exception to its failure kind; see `classify_error`.
+        scavenge: whether a call written out as text may be run (default: when
+            ``parallel_safe``); see `scavengeable`.
     """
 
     name: str
@@ -106,6 +108,16 @@ class Tool:
     timeout_s: float | None = None
     fallback: str | None = None
     classify: Callable[[BaseException], FailureKind] = field(default=classify_error)
+    scavenge: bool | None = None
+
+    @property
+    def scavengeable(self) -> bool:
+        """Whether a call to this tool written out as text may be taken as a real call.
+
+        By default only parallel-safe tools (reads): a write the model merely wrote down,
+        in its reasoning or its reply, must not run. Set ``scavenge`` to decide per tool.
+        """
+        return self.parallel_safe if self.scavenge is None else self.scavenge
 
     @classmethod
     def from_openai(cls, spec: dict[str, Any], fn: Callable[[Any], Any], **options: Any) -> Tool:

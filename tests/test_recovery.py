@@ -31,6 +31,7 @@ from journal import (
 )
 
 from .loop_helpers import (
+    Args,
     Script,
     after_start,
     agent_of,
@@ -283,7 +284,7 @@ def test_calls_written_out_are_scavenged(journal: Journal, where: str) -> None:
     written = 'Let me look. <tool_call>{"name": "echo", "arguments": {"q": "hi"}}</tool_call>'
     response = propose(**{where: written})  # type: ignore[arg-type]
     scavenged = ToolCall(call_id="scavenged-2-1", tool="echo", args={"q": "hi"})
-    assert run_events(ok_tool(), steps=[response], journal=journal) == [
+    assert run_events(ok_tool(parallel_safe=True), steps=[response], journal=journal) == [
         ASK,
         proposed(response),
         RepairApplied(
@@ -299,9 +300,22 @@ def test_calls_written_out_are_scavenged(journal: Journal, where: str) -> None:
     ]
 
 
+def test_a_write_only_written_down_is_never_run(journal: Journal) -> None:
+    written = '<tool_call>{"name": "echo", "arguments": {"q": "refund everyone"}}</tool_call>'
+    calls: list[str] = []
+    write = Tool("echo", lambda a: calls.append(a.q), "a write", Args)  # not parallel-safe
+    response = propose(text=written)
+    assert run_events(write, steps=[response], journal=journal) == [
+        ASK,
+        proposed(response),
+        AgentCompleted(answer=written),
+    ]
+    assert calls == []
+
+
 def test_scavenged_truncated_args_get_both_repairs(journal: Journal) -> None:
     written = '{"name": "echo", "arguments": "{\\"q\\": \\"cut"}'
-    events = run_events(ok_tool(), steps=[propose(reasoning=written)], journal=journal)
+    events = run_events(ok_tool(scavenge=True), steps=[propose(reasoning=written)], journal=journal)
     repairs = [e for e in events if isinstance(e, RepairApplied)]
     assert [(r.level, r.after) for r in repairs] == [
         ("scavenge", [{"call_id": "scavenged-2-1", "tool": "echo", "args": '{"q": "cut'}]),
