@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Literal, assert_never
+from typing import Any, Literal, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .canonical import canonical_bytes
 from .events import (
@@ -59,7 +59,7 @@ __all__ = [
     "fold",
 ]
 
-FOLD_VERSION = 1
+FOLD_VERSION = 2
 """Bumped whenever the meaning of events changes; stored snapshots of older versions are rebuilt."""
 
 SessionStatus = Literal["running", "completed", "halted", "failed"]
@@ -160,6 +160,17 @@ def _copy(state: SessionState) -> SessionState:
     return new
 
 
+def _scavenged(calls: list[Any]) -> list[ToolCall]:
+    """The calls a scavenge repair took from the text: they are pending like proposed ones."""
+    found = []
+    for call in calls:
+        try:
+            found.append(ToolCall.model_validate(call))
+        except ValidationError:
+            continue
+    return found
+
+
 def _resolve(pending: list[ToolCall], call_id: str, tool: str) -> list[ToolCall]:
     """Drop the first pending call answered by (call_id, tool); ids may repeat."""
     for index, call in enumerate(pending):
@@ -228,6 +239,10 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
             new.repairs += 1
             if event.level == "storm":
                 new.storms += 1
+                if event.call_id is not None and event.tool is not None:
+                    new.pending_calls = _resolve(state.pending_calls, event.call_id, event.tool)
+            elif event.level == "scavenge" and isinstance(event.after, list):
+                new.pending_calls = _scavenged(event.after)
         case VerificationFailed():
             new.rejections += 1
             new.schema_retries = state.schema_retries + 1 if event.stage == "schema" else 0

@@ -32,7 +32,7 @@ from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails
 
 from journal import Journal, Recorder
-from replay import Replayer
+from replay import Replayer, integrations
 from replay.fixtures import replay_fixture, write_fixture
 from replay.integrations import MissingExtraError
 from replay.integrations.openai_agents import JournalRunHooks, replay_agent
@@ -250,6 +250,7 @@ def test_without_the_sdk_the_import_fails_with_one_clear_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delitem(sys.modules, "replay.integrations.openai_agents")
+    monkeypatch.delattr(integrations, "openai_agents")
     monkeypatch.setitem(sys.modules, "agents", None)
     with pytest.raises(MissingExtraError) as raised:
         importlib.import_module("replay.integrations.openai_agents")

@@ -24,12 +24,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from journal import Journal, Recorder
-from replay import Replayer
+from replay import Replayer, integrations
 from replay.fixtures import replay_fixture, write_fixture
 from replay.integrations import MissingExtraError
 from replay.integrations.pydantic_ai import JournalCapability, replay_agent
 
-from .helpers import run_cli
+from .helpers import one_error_line, run_cli
 
 CELSIUS = {"Lisbon": 21.5, "Oslo": 4.0}
 RAN: list[str] = []
@@ -268,9 +268,13 @@ def test_captured_sessions_replay_through_the_cli_and_as_fixtures(tmp_path: Path
 
 
 def test_without_pydantic_ai_the_import_fails_with_one_clear_line(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    db = tmp_path / "pa.db"
+    with Journal.open(db) as journal:
+        capture(journal, weather_agent, "weather", turns=1)
     monkeypatch.delitem(sys.modules, "replay.integrations.pydantic_ai")
+    monkeypatch.delattr(integrations, "pydantic_ai")
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     with pytest.raises(MissingExtraError) as raised:
         importlib.import_module("replay.integrations.pydantic_ai")
@@ -278,3 +282,5 @@ def test_without_pydantic_ai_the_import_fails_with_one_clear_line(
     assert "\n" not in message
     assert message.startswith("pydantic-ai is not installed")
     assert message.endswith("pip install 'agent-journal[pydantic-ai]'")
+    line = one_error_line(run_cli("replay", "weather", "--db", db))
+    assert line.endswith("pip install 'agent-journal[pydantic-ai]'")
