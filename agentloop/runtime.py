@@ -258,6 +258,7 @@ class AgentRuntime:
                 f"{session.state.halt_rule}; it takes no further turns"
             )
         try:
+            self._close_interrupted(session)
             session.move(Phase.OBSERVE)
             self._append(session, [UserInput(text=text)])
             await self._drive(session)
@@ -272,13 +273,44 @@ class AgentRuntime:
     async def continue_turn(self, session_id: str) -> TurnResult:
         """Drive a session whose last turn has no ending yet (a fork, a crash) to its reply.
 
+        Calls proposed but never decided are answered first (see `_close_interrupted`).
         A session that is completed or halted is returned as it is.
         """
         session = self._session(session_id)
         if session.phase is Phase.IDLE and session.state.turns > 0:
-            session.move(Phase.OBSERVE)
-            await self._drive(session)
+            try:
+                self._close_interrupted(session)
+                session.move(Phase.OBSERVE)
+                await self._drive(session)
+            except BaseException:
+                self._sessions.pop(session_id, None)
+                raise
         return self._result(session)
+
+    def _close_interrupted(self, session: _Session) -> None:
+        """Answer calls proposed but never decided (a crash, a fork inside a proposal).
+
+        Whether such a call ran before the interruption is unknown, so it is not run
+        again (no duplicated side effects): it is journaled as an infrastructure failure
+        saying so, and the model sees that answer instead of a dangling call.
+        """
+        pending = session.state.pending_calls
+        if not pending or session.phase is Phase.HALTED:
+            return
+        self._append(
+            session,
+            [
+                ActionFailed(
+                    call_id=call.call_id,
+                    tool=call.tool,
+                    kind="infrastructure",
+                    message="interrupted before its outcome was journaled; not run again, "
+                    "its effect is unknown",
+                    args=call.args if isinstance(call.args, dict) else {},
+                )
+                for call in pending
+            ],
+        )
 
     def greet(self, session_id: str, text: str) -> TurnResult:
         """Journal the agent's greeting: a reply before the first user input, no model call.

@@ -11,6 +11,7 @@ import pytest
 from agentloop import AgentLoadError
 from journal import (
     ActionCommitted,
+    ActionFailed,
     ActionProposed,
     InvalidInputError,
     Journal,
@@ -72,15 +73,21 @@ def test_the_fixed_agent_runs_on_from_where_the_recording_stops_fitting(journal:
     assert journal.require(result.session_id).agent == FIXED
 
 
-def test_a_fork_inside_a_proposal_asks_the_agents_model_again(journal: Journal) -> None:
+def test_a_fork_inside_a_proposal_answers_the_open_call_then_asks_again(
+    journal: Journal,
+) -> None:
     rh.record(journal, "build_pay", ["pay 90"], session_id="p")
     agent = rh.build_pay_strict()
     agent.llm = Script(propose(("pay", {"amount": 30})), propose(text="paid 30"))
-    result = fork(journal, "p", 4, agent=agent)  # seq 4 proposed pay(90); its call is dropped
+    result = fork(journal, "p", 4, agent=agent)  # seq 4 proposed pay(90), never decided
     events = [item.event for item in journal.events(result.session_id)]
-    assert isinstance(events[5], ActionProposed)
-    assert events[5].calls[0].args == {"amount": 30}
-    assert isinstance(events[6], ActionCommitted) and events[6].result == {"paid": 30}
+    interrupted = events[5]
+    assert isinstance(interrupted, ActionFailed)  # not run again: its effect is unknown
+    assert (interrupted.call_id, interrupted.args) == ("call_4_0", {"amount": 90})
+    assert interrupted.message.startswith("interrupted before its outcome was journaled")
+    assert isinstance(events[6], ActionProposed)
+    assert events[6].calls[0].args == {"amount": 30}
+    assert isinstance(events[7], ActionCommitted) and events[7].result == {"paid": 30}
     assert events[-1].answer == "paid 30"
     assert result.recorded_until == 4 and result.status == "completed"
 

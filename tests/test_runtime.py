@@ -669,3 +669,30 @@ def test_a_tool_that_changes_its_args_does_not_change_the_record(journal: Journa
     events = run_events(Tool("t", meddle, "t", schema), steps=[call], journal=journal)
     assert events[2] == ActionCommitted(call_id="c1", tool="t", args={"q": "orig"}, result="ok")
     assert events[1] == proposed(call)
+
+
+def test_a_call_interrupted_before_its_outcome_is_answered_not_run_again(
+    journal: Journal,
+) -> None:
+    ran: list[str] = []
+    pay = Tool("pay", lambda a: ran.append(a.q), "a payment", Args)
+    runtime_for(agent_of(pay), journal, Script()).start("s")
+    seq = journal.append("s", [UserInput(text="pay 90")])
+    journal.append("s", [proposed(propose(("pay", {"q": "90"})))], expected_seq=seq + 1)
+    # ... the process died here: the proposal is journaled, its call never decided.
+    _, results = run_turns(agent_of(pay), journal, Script(answer("sorry")), "did it go through?")
+    assert ran == []
+    assert after_start(journal)[2:] == [
+        ActionFailed(
+            call_id="c1",
+            tool="pay",
+            kind="infrastructure",
+            message="interrupted before its outcome was journaled; not run again, "
+            "its effect is unknown",
+            args={"q": "90"},
+        ),
+        UserInput(text="did it go through?"),
+        proposed(answer("sorry")),
+        AgentCompleted(answer="sorry"),
+    ]
+    assert results[-1].state.pending_calls == []
