@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 import orjson
+from pydantic import ValidationError
 
 from ._sqltx import (
     SchemaSpec,
@@ -593,7 +594,10 @@ class SQLJournal(Journal):
             )
         if row is None:
             return None
-        return int(row[0]), SessionState.model_validate(orjson.loads(row[1]))
+        try:
+            return int(row[0]), SessionState.model_validate(orjson.loads(row[1]))
+        except (orjson.JSONDecodeError, ValidationError, ValueError, TypeError):
+            return None  # derived data that went bad: the caller folds from the events instead
 
     def save_snapshots(
         self, session_id: str, fold_version: int, snapshots: Sequence[tuple[int, SessionState]]

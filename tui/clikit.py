@@ -52,6 +52,9 @@ class ErrorBoundaryGroup(click.Group):
             sys.exit(0)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx is not None else ctx.command_path
+            fail(f"{e.format_message()} (see {where} --help)", EXIT_BAD_INPUT)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as e:
