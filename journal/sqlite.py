@@ -9,6 +9,7 @@ WAL on every commit, so a committed append also survives a power loss, at a cost
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -54,6 +55,7 @@ class SQLiteJournal(SQLJournal):
         super().__init__(clock=clock, hmac_key=hmac_key)
         self._path = path
         self._lock = threading.RLock()
+        self._identity: tuple[int, int] | None = None
         memory = path == ":memory:"
         if not memory and not create and not Path(path).exists():
             raise JournalMissingError(f"{path}: no journal here (the file does not exist)")
@@ -79,6 +81,7 @@ class SQLiteJournal(SQLJournal):
         except JournalError:
             self._conn.close()
             raise
+        self._identity = None if memory else _identity(path)
 
     # -- setup -----------------------------------------------------------------------
 
@@ -137,6 +140,7 @@ class SQLiteJournal(SQLJournal):
                 raise self._translate(e, "begin") from e
             try:
                 yield SqlTx(self._conn)
+                self._check_still_there()
                 self._conn.execute("COMMIT")
             except BaseException as e:
                 if self._conn.in_transaction:
@@ -146,6 +150,18 @@ class SQLiteJournal(SQLJournal):
                 if isinstance(e, sqlite3.Error):
                     raise self._translate(e, "write") from e
                 raise
+
+    def _check_still_there(self) -> None:
+        """Refuse to commit into a file that was deleted or replaced since it was opened.
+
+        SQLite goes on writing to the open file after it was unlinked (in WAL mode it does
+        not notice), so every later append would report success and vanish with the process.
+        """
+        if self._identity is not None and _identity(self._path) != self._identity:
+            raise StoreError(
+                f"{self._path}: the journal file was deleted or replaced while open; "
+                "write was not written"
+            )
 
     @contextmanager
     def _reading(self) -> Iterator[SqlTx]:
@@ -174,3 +190,12 @@ class SQLiteJournal(SQLJournal):
             for name, sql in schema.TRIGGERS.items()
             if name in found
         }
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path`` (None: there is no file there)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino

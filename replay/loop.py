@@ -44,6 +44,7 @@ from journal import (
     ReplayedFailure,
     SessionNotFoundError,
     SessionStarted,
+    StoreError,
     UserInput,
 )
 from journal.recorder import describe_error, failure_of
@@ -216,6 +217,8 @@ def _drive(
             outcome = run(llm, tools, recorder, inputs)
             if inspect.isawaitable(outcome):
                 asyncio.run(_awaited(outcome))
+    except StoreError:
+        raise  # the journal refused the replay's write: a fault of the store, not a divergence
     except Exception as error:  # the replay reports, never crashes
         return describe_error(error)
     return None

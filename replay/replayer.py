@@ -31,6 +31,7 @@ from journal import (
     RecordedEvent,
     SessionNotFoundError,
     SessionStarted,
+    StoreError,
     UserInput,
 )
 
@@ -362,6 +363,8 @@ def _run(
 
     try:
         asyncio.run(drive())
+    except StoreError:
+        raise  # the journal refused the replay's write: a fault of the store, not a divergence
     except Exception as error:  # the replay must report, never crash
         return f"{type(error).__name__}: {error}"
     return None

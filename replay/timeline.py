@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from journal import FOLD_VERSION, InvalidInputError, Journal, SessionState, apply
+from journal import FOLD_VERSION, InvalidInputError, Journal, SessionState, StoreError, apply
 
 __all__ = ["SNAPSHOT_INTERVAL", "StateChange", "Timeline", "state_changes"]
 
@@ -71,6 +71,7 @@ class Timeline:
         self.interval = interval
         self._cache: OrderedDict[int, SessionState] = OrderedDict()
         self._cache_size = cache
+        self._store_snapshots = True
         self.last_seq = journal.require(session_id).last_seq
 
     def refresh(self) -> int:
@@ -116,6 +117,14 @@ class Timeline:
             state = apply(state, recorded)
             if (recorded.seq + 1) % self.interval == 0:
                 fresh.append((recorded.seq, state))
-        if fresh:
-            self.journal.save_snapshots(self.session_id, FOLD_VERSION, fresh)
+        if fresh and self._store_snapshots:
+            try:
+                self.journal.save_snapshots(self.session_id, FOLD_VERSION, fresh)
+            except StoreError:
+                # A full, read-only or busy journal still answers: snapshots are derived
+                # data, kept in memory for this timeline instead.
+                self._store_snapshots = False
+        if fresh and not self._store_snapshots:
+            for snapshot_seq, snapshot in fresh:
+                self._remember(snapshot_seq, snapshot)
         return state

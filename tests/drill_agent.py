@@ -14,13 +14,14 @@ import random
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from agentloop import Agent, AgentRuntime, ModelResponse, Tool, counter_ids
 from agentloop.examples.scripted import ScriptedLLM, Turn, call, reply
-from journal import AgentEvent
+from journal import AgentEvent, Journal
 from journal.sqlite import SQLiteJournal
 
 REFERENCE = "tests.drill_agent:build"
@@ -98,12 +99,28 @@ class ReportingJournal(SQLiteJournal):
         return last
 
 
+def run_session(runtime: AgentRuntime, session_id: str, turns: int, seed: int) -> None:
+    """Start a drill session and run ``turns`` turns (fewer when a rule halts it)."""
+    runtime.start(session_id, metadata={"seed": seed})
+    for turn in range(turns):
+        result = asyncio.run(runtime.run_turn(session_id, f"task {turn} of {session_id}"))
+        if result.status in ("halted", "failed"):
+            return
+
+
 def write_sessions(path: str, prefix: str, seed: int, report: Callable[[str], None]) -> None:
     """Run drill sessions ``PREFIX-0``, ``PREFIX-1``... into ``path`` until killed."""
     with ReportingJournal(path, report) as journal:
         runtime = AgentRuntime(build(seed), journal, ids=counter_ids(prefix))
         for n in count():
-            session_id = f"{prefix}-{n}"
-            runtime.start(session_id, metadata={"seed": seed})
-            for turn in range(1 + n % 3):
-                asyncio.run(runtime.run_turn(session_id, f"task {turn} of {session_id}"))
+            run_session(runtime, f"{prefix}-{n}", 1 + n % 3, seed)
+
+
+def drill_journal(path: Path, sessions: int, turns: int, seed: int = 0) -> list[str]:
+    """Write ``sessions`` drill sessions of ``turns`` turns each into ``path``; return their ids."""
+    ids = [f"drill-{seed}-{n}" for n in range(sessions)]
+    with Journal.open(path) as journal:
+        runtime = AgentRuntime(build(seed), journal, ids=counter_ids(f"drill-{seed}"))
+        for session_id in ids:
+            run_session(runtime, session_id, turns, seed)
+    return ids

@@ -205,6 +205,24 @@ def test_tools_run_live_on_request_and_are_compared(
     assert moved.first_divergence is not None and moved.first_divergence.seq == 3
 
 
+def test_outcomes_are_journaled_in_proposal_order_not_completion_order(journal: Journal) -> None:
+    finished: list[str] = []
+
+    @function_tool
+    async def get_weather(city: str) -> str:
+        """The current temperature of a city, slower for Lisbon."""
+        await asyncio.sleep(0.06 if city == "Lisbon" else 0)
+        finished.append(city)
+        return f"{city}: mild"
+
+    waiting = weather_agent.clone(tools=[get_weather])
+    session = capture(journal, waiting, ["Weather in Lisbon and Oslo?"], "waits")
+    assert finished == ["Oslo", "Lisbon"]
+    committed = [e.event for e in journal.events(session) if e.event.type == "action_committed"]
+    assert [e.args["city"] for e in committed] == ["Lisbon", "Oslo"]
+    assert replay_agent(journal, session, waiting).identical
+
+
 def test_a_response_never_recorded_is_a_divergence_naming_the_step(journal: Journal) -> None:
     stopping = weather_agent.clone(tool_use_behavior="stop_on_first_tool")
     one = capture(journal, stopping, ["Weather in Oslo?"], "stops")

@@ -231,6 +231,36 @@ def test_an_exception_that_ends_a_run_is_a_halt_and_replays(journal: Journal) ->
     assert result.identical, result.first_divergence
 
 
+def test_outcomes_are_journaled_in_proposal_order_not_completion_order(journal: Journal) -> None:
+    finished: list[int] = []
+    waiter: Agent[None, str] = Agent(name="waiter")
+
+    @waiter.tool_plain
+    async def wait(ms: int) -> int:
+        """Wait ``ms`` milliseconds."""
+        await asyncio.sleep(ms / 1000)
+        finished.append(ms)
+        return ms
+
+    def two_waits(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(
+            parts=[
+                ToolCallPart("wait", {"ms": 60}, "slow"),
+                ToolCallPart("wait", {"ms": 0}, "fast"),
+            ]
+        )
+
+    with Recorder(journal, "waits") as recorder:
+        cap = JournalCapability(recorder)
+        asyncio.run(waiter.run("wait", model=FunctionModel(two_waits), capabilities=[cap]))
+    assert finished == [0, 60]  # the fast call finished first
+    committed = [e.event for e in journal.events("waits") if e.event.type == "action_committed"]
+    assert [e.call_id for e in committed] == ["slow", "fast"]  # journaled as proposed
+    assert replay_agent(journal, "waits", waiter).identical
+
+
 def test_a_test_model_session_replays_identical(journal: Journal) -> None:
     with Recorder(journal, "echo") as recorder:
         cap = JournalCapability(recorder, agent="tests.test_pydantic_ai:echo_agent")

@@ -6,20 +6,25 @@
 * `replay.integrations.openai_agents`: run hooks for the OpenAI Agents SDK and a replay
   ``Model`` (``pip install 'agent-journal[openai-agents]'``).
 
-Both journal through `journal.Recorder` and replay through `replay.replay_loop`. Nothing
-imports these modules but you: agent-journal works without either framework, and
-importing one whose framework is missing raises `MissingExtraError` with the pip line.
+Both journal through `journal.Recorder` and replay through `replay.replay_loop`. Both
+frameworks run the calls of one response concurrently; their outcomes are journaled in the
+order the model proposed the calls (`InProposalOrder`), never in completion order, so a
+capture and its replay agree. Nothing imports these modules but you: agent-journal works
+without either framework, and importing one whose framework is missing raises
+`MissingExtraError` with the pip line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from journal import JournalError
+from journal import JournalError, Recorder
 from journal.canonical import canonical_bytes
 
-__all__ = ["MissingExtraError", "answer_text", "jsonable", "missing_extra"]
+__all__ = ["InProposalOrder", "MissingExtraError", "answer_text", "jsonable", "missing_extra"]
 
 
 class MissingExtraError(JournalError, ImportError):
@@ -47,3 +52,36 @@ def answer_text(output: object) -> str:
     if isinstance(output, str):
         return output
     return canonical_bytes(jsonable(output)).decode("utf-8")
+
+
+class InProposalOrder:
+    """Journals the outcomes of one response's calls in the order the model proposed them.
+
+    ``add`` takes a call's write (a result, a failure, a rejection) when the call finishes
+    and writes every waiting outcome whose earlier calls are journaled already; ``flush``
+    (when the step ends) writes the rest, skipping calls that never ran (an unknown tool,
+    a final-output call).
+    """
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._waiting: dict[str, list[Callable[[], object]]] = {}
+
+    def add(self, call_id: str, write: Callable[[], object]) -> None:
+        """Queue the write that answers ``call_id``; write what is in order now."""
+        self._waiting.setdefault(call_id, []).append(write)
+        self._write(complete=False)
+
+    def flush(self) -> None:
+        """Write every queued outcome, in proposal order."""
+        self._write(complete=True)
+        self._waiting.clear()
+
+    def _write(self, *, complete: bool) -> None:
+        for call in self.recorder.pending:
+            writes = self._waiting.get(call.call_id)
+            if not writes:
+                if complete:
+                    continue
+                return
+            writes.pop(0)()

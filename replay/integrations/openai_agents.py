@@ -16,8 +16,10 @@ It journals ``session_started`` before the first model call (the instructions, t
 function tools with their schemas, the model and its settings), the new user messages of
 each run (``user_input``), every model response whole (``action_proposed``: function
 calls, message text, reasoning summaries, usage, latency), each function tool's output
-(``action_committed``; the SDK turns a tool's exception into an error text the model sees,
-and that text is what is journaled), and the final output (``agent_completed``).
+(``action_committed``, in the order the model proposed the calls; the SDK turns a tool's
+exception into an error text the model sees, and that text is what is journaled), and the
+final output (``agent_completed``). A run that raises journals the outcomes in order up to
+the first call still running, then the recorder's halt.
 
 Replay: `replay_agent` re-runs your agent with a `ReplayModel` serving the recorded
 responses in order (set as the run's model, tracing off) and function tools served from
@@ -31,6 +33,7 @@ import copy
 import json
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from agentloop import AgentLoadError
@@ -41,7 +44,7 @@ from journal.openai_messages import content_text, parse_arguments
 from ..loop import RecordedModel, RecordedToolPort, recorded_start, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
 from ..replayer import ReplayResult
-from . import answer_text, jsonable, missing_extra
+from . import InProposalOrder, answer_text, jsonable, missing_extra
 
 try:
     from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner, Tool
@@ -141,6 +144,7 @@ class JournalRunHooks(RunHooks[Any]):
         self.agent = agent
         self.metadata = dict(metadata or {})
         self._started_at = 0.0
+        self._outcomes = InProposalOrder(recorder)
 
     async def on_llm_start(
         self,
@@ -149,7 +153,11 @@ class JournalRunHooks(RunHooks[Any]):
         system_prompt: str | None,
         input_items: list[TResponseInputItem],
     ) -> None:
-        """Start the session on the first call; journal a new run's user messages."""
+        """Start the session on the first call; journal a new run's user messages.
+
+        The outcomes of the previous response's calls are journaled first.
+        """
+        self._outcomes.flush()
         recorder = self.recorder
         if not recorder.started:
             recorder.start(
@@ -184,14 +192,19 @@ class JournalRunHooks(RunHooks[Any]):
         if not isinstance(context, ToolContext):
             return
         args, _ = parse_arguments(context.tool_arguments)
-        self.recorder.tool_result(
-            context.tool_call_id, jsonable(result), args=args if isinstance(args, dict) else None
+        write = partial(
+            self.recorder.tool_result,
+            context.tool_call_id,
+            jsonable(result),
+            args=args if isinstance(args, dict) else None,
         )
+        self._outcomes.add(context.tool_call_id, write)
 
     async def on_agent_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], output: Any
     ) -> None:
         """Journal the run's final output (``agent_completed``)."""
+        self._outcomes.flush()
         self.recorder.final(answer_text(output))
 
 

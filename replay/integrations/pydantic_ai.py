@@ -18,10 +18,11 @@ instructions, the function tools with their schemas, the model and its settings)
 run's prompt as ``user_input``, every model response whole (``action_proposed``: tool
 calls, text, thinking, usage, latency), every tool call's return (``action_committed``)
 or failure (a ``ModelRetry`` is a business failure the model sees, an exception an
-infrastructure one), argument validation failures (``verification_failed``, stage
-``schema``), the run's output (``agent_completed``), and an exception that ends a run
-(``agent_halted``, rule ``error``). Pass the capability per run, not to ``Agent(...)``,
-so that a replay of the same agent does not journal into production too.
+infrastructure one) and argument validation failures (``verification_failed``, stage
+``schema``), in the order the model proposed the calls, the run's output
+(``agent_completed``), and an exception that ends a run (``agent_halted``, rule
+``error``). Pass the capability per run, not to ``Agent(...)``, so that a replay of the
+same agent does not journal into production too.
 
 Replay: `replay_agent` re-runs your unchanged agent with a `ReplayModel` serving the
 recorded responses in order, tools served from the recording (or run live, by name), and
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -46,7 +48,7 @@ from journal.recorder import describe_error
 from ..loop import RecordedModel, RecordedToolPort, recorded_start, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
 from ..replayer import ReplayResult
-from . import answer_text, jsonable, missing_extra
+from . import InProposalOrder, answer_text, jsonable, missing_extra
 
 try:
     from pydantic_ai import Agent, ModelRetry, RunContext
@@ -163,9 +165,14 @@ class JournalCapability(AbstractCapability[Any]):
         self.metadata = dict(metadata or {})
         self.tools = tools
         self._prompt: str | None = None
+        self._outcomes = InProposalOrder(recorder)
 
     def _begin(self, request: ModelRequestContext | None) -> None:
-        """Start the session at its first request, then record the run's prompt once."""
+        """Start the session at its first request, then record the run's prompt once.
+
+        The outcomes of the previous response's calls are journaled first.
+        """
+        self._outcomes.flush()
         recorder = self.recorder
         if not recorder.started:
             parameters = request.model_request_parameters if request is not None else None
@@ -235,10 +242,15 @@ class JournalCapability(AbstractCapability[Any]):
                 f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
                 for e in invalid.errors()
             )
-            self.recorder.tool_rejected(call.tool_call_id, problems)
+            self._outcomes.add(
+                call.tool_call_id, partial(self.recorder.tool_rejected, call.tool_call_id, problems)
+            )
             raise
         except (ModelRetry, ToolRetryError) as retry:  # a validator asked the model to retry
-            self.recorder.tool_rejected(call.tool_call_id, describe_error(retry, typed=False))
+            message = describe_error(retry, typed=False)
+            self._outcomes.add(
+                call.tool_call_id, partial(self.recorder.tool_rejected, call.tool_call_id, message)
+            )
             raise
 
     async def wrap_tool_execute(
@@ -266,7 +278,16 @@ class JournalCapability(AbstractCapability[Any]):
                 result = await self.tools.arun(call.tool_name, args, live)
         except Exception as error:
             duration = (time.perf_counter() - started) * 1000
-            self.recorder.tool_failure(call.tool_call_id, error, args=args, duration_ms=duration)
+            self._outcomes.add(
+                call.tool_call_id,
+                partial(
+                    self.recorder.tool_failure,
+                    call.tool_call_id,
+                    error,
+                    args=args,
+                    duration_ms=duration,
+                ),
+            )
             if isinstance(error, ReplayedFailure) and error.kind == "business":
                 cause = error.__cause__
                 raise (
@@ -274,8 +295,15 @@ class JournalCapability(AbstractCapability[Any]):
                 ) from None
             raise
         duration = (time.perf_counter() - started) * 1000
-        self.recorder.tool_result(
-            call.tool_call_id, jsonable(result), args=args, duration_ms=duration
+        self._outcomes.add(
+            call.tool_call_id,
+            partial(
+                self.recorder.tool_result,
+                call.tool_call_id,
+                jsonable(result),
+                args=args,
+                duration_ms=duration,
+            ),
         )
         return result
 
