@@ -9,8 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from journal import AgentEvent, Journal
 
 from .helpers import REPO
@@ -20,12 +18,8 @@ SAMPLE = REPO / "fixtures" / "openai" / "airline-sample.json"
 
 
 def real_transcripts() -> Path:
-    """The 50 real airline transcripts in shared/ (beside the work tree, as CI lays it)."""
-    name = Path("shared") / "data" / "transcripts" / "airline-qwen2.5-7b.json"
-    for base in (REPO.parent, REPO.parent.parent):
-        if (base / name).is_file():
-            return base / name
-    pytest.skip("the shared airline transcripts are not beside this work tree")
+    """The 50 real airline transcripts (third-party data, MIT; see tests/data/transcripts/)."""
+    return REPO / "tests" / "data" / "transcripts" / "airline-qwen2.5-7b.json"
 
 
 def call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
