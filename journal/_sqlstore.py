@@ -30,6 +30,7 @@ from ._sqltx import (
 )
 from .canonical import format_ts
 from .errors import (
+    InvalidEventError,
     InvalidInputError,
     NotAJournalError,
     SchemaVersionError,
@@ -38,7 +39,7 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .records import RecordedEvent, StoredEvent, decode, decode_row
+from .records import RecordedEvent, StoredEvent, decode, decode_row, stored_row
 from .sessions import (
     PROJECTION_COLUMNS,
     AppendPlan,
@@ -75,10 +76,6 @@ def _upsert_sql(names: tuple[str, ...]) -> str:
         f"INSERT INTO sessions({', '.join(names)}) VALUES ({', '.join('?' for _ in names)}) "
         f"ON CONFLICT(session_id) DO UPDATE SET {updates}"
     )
-
-
-def _stored(row: tuple[Any, ...]) -> StoredEvent:
-    return StoredEvent(*row)
 
 
 class SQLJournal(Journal):
@@ -186,6 +183,12 @@ class SQLJournal(Journal):
                 f"{self.target}: has a meta table but its schema_version "
                 f"{meta.get('schema_version')!r} is not a number"
             ) from None
+        oldest = min(spec.migrations, default=spec.version)
+        if version < oldest:
+            raise NotAJournalError(
+                f"{self.target}: has a meta table but its schema_version {version} is not one "
+                f"agent-journal ever wrote (the oldest is {oldest})"
+            )
         if version > spec.version:
             raise SchemaVersionError(
                 f"{self.target}: schema version {version} is newer than this code "
@@ -238,11 +241,32 @@ class SQLJournal(Journal):
         if row is None:
             return None, ()
         last_seq, head_hash, fold_version = row[:3]
+        if type(last_seq) is not int or not isinstance(head_hash, str):
+            raise self._corrupt(session_id, "last_seq or head_hash", "not an integer and a hash")
+        state = None
         if fold_version == FOLD_VERSION:
-            state = SessionState.model_validate(orjson.loads(row[6]))
-        else:
+            try:
+                state = SessionState.model_validate(orjson.loads(row[6]))
+            except (orjson.JSONDecodeError, ValidationError, TypeError):
+                pass  # derived data a foreign writer garbled: the fold of the events instead
+        if state is None:
             state = fold(decode(r) for r in self._pages(tx.rows, session_id))
         return SessionHead(last_seq, head_hash, state), row[3:6]
+
+    def _corrupt(self, session_id: object, field: str, problem: str) -> StoreError:
+        return StoreError(
+            f"{self.target}: session {session_id}: its row in the sessions projection is "
+            f"corrupt ({field}: {problem}); the journal was altered outside agent-journal"
+        )
+
+    def _summary(self, row: Sequence[Any]) -> SessionSummary:
+        """A row of the sessions projection as a summary (a garbled row is an error)."""
+        try:
+            return SessionSummary.model_validate(dict(zip(PROJECTION_COLUMNS, row, strict=True)))
+        except ValidationError as e:
+            first = e.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            raise self._corrupt(row[0], field, first["msg"]) from e
 
     def _write(
         self, tx: SqlTx, session_id: str, plan: AppendPlan, indexed: tuple[Any, ...] = ()
@@ -359,7 +383,7 @@ class SQLJournal(Journal):
         stop: int | None = None,
     ) -> Iterator[StoredEvent]:
         for row in self._rows(query, session_id, start, stop):
-            yield _stored(row)
+            yield stored_row(row)
 
     def _rows(
         self,
@@ -404,7 +428,7 @@ class SQLJournal(Journal):
     def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
         """Rows appended after a global position; see `Journal.read_after`."""
         return [
-            _stored(row)
+            stored_row(row)
             for row in self._query(
                 f"SELECT {_ROW_COLUMNS} FROM events WHERE pos > ? ORDER BY pos LIMIT ?",
                 (position, limit),
@@ -441,10 +465,7 @@ class SQLJournal(Journal):
         text += " ORDER BY started DESC NULLS LAST, session_id"
         if limit is not None:
             text += f" LIMIT {int(limit)}"
-        return [
-            SessionSummary.model_validate(dict(zip(PROJECTION_COLUMNS, row, strict=True)))
-            for row in self._query(text, params)
-        ]
+        return [self._summary(row) for row in self._query(text, params)]
 
     def summary(self, session_id: str) -> SessionSummary | None:
         """One session's summary; see `Journal.summary`."""
@@ -454,7 +475,7 @@ class SQLJournal(Journal):
         )
         if not rows:
             return None
-        return SessionSummary.model_validate(dict(zip(PROJECTION_COLUMNS, rows[0], strict=True)))
+        return self._summary(rows[0])
 
     def state(self, session_id: str) -> SessionState:
         """The state after the last event; see `Journal.state`."""
@@ -506,13 +527,35 @@ class SQLJournal(Journal):
         total = checked = 0
         for session_id in targets:
             last_seq, head = projected.get(session_id, (None, None))
-            found, count = check_session(
-                session_id,
-                self.stored_events(session_id),
-                projected_last_seq=last_seq,
-                projected_head=head,
-                hasher=self.hasher,
+            garbled = last_seq is not None and (
+                type(last_seq) is not int or not isinstance(head, str)
             )
+            if garbled:
+                problems.append(
+                    Problem(
+                        session_id=session_id,
+                        seq=None,
+                        kind="projection",
+                        message=f"the projection's last_seq {last_seq!r:.40} and head hash "
+                        f"{head!r:.20} are not a seq and a hash",
+                    )
+                )
+                last_seq = head = None
+            try:
+                found, count = check_session(
+                    session_id,
+                    self.stored_events(session_id),
+                    projected_last_seq=last_seq,
+                    projected_head=head,
+                    hasher=self.hasher,
+                )
+            except InvalidEventError as e:  # a row a foreign writer gave a non-integer seq
+                found, count = (
+                    [Problem(session_id=session_id, seq=None, kind="undecodable", message=str(e))],
+                    1,
+                )
+            if garbled:  # compared with the projection already
+                found = [problem for problem in found if problem.kind != "projection"]
             if session_id not in projected and count == 0:
                 if session_id in erased:
                     continue

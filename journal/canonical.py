@@ -140,10 +140,10 @@ def canonical_bytes(value: Any) -> bytes:
 def chain_hash(previous: str, body: bytes, key: bytes | None = None) -> str:
     """Return the chained hash of one event: sha256(previous + body), or HMAC-SHA256 with key."""
     if key is None:
-        digest = hashlib.sha256(previous.encode("ascii"))
+        digest = hashlib.sha256(previous.encode("utf-8"))
         digest.update(body)
         return digest.hexdigest()
-    return hmac.new(key, previous.encode("ascii") + body, hashlib.sha256).hexdigest()
+    return hmac.new(key, previous.encode("utf-8") + body, hashlib.sha256).hexdigest()
 
 
 def format_ts(moment: datetime) -> str:
@@ -203,8 +203,8 @@ def loads_strict(text: str | bytes) -> Any:
     """Parse untrusted JSON text, rejecting what `orjson.loads` would silently change.
 
     Raises:
-        ValueError: invalid JSON, invalid UTF-8, duplicate keys, integers outside int64,
-            NaN or Infinity, or nesting deeper than `MAX_DEPTH`.
+        ValueError: invalid JSON, invalid UTF-8 (lone surrogates included), duplicate keys,
+            integers outside int64, NaN or Infinity, or nesting deeper than `MAX_DEPTH`.
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8")
@@ -219,7 +219,29 @@ def loads_strict(text: str | bytes) -> Any:
     except RecursionError as e:
         raise ValueError("nested too deeply") from e
     _check_depth(value)
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        _check_surrogates(value)
     return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A ``\\uD800``-``\\uDFFF`` escape: half of a pair, or a lone surrogate no UTF-8 can hold."""
+
+
+def _check_surrogates(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"lone surrogate in {item[:40]!r}: not valid UTF-8") from None
+        elif type(item) is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
 
 
 def _check_depth(value: Any) -> None:

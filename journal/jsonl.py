@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .canonical import dumps_canonical, loads_strict
 from .errors import InvalidEventError, InvalidInputError, SessionConflictError
 from .redact import Redactor, rechain
@@ -34,6 +32,7 @@ __all__ = [
     "export_session",
     "header_for",
     "import_file",
+    "read_input",
     "read_jsonl",
     "write_atomically",
     "write_jsonl",
@@ -88,7 +87,7 @@ def export_lines(
         for row in journal.stored_events(session_id):
             yield row.line()
         return
-    records = (orjson.loads(row.body) for row in journal.stored_events(session_id))
+    records = (row.record() for row in journal.stored_events(session_id))
     if rename is not None:
         records = ({**record, "session_id": rename} for record in records)
     if redactor is not None:
@@ -165,6 +164,33 @@ def _parse_line(raw: bytes, at: str) -> dict[str, Any]:
     return value
 
 
+def _envelope_checked(record: dict[str, Any], at: str) -> dict[str, Any]:
+    """The record, once its ``type`` and ``seq`` are of the types every reader relies on."""
+    kind, seq = record.get("type"), record.get("seq")
+    if not isinstance(kind, str):
+        raise InvalidInputError(f"{at}: type {kind!r:.60} is not a string")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise InvalidInputError(f"{at}: seq {seq!r:.60} is not a non-negative integer")
+    return record
+
+
+def read_input(path: str | Path, kind: str) -> bytes:
+    """Read an input file's bytes; a missing, unreadable or directory path is one clear error.
+
+    Raises:
+        InvalidInputError: naming the path (``kind`` says what the file should have been).
+    """
+    name = str(path)
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError as e:
+        raise InvalidInputError(f"{name}: no such file") from e
+    except IsADirectoryError as e:
+        raise InvalidInputError(f"{name}: is a directory, not {kind}") from e
+    except OSError as e:
+        raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
+
+
 def read_jsonl(path: str | Path) -> JsonlFile:
     """Read and check a JSONL file's structure; events are validated on import.
 
@@ -172,15 +198,7 @@ def read_jsonl(path: str | Path) -> JsonlFile:
         InvalidInputError: a missing or unreadable file, or a malformed line (names file:line).
     """
     name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as e:
-        raise InvalidInputError(f"{name}: no such file") from e
-    except IsADirectoryError as e:
-        raise InvalidInputError(f"{name}: is a directory, not a JSONL file") from e
-    except OSError as e:
-        raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
-    lines = data.split(b"\n")
+    lines = read_input(path, "a JSONL file").split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     if not lines:
@@ -199,7 +217,10 @@ def read_jsonl(path: str | Path) -> JsonlFile:
     if not isinstance(header.get("session_id"), str):
         raise InvalidInputError(f"{name}:1: header has no session_id")
     records = [
-        (f"{name}:{number}", _parse_line(raw, f"{name}:{number}"))
+        (
+            f"{name}:{number}",
+            _envelope_checked(_parse_line(raw, f"{name}:{number}"), f"{name}:{number}"),
+        )
         for number, raw in enumerate(lines[1:], start=2)
     ]
     if not records:

@@ -26,6 +26,7 @@ from typing import Any
 
 from .canonical import loads_strict
 from .errors import InvalidInputError
+from .jsonl import read_input
 
 __all__ = ["Conversation", "TranscriptFile", "read_transcripts"]
 
@@ -221,14 +222,7 @@ def _conversation(
 
 def _read_text(path: str | Path) -> tuple[str, str]:
     name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as e:
-        raise InvalidInputError(f"{name}: no such file") from e
-    except IsADirectoryError as e:
-        raise InvalidInputError(f"{name}: is a directory, not a transcript file") from e
-    except OSError as e:
-        raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
+    data = read_input(path, "a transcript file")
     try:
         return name, data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

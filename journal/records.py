@@ -8,6 +8,7 @@ validated `AgentEvent`. `encode` and `decode` are the only ways between the two.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "encode",
     "from_record",
     "record_line",
+    "stored_row",
     "where",
 ]
 
@@ -59,7 +61,27 @@ class StoredEvent:
 
     def line(self) -> bytes:
         """Return this record as one canonical JSONL line (with ``hash``, no newline)."""
-        return record_line(self.body, self.hash)
+        return dumps_canonical(self.record())
+
+    def record(self) -> dict[str, Any]:
+        """Return the flat record this row holds: its body parsed, with ``hash`` added.
+
+        Raises:
+            InvalidEventError: the stored body is not a JSON object (a journal written by
+                someone else); the message names the session and seq.
+        """
+        try:
+            record = orjson.loads(self.body)
+        except orjson.JSONDecodeError as e:
+            raise InvalidEventError(
+                f"{where(self.session_id, self.seq)}: stored body is not JSON: {e}"
+            ) from e
+        if not isinstance(record, dict):
+            raise InvalidEventError(
+                f"{where(self.session_id, self.seq)}: stored body is not a JSON object"
+            )
+        record["hash"] = self.hash
+        return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +112,40 @@ def record_line(body: str, hash_: str) -> bytes:
     record = orjson.loads(body)
     record["hash"] = hash_
     return dumps_canonical(record)
+
+
+def stored_row(row: Sequence[Any]) -> StoredEvent:
+    """Map a row read from a store (the columns of `StoredEvent`, in order) to a `StoredEvent`.
+
+    A journal is untrusted input: a file written by someone else may hold columns of other
+    types (SQLite keeps whatever a foreign connection puts in). Text columns that hold
+    blobs or numbers are turned into text and a version that is not an integer reads as
+    ``-1`` (no event has it), so the chain check and decoding report them as findings; a
+    seq that is not an integer is an error.
+
+    Raises:
+        InvalidEventError: ``seq`` is not an integer (names the session).
+    """
+    if type(row[1]) is int and type(row[4]) is int and all(type(row[i]) is str for i in _TEXT):
+        return StoredEvent(*row)
+    values = list(row)
+    if type(values[1]) is not int:
+        raise InvalidEventError(
+            f"{where(str(row[0]), None)}: a stored seq {values[1]!r:.40} is not an integer"
+        )
+    if type(values[4]) is not int:
+        values[4] = -1
+    for index in _TEXT:
+        value = values[index]
+        if isinstance(value, bytes):
+            values[index] = value.decode("utf-8", "replace")
+        elif not isinstance(value, str):
+            values[index] = "" if value is None else str(value)
+    return StoredEvent(*values)
+
+
+_TEXT = (0, 2, 3, 5, 6, 7)
+"""Positions of the text columns of a stored row: session_id, ts, type, body, hash, summary."""
 
 
 def encode(

@@ -129,6 +129,12 @@ class SQLiteJournal(SQLJournal):
             return StoreError(f"{self._path}: disk or database is full; {action} was not written")
         if "readonly" in text:
             return StoreError(f"{self._path}: the journal is read-only; {action} was not written")
+        if "unable to open" in text and action == "open":
+            name = Path(self._path).name
+            return StoreError(
+                f"{self._path}: cannot open: {text} (SQLite needs to create {name}-wal and "
+                f"{name}-shm beside it: is the directory writable?)"
+            )
         return StoreError(f"{self._path}: {action} failed: {text}")
 
     @contextmanager

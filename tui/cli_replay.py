@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
 from journal import InvalidInputError, Journal
 
 from .clikit import (
-    DEFAULT_DB,
     EXIT_FINDING,
     db_option,
+    db_option_with,
     json_option,
     open_existing,
     print_json,
@@ -25,15 +24,7 @@ __all__ = ["demo", "diff", "fixture", "fork", "replay", "state"]
 
 
 @click.command()
-@click.option(
-    "--db",
-    "db",
-    envvar="AGENT_JOURNAL_DB",
-    default=DEFAULT_DB,
-    show_default=True,
-    metavar="PATH_OR_URL",
-    help="Journal to write the demo sessions into (created if missing).",
-)
+@db_option_with("Journal to write the demo sessions into (created if missing).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scripted models.")
 @click.option(
     "--sessions",
@@ -231,9 +222,7 @@ def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, 
     if journal is None:
         raise InvalidInputError(f"{source}: no such file, and no journal to find a session in")
     journal.require(source)
-    return source, [
-        {**orjson.loads(row.body), "hash": row.hash} for row in journal.stored_events(source)
-    ]
+    return source, [row.record() for row in journal.stored_events(source)]
 
 
 @click.command()

@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_INTERNAL",
     "ErrorBoundaryGroup",
     "db_option",
+    "db_option_with",
     "fail",
     "json_option",
     "open_existing",
@@ -74,8 +75,8 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def db_option(function: F) -> F:
-    """Add ``--db PATH_OR_URL`` (env ``AGENT_JOURNAL_DB``) to a command."""
+def db_option_with(help_text: str) -> Callable[[F], F]:
+    """``--db PATH_OR_URL`` (env ``AGENT_JOURNAL_DB``) with its own help text."""
     return click.option(
         "--db",
         "db",
@@ -83,8 +84,15 @@ def db_option(function: F) -> F:
         default=DEFAULT_DB,
         show_default=True,
         metavar="PATH_OR_URL",
-        help="Journal: a SQLite file or a postgresql:// URL (env AGENT_JOURNAL_DB).",
-    )(function)
+        help=help_text,
+    )
+
+
+def db_option(function: F) -> F:
+    """Add ``--db PATH_OR_URL`` (env ``AGENT_JOURNAL_DB``) to a command."""
+    return db_option_with("Journal: a SQLite file or a postgresql:// URL (env AGENT_JOURNAL_DB).")(
+        function
+    )
 
 
 def json_option(function: F) -> F:

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from journal import Journal, StoredEvent
+from journal import Journal, JournalError, StoredEvent
 
 __all__ = ["PAGE", "Row", "RowSource", "matches"]
 
@@ -97,12 +97,16 @@ class RowSource:
 
     def _read_page(self, key: int) -> list[Row]:
         start = key * self.page
-        rows = [
-            Row(stored.seq, stored.ts, stored.type, stored.summary)
-            for stored in self.journal.stored_events(
-                self.session_id, start=start, stop=start + self.page
-            )
-        ]
+        try:
+            rows = [
+                Row(stored.seq, stored.ts, stored.type, stored.summary)
+                for stored in self.journal.stored_events(
+                    self.session_id, start=start, stop=start + self.page
+                )
+            ]
+        except JournalError as e:  # a journal altered by someone else: say so in the rows
+            stop = min(start + self.page, self.last_seq + 1)
+            rows = [Row(seq, "", "unreadable", str(e)) for seq in range(start, stop)]
         with self._lock:
             self.queries += 1
             self._pages[key] = rows

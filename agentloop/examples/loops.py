@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from ..agent import Agent
 from ..tools import Tool
-from .scripted import ScriptedLLM, Turn, call, reply
+from .scripted import Policy, ScriptedLLM, Turn, call, reply
 
 __all__ = ["build_crawler", "build_repeat", "build_stormy"]
 
@@ -84,54 +84,36 @@ def _stormy_policy(turn: Turn, rng: random.Random) -> Any:
     )
 
 
+def _build(name: str, prompt: str, tool: Tool, policy: Policy, seed: int) -> Agent:
+    return Agent(
+        name=name,
+        system_prompt=prompt,
+        tools=[tool],
+        llm=ScriptedLLM(policy, seed=seed),
+        model="scripted-1",
+    )
+
+
 def build_repeat(seed: int = 0) -> Agent:
     """An agent that polls a ticket with identical calls until the repeat guardrail halts it."""
-    return Agent(
-        name="ticket poller",
-        system_prompt="Report the status of the user's ticket.",
-        tools=[
-            Tool(
-                "get_ticket_status",
-                _ticket_status,
-                "Status of a ticket.",
-                TicketArgs,
-                parallel_safe=True,
-            )
-        ],
-        llm=ScriptedLLM(_repeat_policy, seed=seed),
-        model="scripted-1",
+    tool = Tool(
+        "get_ticket_status", _ticket_status, "Status of a ticket.", TicketArgs, parallel_safe=True
+    )
+    return _build(
+        "ticket poller", "Report the status of the user's ticket.", tool, _repeat_policy, seed
     )
 
 
 def build_crawler(seed: int = 0) -> Agent:
     """An agent that pages through a listing until the step limit halts it."""
-    return Agent(
-        name="crawler",
-        system_prompt="Collect every item of the listing.",
-        tools=[
-            Tool(
-                "fetch_page",
-                _fetch_page,
-                "Fetch one page of the listing.",
-                PageArgs,
-                parallel_safe=True,
-            )
-        ],
-        llm=ScriptedLLM(_crawler_policy, seed=seed),
-        model="scripted-1",
+    tool = Tool(
+        "fetch_page", _fetch_page, "Fetch one page of the listing.", PageArgs, parallel_safe=True
     )
+    return _build("crawler", "Collect every item of the listing.", tool, _crawler_policy, seed)
 
 
 def build_stormy(seed: int = 0) -> Agent:
     """An agent whose model sends bursts of duplicate calls."""
-    return Agent(
-        name="inventory (storms)",
-        system_prompt="Check stock for the products the user lists.",
-        tools=[
-            Tool(
-                "check_inventory", _inventory, "Stock of one product.", SkuArgs, parallel_safe=True
-            )
-        ],
-        llm=ScriptedLLM(_stormy_policy, seed=seed),
-        model="scripted-1",
-    )
+    tool = Tool("check_inventory", _inventory, "Stock of one product.", SkuArgs, parallel_safe=True)
+    prompt = "Check stock for the products the user lists."
+    return _build("inventory (storms)", prompt, tool, _stormy_policy, seed)

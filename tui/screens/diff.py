@@ -12,7 +12,6 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any, ClassVar, overload
 
-import orjson
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -63,9 +62,7 @@ class LazyRecords(Sequence[dict[str, Any]]):
 
     @staticmethod
     def _record(row: StoredEvent) -> dict[str, Any]:
-        record: dict[str, Any] = orjson.loads(row.body)
-        record["hash"] = row.hash
-        return record
+        return row.record()
 
 
 class DiffView(LineList):

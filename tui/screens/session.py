@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import ClassVar
 
-import orjson
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import BindingType
@@ -23,7 +22,7 @@ from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import Worker, get_current_worker
 
-from journal import EVENT_TYPES, SessionState, StoredEvent
+from journal import EVENT_TYPES, JournalError, SessionState, StoredEvent
 from replay import StateChange, Timeline
 
 from ..keys import bind, command
@@ -160,11 +159,15 @@ class SessionScreen(SearchingScreen):
     def _show_detail(self, seq: int) -> None:
         assert self.source is not None
         pane = self.query_one("#detail", Pane)
-        stored = self.source.stored(seq) if seq >= 0 else None
-        if stored is None:
+        try:
+            stored = self.source.stored(seq) if seq >= 0 else None
+            record = None if stored is None else stored.record()
+        except JournalError as e:  # a journal altered by someone else: say what is wrong
+            pane.show(Content(safe_text(str(e))), title=f"event {seq} · unreadable")
+            return
+        if stored is None or record is None:
             pane.show(Content("no event"), title="event")
             return
-        record = {**orjson.loads(stored.body), "hash": stored.hash}
         pane.show(json_content(record), title=f"event {seq} · {stored.type}")
 
     @work(thread=True, exclusive=True, group="state", exit_on_error=False)
