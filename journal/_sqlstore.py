@@ -397,7 +397,7 @@ class SQLJournal(Journal):
 
         ``columns`` must have ``seq`` second, as `_ROW_COLUMNS` has.
         """
-        upper = stop if stop is not None else _MAX_SEQ
+        upper = _MAX_SEQ if stop is None else min(stop, _MAX_SEQ)  # (a crafted last_seq)
         cursor = start
         while True:
             rows = query(

@@ -32,7 +32,6 @@ from journal import (
     InvalidInputError,
     Journal,
     RecordedEvent,
-    SessionNotFoundError,
     SessionStarted,
     SessionState,
     ToolCall,
@@ -41,7 +40,7 @@ from journal import (
 
 from .normalize import fingerprint, record_of
 from .recorded import RecordedTools, response_of
-from .replayer import agent_for, free_session_id
+from .replayer import agent_for, free_session_id, load_recording
 
 __all__ = ["ForkResult", "fork"]
 
@@ -164,15 +163,11 @@ def fork(
         InvalidInputError: ``at_seq`` is outside the session.
         AgentLoadError: no agent to run (none recorded and none given).
     """
-    recorded = list(journal.events(session_id))
-    if not recorded:
-        raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+    recorded, started = load_recording(journal, session_id)
     if not 0 <= at_seq < len(recorded):
         raise InvalidInputError(
             f"session {session_id}: cannot fork at seq {at_seq}; it has seqs 0..{len(recorded) - 1}"
         )
-    started = recorded[0].event
-    assert isinstance(started, SessionStarted)
     built = agent_for(started, session_id, agent)
     fork_id = free_session_id(journal, session_id, "fork")
     prefix = recorded[: at_seq + 1]

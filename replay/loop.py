@@ -51,7 +51,7 @@ from journal.recorder import describe_error, failure_of
 
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools, UnrecordedCall
-from .replayer import ReplayResult, free_session_id, judge, replay_target
+from .replayer import ReplayResult, free_session_id, judge, load_recording, replay_target
 
 __all__ = [
     "LoopRun",
@@ -260,11 +260,7 @@ def replay_loop(
     Raises:
         SessionNotFoundError: no such session.
     """
-    recorded = list(journal.events(session_id))
-    if not recorded:
-        raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
-    started = recorded[0].event
-    assert isinstance(started, SessionStarted)
+    recorded, started = load_recording(journal, session_id)
     inputs = [item.event.text for item in recorded if isinstance(item.event, UserInput)]
     with replay_target(journal, save) as target:
         replay_id = free_session_id(target, session_id, "replay")

@@ -26,6 +26,7 @@ from agentloop import Agent, AgentLoadError, AgentRuntime, counter_ids, load_age
 from journal import (
     AgentCompleted,
     AgentHalted,
+    InvalidInputError,
     Journal,
     JournalError,
     RecordedEvent,
@@ -50,6 +51,7 @@ __all__ = [
     "compare",
     "free_session_id",
     "judge",
+    "load_recording",
     "replay_target",
 ]
 
@@ -169,6 +171,30 @@ def agent_for(started: SessionStarted, session_id: str, override: str | Agent | 
     return load_agent(reference, **({"seed": seed} if isinstance(seed, int) else {}))
 
 
+def load_recording(journal: Journal, session_id: str) -> tuple[list[RecordedEvent], SessionStarted]:
+    """A session's events and its ``session_started``, checked to be a whole recording.
+
+    Raises:
+        SessionNotFoundError: no such session.
+        InvalidInputError: seq 0 is not ``session_started``, or a seq is missing (a journal
+            altered outside agent-journal: ``verify`` says more).
+    """
+    recorded = list(journal.events(session_id))
+    if not recorded:
+        raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+    for seq, item in enumerate(recorded):
+        if item.seq != seq:
+            raise InvalidInputError(
+                f"session {session_id}: seq {seq} is missing in {journal.target}; run verify"
+            )
+    started = recorded[0].event
+    if not isinstance(started, SessionStarted):
+        raise InvalidInputError(
+            f"session {session_id}: seq 0 is {started.type}, not session_started"
+        )
+    return recorded, started
+
+
 def free_session_id(journal: Journal, base: str, suffix: str) -> str:
     """The first ``<base>.<suffix>-<n>`` not in ``journal`` (ids stay within 128 chars)."""
     stem = base[: 128 - len(suffix) - 8]
@@ -263,11 +289,7 @@ class Replayer:
 
     def replay(self, journal: Journal, session_id: str) -> ReplayResult:
         """Replay one session of ``journal`` and compare it with its recording."""
-        recorded = list(journal.events(session_id))
-        if not recorded:
-            raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
-        started = recorded[0].event
-        assert isinstance(started, SessionStarted)
+        recorded, started = load_recording(journal, session_id)
         if started.metadata.get("captured_with") in CAPTURED and not isinstance(self.agent, Agent):
             # journaled by journal.Recorder or an integration: re-run the loop or agent
             from .loop import replay_captured

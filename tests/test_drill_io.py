@@ -12,8 +12,6 @@ every recorded call is in a journaled ``action_proposed``.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import os
 import resource
 import shutil
@@ -22,24 +20,25 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
-from agentloop import AgentRuntime, counter_ids
+from agentloop import AgentRuntime, LiveToolExecutor, ToolOutcome, counter_ids
 from journal import (
     ActionProposed,
     Journal,
     SessionStarted,
     StoreError,
+    ToolCall,
     UserInput,
     export_session,
 )
 from journal.sqlite import SQLiteJournal
 
-from .drill_agent import build, drill_journal
+from .drill_agent import build, drill_journal, run_session
 from .drill_helpers import check_prefix, read_only
 from .helpers import REPO, one_error_line, run_cli, snapshot
 from .openai_helpers import assistant, user, write_json
@@ -83,6 +82,24 @@ WRITES: dict[str, Args] = {
     "copy": lambda db, src: ["copy", "--from", src["other"], "--to", db],
     "erase": lambda db, src: ["erase", "drill-1-1", "--reason", "drill", "--yes", "--db", db],
 }
+INCREMENTAL = {"replay --save", "fork", "demo"}
+"""Commands that write a session event by event, like the agent loop: a refused write ends
+them, and what they wrote before it stays (a valid prefix). The others are one transaction."""
+
+
+def assert_kept(before: Any, db: Path) -> None:
+    """Nothing that was in the journal changed; what was added is valid and replays."""
+    after = snapshot(db)
+    assert isinstance(before, dict) and isinstance(after, dict)
+    assert after["events"][: len(before["events"])] == before["events"]
+    assert set(before["sessions"]) <= set(after["sessions"])
+    with Journal.open(db) as journal:
+        assert journal.verify().ok
+        for summary in journal.sessions():
+            if summary.replay_of is not None:
+                check_prefix(journal, summary.session_id)
+
+
 READS: dict[str, Args] = {
     "sessions": lambda db, src: ["sessions", "--db", db],
     "show": lambda db, src: ["show", "drill-1-0", "--db", db],
@@ -116,19 +133,32 @@ def read_only_file(db: Path) -> Iterator[Path]:
         yield db
 
 
-@pytest.mark.parametrize("fault", ["full", "read_only_file"])
-@pytest.mark.parametrize("command", sorted(WRITES))
+@pytest.mark.parametrize(
+    ("fault", "command"),
+    [
+        (fault, command)
+        for fault in ("full", "read_only_file")
+        for command in sorted(WRITES)
+        if (fault, command) != ("full", "erase")  # it frees pages: it goes through, rightly
+    ],
+)
 def test_a_write_refused_by_the_store_is_one_line_and_changes_nothing(
     request: pytest.FixtureRequest, sources: dict[str, Path], fault: str, command: str
 ) -> None:
-    if (fault, command) == ("full", "erase"):
-        pytest.skip("an erase frees pages: it goes through on a full journal, as it should")
     db = request.getfixturevalue(fault)
     before = snapshot(db)
-    line = one_error_line(run_cli(*WRITES[command](db, sources)))
-    assert str(db) in line
+    result = run_cli(*WRITES[command](db, sources))
+    if command == "copy":  # a tally on stdout, each session's failure on stderr
+        assert (result.exit_code, result.stdout.count("1 failed")) == (2, 1)
+        [line] = result.stderr.splitlines()
+    else:
+        line = one_error_line(result)
+    assert line.startswith(f"agent-journal: {db}: ")
     assert ("is full" if fault == "full" else "read-only") in line
-    assert snapshot(db) == before
+    if command in INCREMENTAL:
+        assert_kept(before, db)
+    else:
+        assert snapshot(db) == before
 
 
 @pytest.mark.parametrize("fault", ["full", "read_only_file"])
@@ -165,20 +195,188 @@ def test_an_io_error_from_the_kernel_is_one_line_and_leaves_a_valid_journal(
         cwd=REPO,
         timeout=60,
         check=False,
-        preexec_fn=_limited(db.stat().st_size + 16384),  # the WAL may grow 16 KB
+        preexec_fn=_limited(32768),  # no file may grow past 32 KB: the WAL fills up first
     )
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr == f"agent-journal: {db}: write failed: disk I/O error\n"
-    after = snapshot(db)
-    assert isinstance(before, dict) and isinstance(after, dict)
-    if command != "replay --save":
-        assert after == before  # one transaction: all or nothing
-        return
-    # a replay is saved event by event: what made it in is a valid prefix, nothing else moved
-    assert after["events"][: len(before["events"])] == before["events"]
-    assert set(before["sessions"]) <= set(after["sessions"])
-    with Journal.open(db) as journal:
-        assert journal.verify().ok
-        for summary in journal.sessions():
-            if summary.replay_of is not None:
-                check_prefix(journal, summary.session_id)
+    if command in INCREMENTAL:
+        assert_kept(before, db)
+    else:
+        assert snapshot(db) == before  # one transaction: all or nothing
+
+
+# -- the agent loop is told, and runs no tool it could not journal first ---------------------
+
+
+class FaultyJournal(SQLiteJournal):
+    """A SQLite journal whose ``at``-th append meets ``fault`` first."""
+
+    def __init__(self, path: Path, fault: Callable[[FaultyJournal], None], at: int) -> None:
+        super().__init__(str(path))
+        self.path, self.fault, self.at, self.appends = path, fault, at, 0
+        self.undo = ExitStack()
+
+    def append(self, session_id: str, events: Any, **options: Any) -> int:
+        self.appends += 1
+        if self.appends == self.at:
+            self.fault(self)
+        return super().append(session_id, events, **options)
+
+
+class ProvingTools(LiveToolExecutor):
+    """Runs the tools, first noting whether the call's proposal is in the journal already."""
+
+    def __init__(self, journal: Journal) -> None:
+        super().__init__()
+        self.journal = journal
+        self.ran: list[tuple[str, bool]] = []
+
+    async def execute(self, tool: Any, call: ToolCall, *args: Any) -> ToolOutcome:
+        journaled = any(
+            isinstance(recorded.event, ActionProposed)
+            and any(c.call_id == call.call_id for c in recorded.event.calls)
+            for recorded in self.journal.events("s")
+        )
+        self.ran.append((call.call_id, journaled))
+        return await super().execute(tool, call, *args)
+
+
+def _cap(journal: FaultyJournal) -> None:
+    journal._conn.execute("PRAGMA max_page_count = 1")
+
+
+def _delete(journal: FaultyJournal) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{journal.path}{suffix}").unlink()
+
+
+def _remove_directory(journal: FaultyJournal) -> None:
+    shutil.rmtree(journal.path.parent)
+
+
+def _freeze_wal(journal: FaultyJournal) -> None:
+    if os.geteuid() != 0:  # (chmod does not stop a file already open; chattr needs root)
+        pytest.skip("making an open WAL read-only needs chattr, which needs root")
+    journal.undo.enter_context(read_only(Path(f"{journal.path}-wal")))
+
+
+LOOP_FAULTS: dict[str, Callable[[FaultyJournal], None]] = {
+    "full": _cap,
+    "read-only WAL": _freeze_wal,
+    "file deleted": _delete,
+    "directory removed": _remove_directory,
+}
+
+
+def _run_with_fault(
+    folder: Path, fault: str, at: int
+) -> tuple[FaultyJournal, ProvingTools, StoreError | None]:
+    folder.mkdir()
+    journal = FaultyJournal(folder / "journal.db", LOOP_FAULTS[fault], at)
+    tools = ProvingTools(journal)
+    runtime = AgentRuntime(build(7), journal, tools=tools, ids=counter_ids("io"))
+    try:
+        run_session(runtime, "s", turns=2, seed=7)
+    except StoreError as e:
+        return journal, tools, e
+    return journal, tools, None
+
+
+REFUSED = {
+    "full": "disk or database is full; write was not written",
+    "read-only WAL": "write failed: disk I/O error",
+    "file deleted": "the journal file was deleted or replaced while open; write was not written",
+    "directory removed": "the journal file was deleted or replaced",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(LOOP_FAULTS))
+def test_a_refused_append_stops_the_loop_before_any_tool_it_could_not_journal(
+    tmp_path: Path, fault: str
+) -> None:
+    reference, tools, told = _run_with_fault(tmp_path / "reference", fault, 0)
+    reference.close()
+    assert told is None and tools.ran
+    refused = ran = 0
+    for at in range(1, reference.appends + 1):
+        journal, tools, told = _run_with_fault(tmp_path / f"at-{at}", fault, at)
+        try:
+            # every tool that ran found its proposal journaled before it started
+            assert all(journaled for _, journaled in tools.ran), (at, tools.ran)
+            ran += len(tools.ran)
+            if told is None:
+                assert fault == "full"  # what was left to write fitted in the free pages
+                continue
+            refused += 1
+            assert str(told).startswith(f"{journal.path}: ") and REFUSED[fault] in str(told)
+        finally:
+            journal.undo.close()
+            journal.close()
+        if journal.path.exists():  # the fault is gone: the journal holds a valid prefix
+            with Journal.open(journal.path) as reopened:
+                assert reopened.verify().ok
+                if reopened.summary("s") is not None:
+                    check_prefix(reopened, "s")
+    assert refused >= reference.appends // 2
+    print(
+        f"drill loop faults ({fault}): {reference.appends} faults injected, {refused} appends "
+        f"refused, {ran} tools run, 0 without a journaled proposal"
+    )
+
+
+# -- files that vanish, directories that refuse ----------------------------------------------
+
+
+def test_a_journal_deleted_under_a_running_import_is_an_error_not_a_silent_loss(
+    db: Path, sources: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import journal.jsonl
+
+    read = journal.jsonl.read_jsonl
+
+    def read_then_delete(path: Any) -> Any:
+        parsed = read(path)
+        db.unlink()  # like a cleanup job, between opening the journal and writing to it
+        return parsed
+
+    monkeypatch.setattr(journal.jsonl, "read_jsonl", read_then_delete)
+    line = one_error_line(run_cli("import", sources["jsonl"], "--db", db))
+    assert line == (
+        f"agent-journal: {db}: the journal file was deleted or replaced while open; "
+        "write was not written"
+    )
+
+
+@pytest.mark.parametrize("command", ["sessions", "import"])
+def test_a_journal_in_a_read_only_directory_says_why_it_cannot_be_opened(
+    db: Path, sources: dict[str, Path], command: str
+) -> None:
+    before = snapshot(db)
+    with read_only(db.parent):
+        args = READS[command](db, sources) if command in READS else WRITES[command](db, sources)
+        line = one_error_line(run_cli(*args))
+    assert line == (
+        f"agent-journal: {db}: cannot open: unable to open database file (SQLite needs to "
+        "create journal.db-wal and journal.db-shm beside it: is the directory writable?)"
+    )
+    assert snapshot(db) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "drill-1-0", "-o"],
+        ["export", "drill-1-0", "drill-1-1", "--format", "otlp", "-o"],
+        ["fixture", "drill-1-0", "-o"],
+    ],
+    ids=["jsonl", "otlp", "fixture"],
+)
+def test_an_export_into_a_read_only_directory_is_one_line_and_leaves_no_file(
+    db: Path, tmp_path: Path, args: list[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    with read_only(out):
+        line = one_error_line(run_cli(*args, out / "x.jsonl", "--db", db))
+    assert line.startswith(f"agent-journal: {out / 'x.jsonl'}: cannot write: ")
+    assert list(out.iterdir()) == []

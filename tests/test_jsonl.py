@@ -286,7 +286,10 @@ START = (
         (HEADER + b"\n[" + START + b"]\n", ":2: expected a JSON object, got list"),
         (HEADER + b'\n{"seq":0,"seq":1}\n', ":2: not valid JSON: duplicate key 'seq'"),
         (HEADER + b'\n{"v":NaN}\n', ":2: not valid JSON: NaN is not a finite number"),
-        (HEADER + b"\n" + START[:-1] + b',"agent":"\\ud800"}\n', ":2: not canonical JSON"),
+        (
+            HEADER + b"\n" + START[:-1] + b',"agent":"\\ud800"}\n',
+            ":2: not valid JSON: lone surrogate",
+        ),
         (HEADER + b"\n" + START.replace(b"00.000000Z", b"00Z") + b"\n", ":2: timestamp"),
         (HEADER + b"\n" + START.replace(b'"v":1', b'"v":"1"') + b"\n", ":2: v '1' is not"),
         (HEADER + b"\n" + START.replace(b'"v":1', b'"v":7') + b"\n", ":2: event type "),
