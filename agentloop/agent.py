@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
+import sys
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -80,16 +82,33 @@ class Agent:
         return window if isinstance(window, int) else None
 
 
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
 def load_object(reference: str) -> Any:
     """Import what a ``module:attribute`` reference names (``attribute`` may be dotted).
 
+    References come from journals, and journals are untrusted input, so only what an agent
+    reference can legitimately be is accepted: dotted identifiers (no dunders), a module
+    outside the standard library, and a function or class defined in that module's package
+    (not a re-exported ``os.system`` or ``subprocess.run``); an instance defined there (an
+    SDK agent object) is accepted as it is.
+
     Raises:
-        AgentLoadError: a malformed reference, or a module or attribute that cannot be
-            imported.
+        AgentLoadError: a malformed or refused reference, or a module or attribute that
+            cannot be imported.
     """
     module_name, sep, attribute = reference.partition(":")
-    if not sep or not module_name or not attribute:
+    if not sep or not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(attribute):
         raise AgentLoadError(f"agent reference {reference!r} is not of the form module:factory")
+    if "__" in reference:
+        raise AgentLoadError(f"agent reference {reference!r}: dunder names are not allowed")
+    package = module_name.split(".")[0]
+    if package in sys.stdlib_module_names or package == "builtins":
+        raise AgentLoadError(
+            f"agent reference {reference!r}: {package} is part of the standard library, "
+            "not an agent"
+        )
     try:
         module = importlib.import_module(module_name)
     except Exception as e:
@@ -99,6 +118,13 @@ def load_object(reference: str) -> Any:
         found = getattr(found, part, None)
         if found is None:
             raise AgentLoadError(f"agent {reference}: {module_name} has no {attribute}")
+    code = inspect.isroutine(found) or inspect.isclass(found) or inspect.ismodule(found)
+    defined_in = str(getattr(found, "__name__" if inspect.ismodule(found) else "__module__", ""))
+    if code and defined_in.split(".")[0] != package:
+        raise AgentLoadError(
+            f"agent {reference}: {attribute} is defined in {defined_in or 'another package'}, "
+            f"not in {package}; name it where it is defined"
+        )
     return found
 
 

@@ -16,6 +16,7 @@ error with a clear message, never a skip.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,6 @@ from typing import Any
 import pytest
 
 __all__ = ["JournalFixtureFile", "JournalFixtureItem"]
-
-_HEADER_MARK = b'"format":"agent-journal"'
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,12 +42,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _is_fixture(path: Path) -> bool:
+    """Whether a ``.jsonl`` file in the fixtures folder is ours.
+
+    A first line that is a JSON object says so with ``"format": "agent-journal"``; any
+    other JSON object (another tool's JSONL, with its own header) is left alone. Anything
+    else (a first line that is not a JSON object, an empty or unreadable file) is collected
+    too, so that a damaged fixture fails loudly instead of silently dropping out of the run.
+    """
     try:
         with path.open("rb") as handle:
-            first = handle.readline(4096)
+            first = handle.readline(1 << 16)
     except OSError:
-        return False
-    return _HEADER_MARK in first.replace(b" ", b"")
+        return True
+    try:
+        header = json.loads(first)
+    except ValueError:
+        return True
+    return not isinstance(header, dict) or header.get("format") == "agent-journal"
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -152,3 +152,13 @@ def test_fixture_command_writes_a_redacted_fixture(tmp_path: Path) -> None:
             journal, "demo-refund-buggy-s0", tmp_path / "plain.jsonl", redact=False
         )
     assert "jane.doe@gmail.com" in plain.read_text()
+
+
+def test_a_fixture_with_a_damaged_header_fails_instead_of_dropping_out(
+    project: pytest.Pytester,
+) -> None:
+    path = _copy(project, REFUND, "damaged.jsonl")
+    path.write_bytes(path.read_bytes()[25:])  # the header line no longer parses
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*damaged.jsonl:1: not valid JSON*"])

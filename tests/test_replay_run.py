@@ -19,6 +19,7 @@ from journal import (
     AgentHalted,
     Journal,
     RecordedEvent,
+    SessionStarted,
     SessionState,
     ToolCall,
     UserInput,
@@ -529,3 +530,23 @@ def test_a_failure_recorded_as_action_failed_is_served_as_a_failure(mem: Journal
     failed = [i for i in mem.events("rec") if isinstance(i.event, ActionFailed)]
     assert failed, "seed 3 records a failing call"
     assert replay(mem, "rec").identical
+
+
+@pytest.mark.parametrize(
+    ("reference", "why"),
+    [
+        ("os:system", "part of the standard library"),
+        ("subprocess:run", "part of the standard library"),
+        ("builtins:eval", "part of the standard library"),
+        ("agentloop.examples.refund:Field", "defined in pydantic.fields"),
+        ("agentloop.examples.refund:__builtins__", "dunder names are not allowed"),
+        ("agentloop.examples.refund:build_fixed; rm -rf /", "not of the form module:factory"),
+    ],
+)
+def test_an_untrusted_recording_cannot_name_arbitrary_code_as_its_agent(
+    tmp_path: Path, reference: str, why: str
+) -> None:
+    with Journal.open(tmp_path / "j.db") as journal:
+        journal.append("evil", [SessionStarted(agent=reference), UserInput(text="hi")])
+        with pytest.raises(AgentLoadError, match=why):
+            Replayer().replay(journal, "evil")
