@@ -264,9 +264,10 @@ def plan_compaction(
     In order: a tool result larger than ``compact_result_tokens`` is cut to a summary of at
     most ``compact_summary_tokens``; a run of identical failures of one tool is folded into
     one frame (when that is shorter); and when the log passes ``compact_early`` (or
-    ``compact_urgent``) of the model's window, the oldest turns (all but the current one, or
-    everything but the last user message) become one summary frame of at most
-    ``compact_summary_tokens`` and at most half their size. Tokens count message contents
+    ``compact_urgent``) of the model's window, the oldest turns (all but the current one)
+    become one summary frame of at most ``compact_summary_tokens`` and at most half their
+    size; when that is not enough at the urgent level, the current turn's earlier steps are
+    summarised too (its user message and its latest step are kept). Tokens count message contents
     and tool-call arguments.
     """
     for m in context.messages:
@@ -301,11 +302,23 @@ def plan_compaction(
             )
             if _worth_compacting(context.messages[:last_user]):
                 return _range(context, 0, last_user - 1, None, rails.compact_summary_tokens)
+            turn = _earlier_in_turn(context.messages, last_user)
+            if turn is not None:
+                return _range(context, *turn, None, rails.compact_summary_tokens)
         if used > rails.compact_early * window_tokens:
             users = [i for i, m in enumerate(context.messages) if m.role == "user"]
             if len(users) > 1 and _worth_compacting(context.messages[: users[-1]]):
                 return _range(context, 0, users[-1] - 1, None, rails.compact_summary_tokens)
     return None
+
+
+def _earlier_in_turn(messages: list[Message], last_user: int) -> tuple[int, int] | None:
+    """The current turn's steps before its latest one (whole steps), if worth a summary."""
+    starts = [i for i in range(last_user + 1, len(messages)) if messages[i].tool_calls]
+    if len(starts) < 2:
+        return None
+    start, end = last_user + 1, starts[-1] - 1
+    return (start, end) if _worth_compacting(messages[start : end + 1]) else None
 
 
 def _worth_compacting(messages: list[Message]) -> bool:

@@ -173,14 +173,25 @@ def test_window_pressure_compacts_the_earlier_turns(journal: Journal) -> None:
     )
 
 
-def test_a_lone_summary_frame_is_not_summarised_again(journal: Journal) -> None:
-    """Under pressure from the current turn alone there is nothing left to compact."""
+def test_pressure_from_the_current_turn_alone_summarises_its_earlier_steps(
+    journal: Journal,
+) -> None:
+    """The earlier turn becomes one frame; then the current turn's earlier steps follow,
+    while its user message and its latest step stay as they are."""
     steps = [propose(("echo", {"q": "x" * 300})), answer("a")]
     steps += [propose(("echo", {"q": f"{i}" + "y" * 300})) for i in range(4)] + [answer("b")]
     agent = agent_of(ok_tool(), model_settings={"context_window": 400})
-    run_turns(agent, journal, Script(*steps), "first", "second")
-    compactions = [e for e in events_of(journal) if isinstance(e, ContextCompacted)]
-    assert [(c.from_seq, c.to_seq) for c in compactions] == [(1, 5)]
+    model = Script(*steps)
+    run_turns(agent, journal, model, "first", "second")
+    events = events_of(journal)
+    compactions = [e for e in events if isinstance(e, ContextCompacted)]
+    assert compactions[0].from_seq == 1 and compactions[0].to_seq == 5  # the first turn
+    second = max(i for i, e in enumerate(events) if isinstance(e, UserInput))
+    assert all(c.from_seq > second for c in compactions[1:])  # never the user message
+    assert all((c.tokens_after or 0) < (c.tokens_before or 0) for c in compactions)
+    last = model.requests[-1].messages
+    assert [m["role"] for m in last][-2:] == ["assistant", "tool"]  # the latest step, whole
+    assert any(m["role"] == "user" and m["content"] == "second" for m in last)
 
 
 def test_resume_rebuilds_the_same_context(journal: Journal) -> None:
@@ -191,3 +202,25 @@ def test_resume_rebuilds_the_same_context(journal: Journal) -> None:
     resumed.resume("s")
     assert resumed._sessions["s"].context.chat() == live._sessions["s"].context.chat()
     assert resumed._sessions["s"].state == fold(journal.events("s"))
+
+
+def test_an_urgent_window_compacts_the_earlier_steps_of_a_long_current_turn() -> None:
+    from agentloop.context import Context, plan_compaction
+    from journal import ActionCommitted, ActionProposed, Guardrails, ToolCall, UserInput
+
+    context = Context()
+    context.add(1, UserInput(text="collect everything"))
+    seq = 2
+    for page in range(4):
+        call = ToolCall(call_id=f"c{page}", tool="fetch", args={"page": page})
+        context.add(seq, ActionProposed(calls=[call]))
+        context.add(seq + 1, ActionCommitted(call_id=f"c{page}", tool="fetch", result="x" * 2000))
+        seq += 2
+    rails = Guardrails()
+    compaction = plan_compaction(context, rails, window_tokens=2000)
+    assert compaction is not None
+    assert (compaction.from_seq, compaction.to_seq) == (2, 7)  # pages 0-2; page 3 stays
+    context.add(seq, compaction)
+    assert [m.role for m in context.messages] == ["user", "system", "assistant", "tool"]
+    assert context.messages[-1].content == "x" * 2000
+    assert (compaction.tokens_after or 0) < (compaction.tokens_before or 0)
