@@ -487,6 +487,11 @@ class AgentRuntime:
                 )
             ):
                 nested = unflatten_args(args)
+                if nested is None:
+                    fixed.append(
+                        call if args is call.args else call.model_copy(update={"args": args})
+                    )
+                    continue
                 repairs.append(
                     RepairApplied(
                         level="flatten",

@@ -133,8 +133,12 @@ def is_flattened(args: dict[str, Any]) -> bool:
     return any(SEPARATOR in key for key in args)
 
 
-def unflatten_args(args: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild nested arguments from flattened names (``a__b: 1`` becomes ``a: {b: 1}``)."""
+def unflatten_args(args: dict[str, Any]) -> dict[str, Any] | None:
+    """Rebuild nested arguments from flattened names (``a__b: 1`` becomes ``a: {b: 1}``).
+
+    Returns None when names conflict (``a: 1`` beside ``a__b: 2``): nothing is dropped
+    silently; the arguments stay as the model sent them and the schema rejects them.
+    """
     nested: dict[str, Any] = {}
     for key, value in args.items():
         parts = key.split(SEPARATOR)
@@ -142,8 +146,10 @@ def unflatten_args(args: dict[str, Any]) -> dict[str, Any]:
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                child = node[part] = {}
+                return None
             node = child
+        if parts[-1] in node:
+            return None
         node[parts[-1]] = value
     return nested
 

@@ -381,3 +381,9 @@ def test_recursive_models_keep_their_references() -> None:
     assert tool.model_spec(max_leaves=10, max_depth=2)["function"]["parameters"] == (
         tool.parameters
     )
+
+
+def test_conflicting_flattened_names_are_not_silently_dropped() -> None:
+    assert unflatten_args({"a": 1, "a__b": 2}) is None
+    assert unflatten_args({"a__b": 2, "a": 1}) is None
+    assert unflatten_args({"a__b": 2, "a__c": 3}) == {"a": {"b": 2, "c": 3}}
