@@ -39,7 +39,7 @@ from journal import (
 )
 
 from .normalize import fingerprint, record_of
-from .recorded import RecordedTools, response_of
+from .recorded import RecordedTools, args_as_recorded, response_of
 from .replayer import agent_for, free_session_id, load_recording
 
 __all__ = ["ForkResult", "fork"]
@@ -118,10 +118,9 @@ class _HybridTools:
         self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
     ) -> ToolOutcome:
         if self.matcher.fits():
-            outcome = await self.recorded.execute(tool, call, args, state, timeout_s)
-            if not self.recorded.unrecorded:
-                return outcome
-            self.recorded.unrecorded.clear()
+            recorded = self.recorded.take(tool.name, args_as_recorded(args))
+            if recorded is not None:
+                return recorded.outcome()
         return await self.live.execute(tool, call, args, state, timeout_s)
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "RecordedTools",
     "RecordingExhausted",
     "UnrecordedCall",
+    "args_as_recorded",
 ]
 
 
@@ -150,6 +151,20 @@ class RecordedOutcome:
     event: ActionCommitted | ActionFailed
     used: bool = False
 
+    def outcome(self) -> ToolOutcome:
+        """The recorded outcome as the tool port reports it."""
+        event = self.event
+        if isinstance(event, ActionCommitted):
+            return ToolOutcome(ok=True, result=event.result, duration_ms=event.duration_ms)
+        return ToolOutcome(
+            ok=False, kind=event.kind, message=event.message, duration_ms=event.duration_ms
+        )
+
+
+def args_as_recorded(args: Any) -> Any:
+    """A tool's validated arguments as the journal records them (a model becomes JSON)."""
+    return args.model_dump(mode="json") if hasattr(args, "model_dump") else args
+
 
 @dataclass
 class RecordedTools:
@@ -197,7 +212,7 @@ class RecordedTools:
         self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
     ) -> ToolOutcome:
         """Serve (or, for live tools, run and compare) one call; see `agentloop.ToolExecutor`."""
-        recorded_args = args.model_dump(mode="json") if hasattr(args, "model_dump") else args
+        recorded_args = args_as_recorded(args)
         recorded = self.take(tool.name, recorded_args)
         if self.is_live(tool.name):
             outcome = await self._live.execute(tool, call, args, state, timeout_s)
@@ -211,12 +226,7 @@ class RecordedTools:
                 kind="infrastructure",
                 message=f"replay: the recording never ran {tool.name} with these arguments",
             )
-        event = recorded.event
-        if isinstance(event, ActionCommitted):
-            return ToolOutcome(ok=True, result=event.result, duration_ms=event.duration_ms)
-        return ToolOutcome(
-            ok=False, kind=event.kind, message=event.message, duration_ms=event.duration_ms
-        )
+        return recorded.outcome()
 
     def compare_live(
         self, tool: str, args: dict[str, Any], recorded: RecordedOutcome, live: ToolOutcome
