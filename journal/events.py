@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -29,6 +29,7 @@ __all__ = [
     "ContextCompacted",
     "EventModel",
     "FailureKind",
+    "Json",
     "FallbackInvoked",
     "Guardrails",
     "RepairApplied",
@@ -48,6 +49,17 @@ VerificationStage = Literal[
     "unknown_tool", "schema", "guard", "repeat", "storm", "circuit_open", "step_limit"
 ]
 FailureKind = Literal["business", "infrastructure", "timeout"]
+
+Json = Annotated[Any, WithJsonSchema({"description": "any JSON value"})]
+"""A JSON value held as given (dicts, lists, str, int, float, bool, None).
+
+Not checked when an event is built: pydantic's ``JsonValue`` walks and copies every nested
+value on each validation and dump, which made it most of the cost of encoding and decoding
+an event. Values are checked where they become bytes instead: `journal.records.encode`
+rejects what is not canonical JSON, naming the path (``$.result.when: datetime is not a
+JSON value``), and anything read back was parsed from JSON. An event keeps references to
+the values it was given; do not change them after building it.
+"""
 
 
 class _Frozen(BaseModel):
@@ -87,7 +99,7 @@ class ToolSpec(_Frozen):
 
     name: str
     description: str = ""
-    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+    parameters: dict[str, Json] = Field(default_factory=dict)
     schema_hash: str = ""
     parallel_safe: bool = False
     timeout_s: float | None = None
@@ -114,7 +126,7 @@ class ToolCall(_Frozen):
 
     call_id: str
     tool: str
-    args: dict[str, JsonValue] | str = Field(default_factory=dict)
+    args: dict[str, Json] | str = Field(default_factory=dict)
 
 
 class SessionStarted(EventModel):
@@ -126,9 +138,9 @@ class SessionStarted(EventModel):
     system_prompt: str = ""
     system_prompt_hash: str = ""
     model: str | None = None
-    model_settings: dict[str, JsonValue] = Field(default_factory=dict)
+    model_settings: dict[str, Json] = Field(default_factory=dict)
     code_version: str | None = None
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    metadata: dict[str, Json] = Field(default_factory=dict)
     replay_of: str | None = None
     forked_from: str | None = None
     fork_seq: int | None = None
@@ -162,8 +174,8 @@ class RepairApplied(EventModel):
     detail: str
     call_id: str | None = None
     tool: str | None = None
-    before: JsonValue = None
-    after: JsonValue = None
+    before: Json = None
+    after: Json = None
 
 
 class VerificationFailed(EventModel):
@@ -182,8 +194,8 @@ class ActionCommitted(EventModel):
     type: Literal["action_committed"] = "action_committed"
     call_id: str
     tool: str
-    args: dict[str, JsonValue] = Field(default_factory=dict)
-    result: JsonValue = None
+    args: dict[str, Json] = Field(default_factory=dict)
+    result: Json = None
     duration_ms: float | None = None
 
 
@@ -195,7 +207,7 @@ class ActionFailed(EventModel):
     tool: str
     kind: FailureKind
     message: str
-    args: dict[str, JsonValue] = Field(default_factory=dict)
+    args: dict[str, Json] = Field(default_factory=dict)
     duration_ms: float | None = None
 
 

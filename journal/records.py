@@ -160,8 +160,10 @@ def encode(
 
     ``hasher`` is a function ``(previous_hash, body_bytes) -> hash``.
     """
-    # model_dump(mode="json") is this call with the same defaults, behind a Python wrapper.
-    payload = event.__pydantic_serializer__.to_python(event, mode="json")
+    # model_dump() is this call behind a Python wrapper. Python mode: every declared field
+    # is a JSON type already, and `Json` values must reach check_json as they are (JSON
+    # mode would turn a NaN into null instead of letting it be rejected).
+    payload = event.__pydantic_serializer__.to_python(event)
     stamp = ts if isinstance(ts, str) else format_ts(ts)
     version = type(event).VERSION
     try:
