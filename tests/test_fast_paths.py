@@ -39,7 +39,7 @@ from journal.canonical import (
     check_json,
 )
 from journal.errors import InvalidEventError, JournalError
-from journal.fold import _copy
+from journal.fold import apply
 from journal.records import (
     RecordedEvent,
     StoredEvent,
@@ -169,17 +169,19 @@ def test_cached_state_is_not_used_for_a_session_rewritten_elsewhere(tmp_path: Pa
         assert one.state("s") == fold(one.events("s"))
 
 
-def test_fold_copy_is_model_copy() -> None:
-    state = fold(_TURNS[:4])
-    fast, plain = _copy(state), state.model_copy()
-    assert type(fast) is type(plain) is SessionState
-    assert fast == plain and fast is not state
-    assert fast.__dict__ == plain.__dict__ and fast.__dict__ is not state.__dict__
-    assert fast.model_fields_set == plain.model_fields_set
-    assert fast.model_fields_set is not state.model_fields_set
-    assert fast.__pydantic_extra__ == plain.__pydantic_extra__
-    assert fast.__pydantic_private__ == plain.__pydantic_private__
-    # What _copy relies on: no private attributes and no extra fields.
+def test_apply_builds_a_state_like_a_validated_one() -> None:
+    before = fold(_TURNS[:4])
+    kept = before.model_dump()
+    after = apply(before, _TURNS[4])
+    assert type(after) is SessionState and after is not before
+    assert after.__dict__ is not before.__dict__
+    assert before.model_dump() == kept  # the input is left as it was
+    validated = SessionState.model_validate(after.model_dump())
+    assert after == validated
+    assert after.model_fields_set == validated.model_fields_set
+    assert after.__pydantic_extra__ == validated.__pydantic_extra__
+    assert after.__pydantic_private__ == validated.__pydantic_private__
+    # What _build relies on: no private attributes and no extra fields.
     assert not SessionState.__private_attributes__
     assert SessionState.model_config.get("extra") == "forbid"
 
