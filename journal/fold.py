@@ -25,8 +25,8 @@ Counting rules (documented once, here):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import Any, Literal, assert_never
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -144,6 +144,7 @@ class SessionState(BaseModel):
 
 
 _set = object.__setattr__
+_ALL_FIELDS = set(SessionState.model_fields)
 
 
 def _build(values: dict[str, Any]) -> SessionState:
@@ -157,7 +158,7 @@ def _build(values: dict[str, Any]) -> SessionState:
     new = SessionState.__new__(SessionState)
     _set(new, "__dict__", values)
     _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_fields_set__", set(values))
+    _set(new, "__pydantic_fields_set__", _ALL_FIELDS.copy())
     _set(new, "__pydantic_private__", None)
     return new
 
@@ -181,16 +182,155 @@ def _resolve(pending: list[ToolCall], call_id: str, tool: str) -> list[ToolCall]
     return pending
 
 
-def _ran(new: dict[str, Any]) -> None:
+_State = dict[str, Any]
+"""A state's field values: ``new`` is being built, ``old`` is the state before the event."""
+
+
+def _ran(new: _State) -> None:
     new["schema_retries"] = 0
     new["steps"] += 1
     new["turn_steps"] += 1
 
 
-def _failed(new: dict[str, Any], message: str) -> None:
+def _failed(new: _State, message: str) -> None:
     new["failures"] += 1
     new["consecutive_failures"] += 1
     new["last_error"] = message
+
+
+def _session_started(new: _State, old: _State, event: SessionStarted) -> None:
+    new.update(
+        agent=event.agent,
+        model=event.model,
+        guardrails=event.config.guardrails,
+        tools=[tool.name for tool in event.config.tools],
+        replay_of=event.replay_of,
+        forked_from=event.forked_from,
+        fork_seq=event.fork_seq,
+        started=new["last_ts"],
+    )
+
+
+def _user_input(new: _State, old: _State, event: UserInput) -> None:
+    new.update(
+        turns=old["turns"] + 1,
+        turn_steps=0,
+        repeats={},
+        schema_retries=0,
+        storms=0,
+        consecutive_failures=0,
+    )
+    if old["status"] not in ("halted", "failed"):  # an ended session stays ended
+        new.update(status="running", ended=None)
+
+
+def _action_proposed(new: _State, old: _State, event: ActionProposed) -> None:
+    usage = event.usage
+    new.update(
+        model_calls=old["model_calls"] + 1,
+        pending_calls=list(event.calls),
+        tokens_in=old["tokens_in"] + usage.input_tokens,
+        tokens_out=old["tokens_out"] + usage.output_tokens,
+        tokens_cached=old["tokens_cached"] + usage.cached_tokens,
+        cost=old["cost"] + (event.cost or 0.0),
+        latency_ms=old["latency_ms"] + (event.latency_ms or 0.0),
+    )
+
+
+def _repair_applied(new: _State, old: _State, event: RepairApplied) -> None:
+    new["repairs"] += 1
+    if event.level == "storm":
+        new["storms"] += 1
+        if event.call_id is not None and event.tool is not None:
+            new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
+    elif event.level == "scavenge" and isinstance(event.after, list):
+        new["pending_calls"] = _scavenged(event.after)
+
+
+def _verification_failed(new: _State, old: _State, event: VerificationFailed) -> None:
+    new["rejections"] += 1
+    new["schema_retries"] = old["schema_retries"] + 1 if event.stage == "schema" else 0
+    _failed(new, event.message)
+    if event.stage != "step_limit":
+        new["steps"] += 1
+        new["turn_steps"] += 1
+    new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
+
+
+def _action_committed(new: _State, old: _State, event: ActionCommitted) -> None:
+    _ran(new)
+    key = call_key(event.tool, event.args)
+    repeats = old["repeats"]
+    new["repeats"] = {**repeats, key: repeats.get(key, 0) + 1}
+    new["committed"] += 1
+    new["consecutive_failures"] = 0
+    new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
+
+
+def _action_failed(new: _State, old: _State, event: ActionFailed) -> None:
+    _ran(new)
+    _failed(new, event.message)
+    if event.kind != "business":
+        failures = old["tool_failures"]
+        new["tool_failures"] = {**failures, event.tool: failures.get(event.tool, 0) + 1}
+    new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
+
+
+def _circuit_opened(new: _State, old: _State, event: CircuitOpened) -> None:
+    new["open_breakers"] = sorted({*old["open_breakers"], event.tool})
+    new["consecutive_failures"] = 0
+
+
+def _fallback_invoked(new: _State, old: _State, event: FallbackInvoked) -> None:
+    new["fallbacks"] += 1
+
+
+def _context_compacted(new: _State, old: _State, event: ContextCompacted) -> None:
+    new["compactions"] += 1
+
+
+def _agent_completed(new: _State, old: _State, event: AgentCompleted) -> None:
+    new.update(status="completed", answer=event.answer, ended=new["last_ts"], pending_calls=[])
+
+
+def _agent_halted(new: _State, old: _State, event: AgentHalted) -> None:
+    new.update(
+        status="failed" if event.rule == "error" else "halted",
+        halt_rule=event.rule,
+        halt_reason=event.reason,
+        last_error=event.reason,
+        ended=new["last_ts"],
+        pending_calls=[],
+    )
+
+
+_Handler = Callable[[_State, _State, Any], None]
+_HANDLERS: dict[type[BaseModel], _Handler] = {
+    SessionStarted: _session_started,
+    UserInput: _user_input,
+    ActionProposed: _action_proposed,
+    RepairApplied: _repair_applied,
+    VerificationFailed: _verification_failed,
+    ActionCommitted: _action_committed,
+    ActionFailed: _action_failed,
+    CircuitOpened: _circuit_opened,
+    FallbackInvoked: _fallback_invoked,
+    ContextCompacted: _context_compacted,
+    AgentCompleted: _agent_completed,
+    AgentHalted: _agent_halted,
+}
+"""What each event type does to the state, found by the event's exact type (a chain of
+``isinstance`` checks cost more than the rest of an `apply`)."""
+
+
+def _handler(event: AgentEvent) -> _Handler:
+    found = _HANDLERS.get(type(event))
+    if found is not None:
+        return found
+    for kind, handler in _HANDLERS.items():  # a subclass of an event model
+        if isinstance(event, kind):
+            return handler
+    raise TypeError(f"not an event: {type(event).__name__}")
 
 
 def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState:
@@ -206,98 +346,12 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
         event = item.event
         new["last_seq"] = item.seq
         new["last_ts"] = item.ts
+        if event.type == "session_started":
+            new["session_id"] = item.session_id
     else:
-        event = item
+        event = item  # type: ignore[assignment]
         new["last_seq"] += 1
-    match event:
-        case SessionStarted():
-            new.update(
-                agent=event.agent,
-                model=event.model,
-                guardrails=event.config.guardrails,
-                tools=[tool.name for tool in event.config.tools],
-                replay_of=event.replay_of,
-                forked_from=event.forked_from,
-                fork_seq=event.fork_seq,
-                started=new["last_ts"],
-            )
-            if isinstance(item, RecordedEvent):
-                new["session_id"] = item.session_id
-        case UserInput():
-            new.update(
-                turns=old["turns"] + 1,
-                turn_steps=0,
-                repeats={},
-                schema_retries=0,
-                storms=0,
-                consecutive_failures=0,
-            )
-            if not state.ended_session:
-                new.update(status="running", ended=None)
-        case ActionProposed():
-            usage = event.usage
-            new.update(
-                model_calls=old["model_calls"] + 1,
-                pending_calls=list(event.calls),
-                tokens_in=old["tokens_in"] + usage.input_tokens,
-                tokens_out=old["tokens_out"] + usage.output_tokens,
-                tokens_cached=old["tokens_cached"] + usage.cached_tokens,
-                cost=old["cost"] + (event.cost or 0.0),
-                latency_ms=old["latency_ms"] + (event.latency_ms or 0.0),
-            )
-        case RepairApplied():
-            new["repairs"] += 1
-            if event.level == "storm":
-                new["storms"] += 1
-                if event.call_id is not None and event.tool is not None:
-                    new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
-            elif event.level == "scavenge" and isinstance(event.after, list):
-                new["pending_calls"] = _scavenged(event.after)
-        case VerificationFailed():
-            new["rejections"] += 1
-            new["schema_retries"] = old["schema_retries"] + 1 if event.stage == "schema" else 0
-            _failed(new, event.message)
-            if event.stage != "step_limit":
-                new["steps"] += 1
-                new["turn_steps"] += 1
-            new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
-        case ActionCommitted():
-            _ran(new)
-            key = call_key(event.tool, event.args)
-            repeats = old["repeats"]
-            new["repeats"] = {**repeats, key: repeats.get(key, 0) + 1}
-            new["committed"] += 1
-            new["consecutive_failures"] = 0
-            new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
-        case ActionFailed():
-            _ran(new)
-            _failed(new, event.message)
-            if event.kind != "business":
-                failures = old["tool_failures"]
-                new["tool_failures"] = {**failures, event.tool: failures.get(event.tool, 0) + 1}
-            new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
-        case CircuitOpened():
-            new["open_breakers"] = sorted({*old["open_breakers"], event.tool})
-            new["consecutive_failures"] = 0
-        case FallbackInvoked():
-            new["fallbacks"] += 1
-        case ContextCompacted():
-            new["compactions"] += 1
-        case AgentCompleted():
-            new.update(
-                status="completed", answer=event.answer, ended=new["last_ts"], pending_calls=[]
-            )
-        case AgentHalted():
-            new.update(
-                status="failed" if event.rule == "error" else "halted",
-                halt_rule=event.rule,
-                halt_reason=event.reason,
-                last_error=event.reason,
-                ended=new["last_ts"],
-                pending_calls=[],
-            )
-        case _:
-            assert_never(event)
+    _handler(event)(new, old, event)
     return _build(new)
 
 

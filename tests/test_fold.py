@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal import (
+    EVENT_TYPES,
     ActionCommitted,
     ActionFailed,
     ActionProposed,
@@ -36,6 +37,7 @@ from journal import (
     format_ts,
 )
 from journal.events import EventModel
+from journal.fold import _HANDLERS
 
 from .helpers import T0, sample_session
 from .strategies import sessions, sessions_with_status
@@ -271,6 +273,17 @@ def test_apply_is_pure() -> None:
         after = apply(state, event)
         assert after is not state
         assert state.model_dump() == before
+
+
+def test_every_event_type_has_a_fold_rule_and_subclasses_fold_like_their_base() -> None:
+    assert set(_HANDLERS) == set(EVENT_TYPES.values())
+
+    class Answer(AgentCompleted):
+        pass
+
+    assert apply(BASE, Answer(answer="x")) == apply(BASE, AgentCompleted(answer="x"))
+    with pytest.raises(TypeError, match="not an event: Usage"):
+        apply(BASE, Usage())  # type: ignore[arg-type]
 
 
 # -- status and turns --------------------------------------------------------------------
