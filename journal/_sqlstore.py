@@ -32,6 +32,7 @@ from .canonical import format_ts
 from .errors import (
     InvalidEventError,
     InvalidInputError,
+    JournalError,
     NotAJournalError,
     SchemaVersionError,
     SessionNotFoundError,
@@ -70,6 +71,15 @@ def _update_sql(names: tuple[str, ...]) -> str:
 
 
 @functools.cache
+def _guarded_update_sql(names: tuple[str, ...], same: str) -> str:
+    """`_update_sql` that changes the row only while it is the head the plan was made on."""
+    return (
+        f"{_update_sql(names)} AND last_seq = ? AND head_hash = ? AND fold_version = ? "
+        f"AND {' AND '.join(f'{n} {same} ?' for n in _INDEXED_COLUMNS)}"
+    )
+
+
+@functools.cache
 def _upsert_sql(names: tuple[str, ...]) -> str:
     updates = ", ".join(f"{name} = excluded.{name}" for name in names if name != "session_id")
     return (
@@ -78,18 +88,30 @@ def _upsert_sql(names: tuple[str, ...]) -> str:
     )
 
 
+def _changed_columns(
+    row: dict[str, Any], indexed: tuple[Any, ...]
+) -> tuple[tuple[str, ...], list[Any]]:
+    """The projection columns to SET, and their values: all but the key and the indexed
+    columns that keep their stored value ``indexed``."""
+    stored = dict(zip(_INDEXED_COLUMNS, indexed, strict=True))
+    names = tuple(n for n in row if n != "session_id" and (n not in stored or stored[n] != row[n]))
+    return names, [row[n] for n in names]
+
+
 class SQLJournal(Journal):
     """The `Journal` contract over SQL; subclasses supply the connection primitives."""
 
     SCHEMA: ClassVar[SchemaSpec]
     KIND: ClassVar[str]
     """What the target is called in messages (``SQLite database``, ``PostgreSQL schema``)."""
+    NULL_SAFE_EQUAL: ClassVar[str]
+    """The comparison that holds for two NULLs (``IS``; ``IS NOT DISTINCT FROM``)."""
 
     _setup: SchemaSetup
 
     def __init__(self, *, clock: Any = None, hmac_key: bytes | None = None) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key)
-        self._states: dict[str, tuple[str, SessionState]] = {}
+        self._heads: dict[str, SessionHead] = {}
         self._snapshots_table = False
 
     # -- primitives each backend provides --------------------------------------------
@@ -229,14 +251,14 @@ class SQLJournal(Journal):
         if row is None:
             return None, ()
         last_seq, head_hash, fold_version = row[:3]
-        cached = self._states.get(session_id)
+        cached = self._heads.get(session_id)
         if (
             fold_version == FOLD_VERSION
             and cached is not None
-            and cached[0] == head_hash
-            and cached[1].last_seq == last_seq
+            and cached.head_hash == head_hash
+            and cached.last_seq == last_seq
         ):
-            return SessionHead(last_seq, head_hash, cached[1]), row[3:]
+            return cached, row[3:]
         row = tx.one(f"{head}, state FROM sessions WHERE session_id = ?", (session_id,))
         if row is None:
             return None, ()
@@ -274,22 +296,40 @@ class SQLJournal(Journal):
         """Insert the rows and write the projection; ``indexed`` as `_locate` returned it."""
         row = projection_row(plan.state, plan.head_hash)
         if indexed:
-            # The key, and the indexed columns that keep their stored value, are left alone.
-            stored = dict(zip(_INDEXED_COLUMNS, indexed, strict=True), session_id=session_id)
-            names = [n for n in row if n not in stored or stored[n] != row[n]]
-            params = [row[n] for n in names]
+            names, params = _changed_columns(row, indexed)
             params.append(session_id)
-            if tx.changed(_update_sql(tuple(names)), params):
+            if tx.changed(_update_sql(names), params):
                 self._insert_events(tx, plan.rows)
                 return
         row["session_id"] = session_id
         tx.run(_upsert_sql(tuple(row)), list(row.values()))
         self._insert_events(tx, plan.rows)
 
-    def _remember(self, session_id: str, head_hash: str, state: SessionState) -> None:
-        if len(self._states) >= _STATE_CACHE_SIZE:
-            self._states.pop(next(iter(self._states)), None)
-        self._states[session_id] = (head_hash, state)
+    def _write_on_head(
+        self, tx: SqlTx, session_id: str, plan: AppendPlan, head: SessionHead
+    ) -> bool:
+        """Write ``plan`` if ``head`` (from this connection's cache) is still the stored head.
+
+        One guarded UPDATE of the projection stands in for reading the head first: it
+        changes the row only while its last seq, head hash, fold version and indexed
+        columns are the ones this connection wrote. False (nothing written) when another
+        writer got there first, or the row was changed or removed outside this connection.
+        """
+        state = head.state
+        indexed = (state.agent, state.status, state.started)
+        row = projection_row(plan.state, plan.head_hash)
+        names, params = _changed_columns(row, indexed)
+        params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
+        if not tx.changed(_guarded_update_sql(names, self.NULL_SAFE_EQUAL), params):
+            return False
+        self._insert_events(tx, plan.rows)
+        return True
+
+    def _remember(self, session_id: str, plan: AppendPlan) -> None:
+        """Cache the head ``plan`` left the session at (the oldest entry makes room)."""
+        if len(self._heads) >= _STATE_CACHE_SIZE:
+            self._heads.pop(next(iter(self._heads)), None)
+        self._heads[session_id] = SessionHead(plan.rows[-1].seq, plan.head_hash, plan.state)
 
     def append(
         self,
@@ -303,12 +343,13 @@ class SQLJournal(Journal):
         if not events:
             raise ValueError("append needs at least one event")
         stamp = ts if ts is not None else self._clock()
-        plan = self._commit(
-            session_id,
-            lambda tx, head: plan_append(
+
+        def planned(head: SessionHead | None) -> AppendPlan:
+            return plan_append(
                 session_id, head, events, expected_seq=expected_seq, ts=stamp, hasher=self.hasher
-            ),
-        )
+            )
+
+        plan = self._commit(session_id, lambda tx, head: planned(head), planned)
         assert plan is not None
         return plan.rows[-1].seq
 
@@ -349,23 +390,42 @@ class SQLJournal(Journal):
                     self._write(tx, session_id, plan, indexed)
                     written.append((session_id, plan))
         for session_id, plan in written:
-            self._remember(session_id, plan.head_hash, plan.state)
+            self._remember(session_id, plan)
         return counts
 
     def _commit(
         self,
         session_id: str,
         make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
+        on_cached_head: Callable[[SessionHead], AppendPlan] | None = None,
     ) -> AppendPlan | None:
-        """Lock the session, plan against its head and write the plan, in one transaction."""
+        """Lock the session, plan against its head and write the plan, in one transaction.
+
+        With ``on_cached_head``, the plan is first made before the transaction against this
+        connection's cached head and written by `_write_on_head` (no read of the head: one
+        statement less, and the lock is held for less). When the cache turns out stale, or
+        that plan fails (it may fail differently against the stored head), the session is
+        planned again against the stored head in the same transaction.
+        """
+        cached = self._heads.get(session_id)
+        early = None
+        if on_cached_head is not None and cached is not None:
+            try:
+                early = (cached, on_cached_head(cached))
+            except JournalError:
+                early = None
         with self._transaction() as tx:
             self._lock_session(tx, session_id)
-            head, indexed = self._locate(tx, session_id)
-            plan = make_plan(tx, head)
-            if plan is None:
-                return None
-            self._write(tx, session_id, plan, indexed)
-        self._remember(session_id, plan.head_hash, plan.state)
+            if early is not None and self._write_on_head(tx, session_id, early[1], early[0]):
+                plan = early[1]
+            else:
+                head, indexed = self._locate(tx, session_id)
+                found = make_plan(tx, head)
+                if found is None:
+                    return None
+                plan = found
+                self._write(tx, session_id, plan, indexed)
+        self._remember(session_id, plan)
         return plan
 
     @staticmethod
@@ -601,7 +661,7 @@ class SQLJournal(Journal):
             tx.run("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             if self._has_snapshots(tx):
                 tx.run("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
-        self._states.pop(session_id, None)
+        self._heads.pop(session_id, None)
         return erasure
 
     def erasures(self, session_id: str | None = None) -> list[Erasure]:

@@ -349,7 +349,7 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
         if event.type == "session_started":
             new["session_id"] = item.session_id
     else:
-        event = item  # type: ignore[assignment]
+        event = item
         new["last_seq"] += 1
     _handler(event)(new, old, event)
     return _build(new)

@@ -113,6 +113,7 @@ class PostgresJournal(SQLJournal):
 
     SCHEMA = schema.SPEC
     KIND = "PostgreSQL schema"
+    NULL_SAFE_EQUAL = "IS NOT DISTINCT FROM"
 
     def __init__(
         self,

@@ -41,6 +41,7 @@ class SQLiteJournal(SQLJournal):
 
     SCHEMA = schema.SPEC
     KIND = "SQLite database"
+    NULL_SAFE_EQUAL = "IS"
 
     def __init__(
         self,

@@ -40,15 +40,8 @@ def _json(value: object) -> str:
 
 def summarize(event: AgentEvent) -> str:
     """Return a one-line, human summary of ``event`` (at most `SUMMARY_WIDTH` characters)."""
+    # The most frequent types first: each case is an isinstance check.
     match event:
-        case SessionStarted():
-            text = f"{event.agent or 'unknown agent'} model={event.model or '-'}"
-            if event.replay_of:
-                text += f" replay_of={event.replay_of}"
-            if event.forked_from:
-                text += f" forked_from={event.forked_from}@{event.fork_seq}"
-        case UserInput():
-            text = event.text
         case ActionProposed():
             calls = ", ".join(
                 f"{call.tool}({call.args if isinstance(call.args, str) else _json(call.args)})"
@@ -58,22 +51,30 @@ def summarize(event: AgentEvent) -> str:
             text = calls or event.text or reasoning
             if calls and event.text:
                 text += f" | {event.text}"
-        case RepairApplied():
-            text = f"{event.level}: {event.detail}"
-        case VerificationFailed():
-            text = f"{event.stage} {event.tool}: {event.message}"
         case ActionCommitted():
             text = f"{event.tool} -> {_json(event.result)}"
+        case UserInput():
+            text = event.text
+        case AgentCompleted():
+            text = event.answer
         case ActionFailed():
             text = f"{event.kind} {event.tool}: {event.message}"
+        case VerificationFailed():
+            text = f"{event.stage} {event.tool}: {event.message}"
+        case SessionStarted():
+            text = f"{event.agent or 'unknown agent'} model={event.model or '-'}"
+            if event.replay_of:
+                text += f" replay_of={event.replay_of}"
+            if event.forked_from:
+                text += f" forked_from={event.forked_from}@{event.fork_seq}"
+        case RepairApplied():
+            text = f"{event.level}: {event.detail}"
         case CircuitOpened():
             text = f"{event.tool} open after {event.failures} failures"
         case FallbackInvoked():
             text = f"{event.tool} -> {event.fallback}"
         case ContextCompacted():
             text = f"seq {event.from_seq}..{event.to_seq}: {event.summary}"
-        case AgentCompleted():
-            text = event.answer
         case AgentHalted():
             text = f"{event.rule}: {event.reason}"
         case _:
