@@ -148,10 +148,12 @@ def chain_hash(previous: str, body: bytes, key: bytes | None = None) -> str:
 
 def format_ts(moment: datetime) -> str:
     """Format a timezone-aware datetime as RFC 3339 UTC with microseconds."""
-    if moment.tzinfo is None:
-        raise InvalidEventError(f"timestamp {moment.isoformat()} has no timezone")
+    if moment.tzinfo is not UTC:
+        if moment.tzinfo is None:
+            raise InvalidEventError(f"timestamp {moment.isoformat()} has no timezone")
+        moment = moment.astimezone(UTC)
     # isoformat pads the year to four digits (strftime("%Y") gives "999" for year 999).
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_ts(text: str) -> datetime:

@@ -38,7 +38,7 @@ from journal.canonical import (
     chain_hash,
     check_json,
 )
-from journal.errors import InvalidEventError, JournalError
+from journal.errors import ConflictError, InvalidEventError, JournalError
 from journal.fold import apply
 from journal.records import (
     RecordedEvent,
@@ -168,6 +168,45 @@ def test_cached_state_is_not_used_for_a_session_rewritten_elsewhere(tmp_path: Pa
         assert _projection(path)["agent"] == "app.agents:two"
         assert one.state("s") == fold(one.events("s"))
 
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "UPDATE sessions SET status = 'halted'",
+        "UPDATE sessions SET agent = NULL",
+        "UPDATE sessions SET started = 'x', steps = 99",
+        "UPDATE sessions SET fold_version = 1",
+    ],
+)
+def test_a_projection_changed_by_a_foreign_writer_is_rewritten_by_the_next_append(
+    tmp_path: Path, tamper: str
+) -> None:
+    """The cached head only stands in for the stored one while the row is what we wrote."""
+    path = tmp_path / "j.db"
+    with Journal.open(path) as journal:
+        journal.append("s", _TURNS[:3])
+        with closing(sqlite3.connect(path)) as foreign:
+            foreign.execute(tamper)
+            foreign.commit()
+        journal.append("s", _TURNS[3:5])
+        assert {k: v for k, v in _projection(path).items() if k != "state"} == _expected(journal)
+
+
+def test_a_plan_refused_against_a_stale_cache_is_made_again_on_the_stored_head(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.db"
+    with Journal.open(path) as one, Journal.open(path) as two:
+        one.append("s", _TURNS[:2])
+        two.erase("s", reason="test")
+        # Against one's cache (last seq 1) a session_started is out of place; stored, the
+        # session is gone and it belongs at seq 0.
+        assert one.append("s", [SessionStarted(agent="app.agents:new")], expected_seq=0) == 0
+        assert one.state("s").agent == "app.agents:new"
+        with pytest.raises(ConflictError, match="next seq is 1"):
+            one.append("s", [UserInput(text="late")], expected_seq=2)
+        assert [e.seq for e in two.events("s")] == [0]
 
 def test_apply_builds_a_state_like_a_validated_one() -> None:
     before = fold(_TURNS[:4])
