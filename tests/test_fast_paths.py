@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import sqlite3
 from contextlib import closing
@@ -298,7 +297,7 @@ def test_decode_agrees_with_the_plain_path(event: Any, seq: int, tamper: Any) ->
             body = orjson.dumps(record).decode()
         else:
             body = tamper[1]
-        stored = dataclasses.replace(stored, body=body, position=3)
+        stored = stored._replace(body=body, position=3)
     assert _outcome(decode, stored) == _outcome(_plain_decode, stored)
 
 
@@ -306,8 +305,8 @@ def test_decode_runs_upcasters_for_old_versions(monkeypatch: pytest.MonkeyPatch)
     stored = encode(
         "s1", 1, "2026-11-29T23:00:00.123456Z", UserInput(text="hi"), "0" * 64, chain_hash
     )
-    old = dataclasses.replace(stored, body=stored.body.replace('"text"', '"message"'), v=0)
-    old = dataclasses.replace(old, body=old.body.replace('"v":1', '"v":0'))
+    old = stored._replace(body=stored.body.replace('"text"', '"message"'), v=0)
+    old = old._replace(body=old.body.replace('"v":1', '"v":0'))
     assert _outcome(decode, old) == _outcome(_plain_decode, old)  # no upcaster: an error
     monkeypatch.setitem(
         upcasting._UPCASTERS,
@@ -334,5 +333,5 @@ def test_decode_of_deeply_nested_values_agrees(depth: int) -> None:
     nested = "[" * depth + "1" + "]" * depth
     body = stored.body.replace('"result":null', f'"result":{nested}')
     assert body != stored.body
-    stored = dataclasses.replace(stored, body=body)
+    stored = stored._replace(body=body)
     assert _outcome(decode, stored) == _outcome(_plain_decode, stored)
