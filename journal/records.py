@@ -225,6 +225,9 @@ def decode(stored: StoredEvent) -> RecordedEvent:
     )
 
 
+_ENVELOPE_ORDER = ("session_id", "seq", "type", "v", "ts")
+
+
 def decode_row(
     session_id: str,
     seq: int,
@@ -243,17 +246,19 @@ def decode_row(
     if not isinstance(payload, dict):
         raise InvalidEventError(f"{where(session_id, seq)}: stored body is not a JSON object")
     pop = payload.pop
-    for name, value in (
-        ("session_id", session_id),
-        ("seq", seq),
-        ("type", event_type),
-        ("v", version),
-        ("ts", ts),
-    ):
-        if pop(name, None) != value:
-            raise InvalidEventError(
-                f"{where(session_id, seq)}: body field {name!r} disagrees with its envelope"
-            )
+    expected = (session_id, seq, event_type, version, ts)
+    found = (
+        pop("session_id", None),
+        pop("seq", None),
+        pop("type", None),
+        pop("v", None),
+        pop("ts", None),
+    )
+    if found != expected:
+        name = next(n for n, a, b in zip(_ENVELOPE_ORDER, found, expected, strict=True) if a != b)
+        raise InvalidEventError(
+            f"{where(session_id, seq)}: body field {name!r} disagrees with its envelope"
+        )
     payload["type"] = event_type
     model = EVENT_TYPES.get(event_type)
     event: AgentEvent | None = None
