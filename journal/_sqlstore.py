@@ -421,16 +421,20 @@ class SQLJournal(Journal):
         planned again against the stored head in the same transaction.
         """
         cached = self._heads.get(session_id)
-        early = None
+        guess = None
         if on_cached_head is not None and cached is not None:
             try:
-                early = (cached, on_cached_head(cached))
+                guess = on_cached_head(cached)
             except JournalError:
-                early = None
+                pass  # decided against the stored head below, which may differ
         with self._transaction() as tx:
             self._lock_session(tx, session_id)
-            if early is not None and self._write_on_head(tx, session_id, early[1], early[0]):
-                plan = early[1]
+            if (
+                guess is not None
+                and cached is not None
+                and self._write_on_head(tx, session_id, guess, cached)
+            ):
+                plan = guess
             else:
                 head, indexed = self._locate(tx, session_id)
                 found = make_plan(tx, head)

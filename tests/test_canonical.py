@@ -22,6 +22,7 @@ from journal import (
     InvalidEventError,
     InvalidInputError,
     Journal,
+    RepairApplied,
     SessionStarted,
     UserInput,
     canonical_bytes,
@@ -131,8 +132,25 @@ def test_depth_limit_is_the_same_for_values_and_parsed_text() -> None:
             "action_committed: $.args.n: integer -1180591620717411303424 is outside signed 64",
         ),
         (UserInput(text="lone \ud800 surrogate"), "user_input: not canonical JSON: str is not"),
+        (
+            ActionCommitted(call_id="c", tool="t", result={"when": datetime(2026, 1, 1)}),
+            "action_committed: $.result.when: datetime is not a JSON value",
+        ),
+        (
+            RepairApplied(level="flatten", detail="d", after=[{"ids": {1, 2}}]),
+            "repair_applied: $.after[0].ids: set is not a JSON value",
+        ),
     ],
-    ids=["nan", "inf", "nested-nan", "int64-overflow", "big-negative", "surrogate"],
+    ids=[
+        "nan",
+        "inf",
+        "nested-nan",
+        "int64-overflow",
+        "big-negative",
+        "surrogate",
+        "datetime",
+        "set",
+    ],
 )
 def test_append_rejects_what_is_not_canonical_and_writes_nothing(
     db_path: Path, event: Any, error: str

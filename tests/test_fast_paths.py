@@ -168,7 +168,6 @@ def test_cached_state_is_not_used_for_a_session_rewritten_elsewhere(tmp_path: Pa
         assert one.state("s") == fold(one.events("s"))
 
 
-
 @pytest.mark.parametrize(
     "tamper",
     [
@@ -206,6 +205,7 @@ def test_a_plan_refused_against_a_stale_cache_is_made_again_on_the_stored_head(
         with pytest.raises(ConflictError, match="next seq is 1"):
             one.append("s", [UserInput(text="late")], expected_seq=2)
         assert [e.seq for e in two.events("s")] == [0]
+
 
 def test_apply_builds_a_state_like_a_validated_one() -> None:
     before = fold(_TURNS[:4])
