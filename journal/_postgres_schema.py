@@ -9,6 +9,11 @@ search_path FROM CURRENT`` while the schema is created), so they check the right
 whatever the search path of the connection that fires them. ``global_position`` is a
 one-row counter updated inside every append transaction: its row lock serialises the
 assignment of positions, so positions become visible in the order they were assigned.
+
+Version 2 added the loop's metrics to the sessions projection. Version 3 lets our own appends
+past the overwrite check (see `APPEND_FLAG`): PostgreSQL has no ``INSERT OR REPLACE``, an
+``ON CONFLICT DO UPDATE`` is an UPDATE (rejected), and the check is there to turn a foreign
+writer's ``ON CONFLICT DO NOTHING`` over a taken key into an error instead of a silent drop.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 from ._sqltx import SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 TABLES = (
     """CREATE TABLE meta (
@@ -123,11 +128,23 @@ END
 }
 
 
-def _trigger(name: str, when: str, table: str, level: str, function: str) -> tuple[str, str]:
+APPEND_FLAG = "agent_journal.append"
+"""A transaction-local setting our appends turn on (with the position they take), so the
+overwrite check, a plpgsql call and two index probes per row, skips rows that are plain
+INSERTs or COPYs whose keys the primary key and ``pos`` constraints check anyway."""
+
+
+def _trigger(
+    name: str, when: str, table: str, level: str, function: str, condition: str = ""
+) -> tuple[str, str]:
+    guard = f"WHEN ({condition}) " if condition else ""
     return name, (
         f"CREATE TRIGGER {name} BEFORE {when} ON {table} FOR EACH {level} "
-        f"EXECUTE FUNCTION {function}()"
+        f"{guard}EXECUTE FUNCTION {function}()"
     )
+
+
+_NOT_OUR_APPEND = f"(current_setting('{APPEND_FLAG}'::text, true) IS DISTINCT FROM 'on'::text)"
 
 
 TRIGGERS = dict(
@@ -135,7 +152,14 @@ TRIGGERS = dict(
         _trigger("events_no_update", "UPDATE", "events", "ROW", "agent_journal_reject"),
         _trigger("events_no_delete", "DELETE", "events", "ROW", "agent_journal_no_delete"),
         _trigger("events_no_truncate", "TRUNCATE", "events", "STATEMENT", "agent_journal_reject"),
-        _trigger("events_no_overwrite", "INSERT", "events", "ROW", "agent_journal_no_overwrite"),
+        _trigger(
+            "events_no_overwrite",
+            "INSERT",
+            "events",
+            "ROW",
+            "agent_journal_no_overwrite",
+            _NOT_OUR_APPEND,
+        ),
         _trigger("erasures_no_update", "UPDATE", "erasures", "ROW", "agent_journal_reject"),
         _trigger("erasures_no_delete", "DELETE", "erasures", "ROW", "agent_journal_reject"),
         _trigger(
@@ -200,7 +224,8 @@ SPEC = SchemaSpec(
             + ", ".join(
                 f"{name} = coalesce((state::json->>'{name}')::{kind}, 0)" for name, kind in _METRICS
             ),
-        )
+        ),
+        2: ("DROP TRIGGER events_no_overwrite ON events", TRIGGERS["events_no_overwrite"]),
     },
     triggers=tuple(TRIGGERS),
     purposes=TRIGGER_PURPOSE,

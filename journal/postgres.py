@@ -200,7 +200,9 @@ class PostgresJournal(SQLJournal):
 
     def _translate(self, error: psycopg.Error, action: str) -> JournalError:
         text = _server_message(error)
-        if isinstance(error, errors.UniqueViolation) or "append-only" in text:
+        if isinstance(error, errors.UniqueViolation):
+            return ConflictError(f"{self._target}: events are append-only (a taken key): {text}")
+        if "append-only" in text:
             return ConflictError(f"{self._target}: {text}")
         if isinstance(error, errors.LockNotAvailable | errors.QueryCanceled):
             return JournalBusyError(f"{self._target}: {action} timed out waiting: {text}")
@@ -255,10 +257,12 @@ class PostgresJournal(SQLJournal):
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
         # The NOTIFY (sent at commit) rides on the position update: one round trip less,
-        # and the counter's row lock is held for one statement less.
+        # and the counter's row lock is held for one statement less. So does the flag that
+        # lets these plain INSERTs past the per-row overwrite check (schema.APPEND_FLAG).
         found = tx.one(
-            "UPDATE global_position SET pos = pos + ? RETURNING pos, pg_notify(?, pos::text)",
-            (len(rows), self._channel),
+            "UPDATE global_position SET pos = pos + ? "
+            "RETURNING pos, pg_notify(?, pos::text), set_config(?, 'on', true)",
+            (len(rows), self._channel, schema.APPEND_FLAG),
         )
         assert found is not None, "global_position has no row"
         first = int(found[0]) - len(rows) + 1

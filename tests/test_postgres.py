@@ -176,6 +176,31 @@ def test_guards_hold_for_a_connection_with_another_search_path(pg_schema: PgSche
                 conn.execute(attack)
 
 
+def test_the_flag_our_appends_set_lasts_only_their_transaction(pg_schema: PgSchema) -> None:
+    """Our plain INSERTs skip the per-row overwrite check; the keys still refuse a taken seq,
+    and no statement after our transaction skips it."""
+    flag = "SELECT coalesce(current_setting('agent_journal.append', true), '')"
+    taken = (
+        "INSERT INTO events SELECT pos + 100, session_id, seq, ts, type, v, body, hash, summary "
+        "FROM events WHERE seq = 1"
+    )
+    with Journal.open(pg_schema.url) as journal:
+        journal.append("s1", short_session())
+        journal.append("s1", [UserInput(text="again")])
+        with journal._pool.connection() as pooled:
+            assert pooled.execute(flag).fetchone() == ("",)
+    with psycopg.connect(pg_schema.url) as conn:
+        assert conn.execute(flag).fetchone() == ("",)
+        with pytest.raises(psycopg.Error, match="append-only"):
+            conn.execute(taken + " ON CONFLICT DO NOTHING")
+        conn.rollback()
+        conn.execute("SELECT set_config('agent_journal.append', 'on', true)")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(taken)
+        conn.rollback()
+        assert conn.execute(flag).fetchone() == ("",)
+
+
 def test_verify_finds_disabled_triggers_and_replaced_functions(pg_schema: PgSchema) -> None:
     with (
         Journal.open(pg_schema.url) as journal,

@@ -226,3 +226,22 @@ def test_a_version_1_postgres_schema_gains_the_metrics_columns(pg_schema: PgSche
             state = journal.state(summary.session_id)
             assert (summary.model_calls, summary.committed) == (state.model_calls, state.committed)
     assert _exports(pg_schema.url) == before
+
+
+def test_a_version_2_postgres_schema_gets_the_overwrite_check_our_appends_skip(
+    pg_schema: PgSchema,
+) -> None:
+    _fill(pg_schema.url)
+    before = _exports(pg_schema.url)
+    with psycopg.connect(pg_schema.url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER events_no_overwrite ON events")
+        conn.execute(
+            "CREATE TRIGGER events_no_overwrite BEFORE INSERT ON events FOR EACH ROW "
+            "EXECUTE FUNCTION agent_journal_no_overwrite()"
+        )
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with Journal.open(pg_schema.url) as journal:
+        assert journal.schema_setup.from_version == 2
+        assert journal.verify().ok  # the trigger is the current one again
+        journal.append("more", short_session())
+    assert {k: v for k, v in _exports(pg_schema.url).items() if k != "more"} == before
