@@ -40,7 +40,7 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .records import RecordedEvent, StoredEvent, decode, decode_row, stored_row
+from .records import RecordedEvent, StoredEvent, decode, decode_body, stored_row
 from .sessions import (
     PROJECTION_COLUMNS,
     AppendPlan,
@@ -56,8 +56,8 @@ from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
 _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
-_DECODE_COLUMNS = "session_id, seq, ts, type, v, body, hash, pos"
-"""What `decode_row` takes (no summary: streaming events has no use for it)."""
+_BODY_COLUMNS = "body, seq, hash, pos"
+"""What `decode_body` takes (``seq`` second, as `_rows` needs)."""
 _ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
 _MAX_SEQ = 2**63 - 1
 _INDEXED_COLUMNS = ("agent", "status", "started")
@@ -490,11 +490,11 @@ class SQLJournal(Journal):
     def events(
         self, session_id: str, *, start: int = 0, stop: int | None = None
     ) -> Iterator[RecordedEvent]:
-        """Stream validated events in pages; see `Journal.events` (decoded from the columns)."""
-        for sid, seq, ts, kind, v, body, hash_, pos in self._rows(
-            self._query, session_id, start, stop, _DECODE_COLUMNS
+        """Stream validated events in pages; see `Journal.events` (decoded from the bodies)."""
+        for body, seq, hash_, pos in self._rows(
+            self._query, session_id, start, stop, _BODY_COLUMNS
         ):
-            yield decode_row(sid, seq, ts, kind, v, body, hash_, pos)
+            yield decode_body(session_id, seq, body, hash_, pos)
 
     def stored_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None

@@ -26,6 +26,7 @@ __all__ = [
     "RecordedEvent",
     "StoredEvent",
     "decode",
+    "decode_body",
     "decode_payload",
     "decode_row",
     "encode",
@@ -238,13 +239,11 @@ def decode_row(
     hash_: str,
     position: int | None = None,
 ) -> RecordedEvent:
-    """`decode` of a stored record given as its columns (no `StoredEvent` built: hot path)."""
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        raise InvalidEventError(f"{where(session_id, seq)}: stored body is not JSON: {e}") from e
-    if not isinstance(payload, dict):
-        raise InvalidEventError(f"{where(session_id, seq)}: stored body is not a JSON object")
+    """`decode` of a stored record given as its columns (no `StoredEvent` built).
+
+    The body's envelope fields must agree with the columns.
+    """
+    payload = _parsed(session_id, seq, body)
     pop = payload.pop
     expected = (session_id, seq, event_type, version, ts)
     found = (
@@ -260,6 +259,57 @@ def decode_row(
             f"{where(session_id, seq)}: body field {name!r} disagrees with its envelope"
         )
     payload["type"] = event_type
+    return _recorded(session_id, seq, ts, event_type, version, payload, hash_, position)
+
+
+def decode_body(
+    session_id: str, seq: int, body: str, hash_: str, position: int | None = None
+) -> RecordedEvent:
+    """Decode a stored body with its envelope taken from the body itself (hot path: reads).
+
+    The body is what the hash chain covers, so the event read is the one the chain vouches
+    for; only its session id and seq are checked against where it was found. Whether the
+    ``ts``, ``type`` and ``v`` columns agree with it is `verify`'s question (it decodes with
+    `decode`), as it does not change what was recorded.
+    """
+    payload = _parsed(session_id, seq, body)
+    pop = payload.pop
+    if pop("session_id", None) != session_id or pop("seq", None) != seq:
+        raise InvalidEventError(
+            f"{where(session_id, seq)}: the body's session_id or seq disagrees with its row"
+        )
+    ts, version, event_type = pop("ts", None), pop("v", None), payload.get("type")
+    if type(version) is not int and isinstance(version, (int, float)) and version == int(version):
+        version = int(version)  # 1.0 or true: what `decode` lets by, as equal to a column's 1
+    if type(ts) is not str or type(version) is not int or type(event_type) is not str:
+        raise InvalidEventError(
+            f"{where(session_id, seq)}: the body's ts, v and type are not a string, an "
+            "integer and a string"
+        )
+    return _recorded(session_id, seq, ts, event_type, version, payload, hash_, position)
+
+
+def _parsed(session_id: str, seq: int, body: str) -> dict[str, Any]:
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise InvalidEventError(f"{where(session_id, seq)}: stored body is not JSON: {e}") from e
+    if not isinstance(payload, dict):
+        raise InvalidEventError(f"{where(session_id, seq)}: stored body is not a JSON object")
+    return payload
+
+
+def _recorded(
+    session_id: str,
+    seq: int,
+    ts: str,
+    event_type: str,
+    version: int,
+    payload: dict[str, Any],
+    hash_: str,
+    position: int | None,
+) -> RecordedEvent:
+    """Validate a payload (envelope removed, ``type`` kept) and put it in its envelope."""
     model = EVENT_TYPES.get(event_type)
     event: AgentEvent | None = None
     if model is not None and version == model.VERSION:
@@ -271,15 +321,7 @@ def decode_row(
             pass  # decode_payload validates again and words the error
     if event is None:
         event = decode_payload(event_type, version, payload, where(session_id, seq))
-    return RecordedEvent(
-        session_id=session_id,
-        seq=seq,
-        ts=ts,
-        v=version,
-        hash=hash_,
-        event=event,
-        position=position,
-    )
+    return RecordedEvent(session_id, seq, ts, version, hash_, event, position)
 
 
 def from_record(record: dict[str, Any], chain: str, hasher: Any, at: str) -> StoredEvent:

@@ -21,7 +21,7 @@ from .canonical import chain_hash
 from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
-from .records import RecordedEvent, StoredEvent, decode
+from .records import RecordedEvent, StoredEvent, decode_body
 from .sessions import SessionSummary
 from .verify import VerifyReport
 
@@ -201,10 +201,12 @@ class Journal(ABC):
     ) -> Iterator[RecordedEvent]:
         """Stream a session's events with ``start <= seq < stop``, validated, in seq order.
 
-        Rows are read in pages, so memory stays flat however long the session is.
+        Rows are read in pages, so memory stays flat however long the session is. Each event
+        is decoded from its stored body, the bytes the hash chain covers (`verify` also checks
+        the row's envelope columns against it).
         """
         for row in self.stored_events(session_id, start=start, stop=stop):
-            yield decode(row)
+            yield decode_body(row.session_id, row.seq, row.body, row.hash, row.position)
 
     @abstractmethod
     def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:

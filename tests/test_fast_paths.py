@@ -43,6 +43,7 @@ from journal.records import (
     RecordedEvent,
     StoredEvent,
     decode,
+    decode_body,
     decode_payload,
     encode,
     where,
@@ -268,6 +269,9 @@ _TAMPER = st.sampled_from(
         ("set", "seq", "7"),
         ("set", "seq", 7.0),
         ("set", "v", True),
+        ("set", "v", 1.0),
+        ("set", "ts", 5),
+        ("set", "type", "user_input"),
         ("set", "v", 2),
         ("set", "type", "user_input"),
         ("set", "type", "no_such_type"),
@@ -299,6 +303,62 @@ def test_decode_agrees_with_the_plain_path(event: Any, seq: int, tamper: Any) ->
             body = tamper[1]
         stored = stored._replace(body=body, position=3)
     assert _outcome(decode, stored) == _outcome(_plain_decode, stored)
+
+
+@settings(max_examples=300)
+@given(events, st.integers(0, 5), st.one_of(st.none(), _TAMPER))
+def test_decode_body_reads_what_decode_reads_whenever_the_row_agrees(
+    event: Any, seq: int, tamper: Any
+) -> None:
+    stored = encode("s1", seq, "2026-11-29T23:00:00.123456Z", event, "0" * 64, chain_hash)
+    if tamper is not None:
+        record = orjson.loads(stored.body)
+        if tamper[0] == "drop":
+            record.pop(tamper[1], None)
+        elif tamper[0] == "set":
+            record[tamper[1]] = tamper[2]
+        body = orjson.dumps(record).decode() if tamper[0] != "raw" else tamper[1]
+        stored = stored._replace(body=body, position=3)
+    strict, from_body = _outcome(decode, stored), _outcome(_decode_body, stored)
+    if strict[0] == "ok":
+        assert from_body == strict
+    else:
+        assert from_body[0] == "ok" or issubclass(from_body[1], InvalidEventError)
+
+
+def _decode_body(stored: StoredEvent) -> RecordedEvent:
+    return decode_body(stored.session_id, stored.seq, stored.body, stored.hash, stored.position)
+
+
+def test_events_read_the_body_and_verify_reports_a_row_that_disagrees(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    with Journal.open(path) as journal:
+        journal.append("s", _TURNS[:2], ts="2026-11-29T23:00:00.000000Z")
+        last = list(journal.stored_events("s"))[-1]
+    row = encode("s", 2, "2026-11-29T23:00:01.000000Z", UserInput(text="b"), last.hash, chain_hash)
+    with closing(sqlite3.connect(path)) as conn:  # the ts column lies about the body
+        conn.execute(
+            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.session_id,
+                row.seq,
+                "2000-01-01T00:00:00.000000Z",
+                row.type,
+                row.v,
+                row.body,
+                row.hash,
+                row.summary,
+            ),
+        )
+        conn.commit()
+    with Journal.open(path) as journal:
+        assert [e.ts for e in journal.events("s")][-1] == "2026-11-29T23:00:01.000000Z"
+        problems = journal.verify(["s"]).problems
+        assert [(p.seq, p.kind) for p in problems if p.kind == "undecodable"] == [
+            (2, "undecodable")
+        ]
+        assert "'ts' disagrees with its envelope" in problems[0].message
 
 
 def test_decode_runs_upcasters_for_old_versions(monkeypatch: pytest.MonkeyPatch) -> None:
