@@ -459,18 +459,19 @@ class SQLJournal(Journal):
         start: int = 0,
         stop: int | None = None,
     ) -> Iterator[StoredEvent]:
-        for row in self._rows(query, session_id, start, stop):
-            yield stored_row(row)
+        for page in self._row_pages(query, session_id, start, stop):
+            for row in page:
+                yield stored_row(row)
 
-    def _rows(
+    def _row_pages(
         self,
         query: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]],
         session_id: str,
         start: int = 0,
         stop: int | None = None,
         columns: str = _ROW_COLUMNS,
-    ) -> Iterator[tuple[Any, ...]]:
-        """The session's rows in seq order, a page of `PAGE_SIZE` at a time.
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """The session's rows in seq order, in pages of at most `PAGE_SIZE` rows.
 
         ``columns`` must have ``seq`` second, as `_ROW_COLUMNS` has.
         """
@@ -482,7 +483,7 @@ class SQLJournal(Journal):
                 "ORDER BY seq LIMIT ?",
                 (session_id, cursor, upper, self.PAGE_SIZE),
             )
-            yield from rows
+            yield rows
             if len(rows) < self.PAGE_SIZE:
                 return
             cursor = rows[-1][1] + 1
@@ -491,10 +492,9 @@ class SQLJournal(Journal):
         self, session_id: str, *, start: int = 0, stop: int | None = None
     ) -> Iterator[RecordedEvent]:
         """Stream validated events in pages; see `Journal.events` (decoded from the bodies)."""
-        for body, seq, hash_, pos in self._rows(
-            self._query, session_id, start, stop, _BODY_COLUMNS
-        ):
-            yield decode_body(session_id, seq, body, hash_, pos)
+        for page in self._row_pages(self._query, session_id, start, stop, _BODY_COLUMNS):
+            for body, seq, hash_, pos in page:
+                yield decode_body(session_id, seq, body, hash_, pos)
 
     def stored_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None

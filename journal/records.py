@@ -8,7 +8,7 @@ validated `AgentEvent`. `encode` and `decode` are the only ways between the two.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -227,6 +227,11 @@ def decode(stored: StoredEvent) -> RecordedEvent:
 
 
 _ENVELOPE_ORDER = ("session_id", "seq", "type", "v", "ts")
+_CURRENT: dict[str, tuple[int, Callable[[dict[str, Any]], AgentEvent]]] = {
+    name: (model.VERSION, model.__pydantic_validator__.validate_python)
+    for name, model in EVENT_TYPES.items()
+}
+"""Each type's current version and the validator of its model."""
 
 
 def decode_row(
@@ -310,13 +315,13 @@ def _recorded(
     position: int | None,
 ) -> RecordedEvent:
     """Validate a payload (envelope removed, ``type`` kept) and put it in its envelope."""
-    model = EVENT_TYPES.get(event_type)
+    current = _CURRENT.get(event_type)
     event: AgentEvent | None = None
-    if model is not None and version == model.VERSION:
+    if current is not None and version == current[0]:
         # The common case, without the upcasting machinery: what decode_payload does when
         # the version is current (model_validate is this call plus argument checks).
         try:
-            event = model.__pydantic_validator__.validate_python(payload)
+            event = current[1](payload)
         except ValidationError:
             pass  # decode_payload validates again and words the error
     if event is None:
