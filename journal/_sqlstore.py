@@ -25,7 +25,6 @@ from ._sqltx import (
     SqlTx,
     TriggerState,
     TxFactory,
-    event_params,
     trigger_problem,
 )
 from .canonical import format_ts
@@ -157,9 +156,9 @@ class SQLJournal(Journal):
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
         """Insert rows; the database assigns their global positions."""
         tx.run_many(
-            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [event_params(row) for row in rows],
+            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,  # a StoredEvent's fields, in order; its position is None (the next one)
         )
 
     # -- schema setup ----------------------------------------------------------------

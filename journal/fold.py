@@ -333,13 +333,8 @@ def _handler(event: AgentEvent) -> _Handler:
     raise TypeError(f"not an event: {type(event).__name__}")
 
 
-def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState:
-    """Return the state after one more event; ``state`` is left unchanged.
-
-    ``item`` may be a bare event or a `RecordedEvent`; only the latter moves ``last_seq``
-    and the timestamps.
-    """
-    old = state.__dict__
+def _advance(old: _State, item: AgentEvent | RecordedEvent) -> _State:
+    """The field values after ``item``, from the values ``old`` (left unchanged)."""
     new = old.copy()
     new["events"] += 1
     if isinstance(item, RecordedEvent):
@@ -352,14 +347,27 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
         event = item
         new["last_seq"] += 1
     _handler(event)(new, old, event)
-    return _build(new)
+    return new
+
+
+def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState:
+    """Return the state after one more event; ``state`` is left unchanged.
+
+    ``item`` may be a bare event or a `RecordedEvent`; only the latter moves ``last_seq``
+    and the timestamps.
+    """
+    return _build(_advance(state.__dict__, item))
 
 
 def fold(
     events: Iterable[AgentEvent | RecordedEvent], state: SessionState | None = None
 ) -> SessionState:
-    """Fold events into a `SessionState`, from scratch or on top of ``state``."""
+    """Fold events into a `SessionState`, from scratch or on top of ``state``.
+
+    The same as `apply` event by event; only the last state is built as a model.
+    """
     current = state if state is not None else SessionState()
+    values = start = current.__dict__
     for item in events:
-        current = apply(current, item)
-    return current
+        values = _advance(values, item)
+    return current if values is start else _build(values)

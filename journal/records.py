@@ -170,19 +170,22 @@ def encode(
     version = type(event).VERSION
     try:
         check_json(payload)
-        payload.update(session_id=session_id, seq=seq, ts=stamp, v=version)
+        payload["session_id"] = session_id
+        payload["seq"] = seq
+        payload["ts"] = stamp
+        payload["v"] = version
         body = dumps_canonical(payload)  # raises on what check_json lets by (lone surrogates)
     except InvalidEventError as e:
         raise InvalidEventError(f"{where(session_id, seq)}: {event.type}: {e}") from e
     return StoredEvent(
-        session_id=session_id,
-        seq=seq,
-        ts=stamp,
-        type=event.type,
-        v=version,
-        body=body.decode("utf-8"),
-        hash=hasher(chain, body),
-        summary=summarize(event),
+        session_id,
+        seq,
+        stamp,
+        event.type,
+        version,
+        body.decode("utf-8"),
+        hasher(chain, body),
+        summarize(event),
     )
 
 

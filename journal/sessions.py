@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
 from .errors import ConflictError, InvalidEventError, SessionConflictError
 from .events import AgentEvent, SessionStarted
-from .fold import SessionState, SessionStatus, apply
+from .fold import SessionState, SessionStatus, fold
 from .records import RecordedEvent, StoredEvent, decode, encode, from_record, where
 
 __all__ = [
@@ -171,21 +171,16 @@ def plan_append(
     # A string must already be canonical: parse_ts rejects any other shape before it is stored.
     stamp = format_ts(parse_ts(ts) if isinstance(ts, str) else ts)
     chain = head.head_hash if head else GENESIS_HASH
-    state = head.state if head else SessionState()
     rows: list[StoredEvent] = []
+    recorded: list[RecordedEvent] = []
     for offset, event in enumerate(events):
         seq = next_seq + offset
         _check_position(session_id, seq, event)
         row = encode(session_id, seq, stamp, event, chain, hasher)
         chain = row.hash
         rows.append(row)
-        state = apply(
-            state,
-            RecordedEvent(
-                session_id=session_id, seq=seq, ts=stamp, v=row.v, hash=row.hash, event=event
-            ),
-        )
-    return AppendPlan(rows=rows, state=state)
+        recorded.append(RecordedEvent(session_id, seq, stamp, row.v, chain, event))
+    return AppendPlan(rows=rows, state=fold(recorded, head.state if head else None))
 
 
 def plan_import(
@@ -208,7 +203,7 @@ def plan_import(
         SessionConflictError: the session exists with different content.
     """
     chain = GENESIS_HASH
-    state = SessionState()
+    decoded: list[RecordedEvent] = []
     rows: list[StoredEvent] = []
     stored_at_head: str | None = None
     for seq, (at, record) in enumerate(records):
@@ -220,7 +215,7 @@ def plan_import(
         recorded = decode(row)
         _check_position(session_id, seq, recorded.event)
         chain = row.hash
-        state = apply(state, recorded)
+        decoded.append(recorded)
         if head is not None and seq == head.last_seq:
             stored_at_head = row.hash
         if head is None or seq > head.last_seq:
@@ -228,11 +223,7 @@ def plan_import(
     if not rows and head is None:
         raise InvalidEventError(f"{where(session_id, None)}: no events to import")
     if head is not None:
-        if (
-            stored_at_head is None
-            and state.last_seq >= 0
-            and stored_hash_at(state.last_seq) == chain
-        ):
+        if stored_at_head is None and decoded and stored_hash_at(decoded[-1].seq) == chain:
             return None
         if stored_at_head != head.head_hash:
             raise SessionConflictError(
@@ -241,4 +232,4 @@ def plan_import(
             )
         if not rows:
             return None
-    return AppendPlan(rows=rows, state=state)
+    return AppendPlan(rows=rows, state=fold(decoded))
