@@ -20,6 +20,7 @@ import hmac
 import json
 import math
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "format_ts",
     "loads_strict",
     "parse_ts",
+    "plainly_canonical",
     "valid_session_id",
 ]
 
@@ -68,8 +70,21 @@ def check_json(value: Any, path: str = "$", depth: int = 0) -> None:
     _check_json_walk(value, path, depth)
 
 
-def _plainly_canonical(value: dict[Any, Any] | list[Any], depth: int) -> bool:
-    """Tell whether a dict or list is certainly canonical JSON; False means "look closer"."""
+def plainly_canonical(
+    value: dict[Any, Any] | list[Any], models: frozenset[type] = frozenset(), depth: int = 0
+) -> bool:
+    """Tell whether a dict or list is certainly canonical JSON; False means "look closer".
+
+    Exact builtin types only; an instance of one of ``models`` (pydantic models without
+    aliases or custom serialisers) counts as the dict of its fields. Cheap: it builds no
+    paths and no copies. `check_json` decides the rest and names the path.
+    """
+    return _plainly_canonical(value, depth, models)
+
+
+def _plainly_canonical(
+    value: dict[Any, Any] | list[Any], depth: int, models: frozenset[type] = frozenset()
+) -> bool:
     if depth >= MAX_DEPTH:
         return False
     if type(value) is dict:
@@ -90,7 +105,10 @@ def _plainly_canonical(value: dict[Any, Any] | list[Any], depth: int) -> bool:
             if not _isfinite(item):
                 return False
         elif kind is dict or kind is list:
-            if not _plainly_canonical(item, depth + 1):
+            if not _plainly_canonical(item, depth + 1, models):
+                return False
+        elif kind in models:
+            if not _plainly_canonical(item.__dict__, depth + 1, models):
                 return False
         else:
             return False
@@ -123,10 +141,13 @@ def _check_json_walk(value: Any, path: str, depth: int) -> None:
         raise InvalidEventError(f"{path}: {type(value).__name__} is not a JSON value")
 
 
-def dumps_canonical(value: Any) -> bytes:
-    """Serialise an already-checked JSON value to canonical bytes (no validation)."""
+def dumps_canonical(value: Any, fields: Callable[[Any], Any] | None = None) -> bytes:
+    """Serialise an already-checked JSON value to canonical bytes (no validation).
+
+    ``fields`` gives the dict of fields of a model that `plainly_canonical` let by.
+    """
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(value, default=fields, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as e:
         raise InvalidEventError(f"not canonical JSON: {e}") from e
 

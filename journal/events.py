@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
+    "PART_MODELS",
     "ActionCommitted",
     "ActionFailed",
     "ActionProposed",
@@ -292,6 +293,12 @@ EVENT_TYPES: dict[str, type[EventModel]] = {
     )
 }
 """Event model by type name."""
+
+PART_MODELS: frozenset[type[BaseModel]] = frozenset(
+    {Guardrails, ToolSpec, AgentConfig, Usage, ToolCall}
+)
+"""The models events are built of besides themselves; all of them (like the events) plain
+data: no aliases, no custom serialisers, every field a JSON value or one of these."""
 
 
 def event_json_schema() -> dict[str, Any]:

@@ -15,9 +15,16 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import ValidationError
 
-from .canonical import check_json, dumps_canonical, format_ts, parse_ts, valid_session_id
+from .canonical import (
+    check_json,
+    dumps_canonical,
+    format_ts,
+    parse_ts,
+    plainly_canonical,
+    valid_session_id,
+)
 from .errors import InvalidEventError
-from .events import EVENT_TYPES, AgentEvent
+from .events import EVENT_TYPES, PART_MODELS, AgentEvent
 from .summary import summarize
 from .upcasting import current_version, upcast
 
@@ -162,19 +169,20 @@ def encode(
 
     ``hasher`` is a function ``(previous_hash, body_bytes) -> hash``.
     """
-    # model_dump() is this call behind a Python wrapper. Python mode: every declared field
-    # is a JSON type already, and `Json` values must reach check_json as they are (JSON
-    # mode would turn a NaN into null instead of letting it be rejected).
-    payload = event.__pydantic_serializer__.to_python(event)
     stamp = ts if isinstance(ts, str) else format_ts(ts)
     version = type(event).VERSION
+    payload = dict(event.__dict__)  # the event's fields; its parts are dumped as their fields
     try:
-        check_json(payload)
+        if not plainly_canonical(payload, PART_MODELS):
+            # What model_dump() gives, to be checked and named by path. Python mode: `Json`
+            # values must reach check_json as they are (JSON mode turns a NaN into null).
+            payload = event.__pydantic_serializer__.to_python(event)
+            check_json(payload)
         payload["session_id"] = session_id
         payload["seq"] = seq
         payload["ts"] = stamp
         payload["v"] = version
-        body = dumps_canonical(payload)  # raises on what check_json lets by (lone surrogates)
+        body = dumps_canonical(payload, _part_fields)  # raises on lone surrogates
     except InvalidEventError as e:
         raise InvalidEventError(f"{where(session_id, seq)}: {event.type}: {e}") from e
     return StoredEvent(
@@ -187,6 +195,12 @@ def encode(
         hasher(chain, body),
         summarize(event),
     )
+
+
+def _part_fields(value: object) -> dict[str, Any]:
+    if type(value) in PART_MODELS:
+        return value.__dict__
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def decode_payload(event_type: str, version: int, payload: dict[str, Any], at: str) -> AgentEvent:

@@ -36,6 +36,7 @@ from journal.canonical import (
     _check_json_walk,
     chain_hash,
     check_json,
+    dumps_canonical,
 )
 from journal.errors import ConflictError, InvalidEventError, JournalError
 from journal.fold import apply
@@ -108,6 +109,51 @@ def _nested(depth: int, leaf: Any) -> Any:
 def test_check_json_depth_limit_is_unchanged(depth: int, leaf: Any) -> None:
     value = _nested(depth, leaf)
     assert _verdict(check_json, value) == _verdict(_check_json_walk, value)
+
+
+# -- encode: the event's fields as they are, instead of model_dump() --------------------
+
+
+class _Call(ToolCall):
+    """A subclass of a part model: not known to be plain, so dumped by pydantic."""
+
+
+def _plainly_encoded(event: AgentEvent, seq: int) -> str:
+    """The body encode would give going through model_dump(), or the error it raises."""
+    payload = event.model_dump()
+    try:
+        check_json(payload)
+    except InvalidEventError as e:
+        return f"{where('s', seq)}: {event.type}: {e}"
+    payload.update(session_id="s", seq=seq, ts="2026-11-29T23:00:00.000000Z", v=1)
+    return dumps_canonical(payload).decode()
+
+
+def _encoded(event: AgentEvent, seq: int) -> str:
+    try:
+        row = encode("s", seq, "2026-11-29T23:00:00.000000Z", event, "0" * 64, chain_hash)
+    except InvalidEventError as e:
+        return str(e)
+    return row.body
+
+
+_odd_events = _values.flatmap(
+    lambda value: st.sampled_from(
+        [
+            ActionCommitted(call_id="c", tool="t", args={"a": value}, result=value),
+            ActionProposed(calls=[ToolCall(call_id="c", tool="t", args={"a": value})]),
+            ActionProposed(calls=[_Call(call_id="c", tool="t", args={"a": value})]),
+            ActionFailed(call_id="c", tool="t", kind="timeout", message="m", args={"u": Usage()}),
+            SessionStarted(metadata={"k": value}),
+        ]
+    )
+)
+
+
+@settings(max_examples=300)
+@given(events | _odd_events, st.integers(0, 5))
+def test_encode_agrees_with_encoding_the_model_dump(event: AgentEvent, seq: int) -> None:
+    assert _encoded(event, seq) == _plainly_encoded(event, seq)
 
 
 # -- the sessions projection: an UPDATE of what changed equals a full rewrite -------------
