@@ -333,9 +333,12 @@ def _handler(event: AgentEvent) -> _Handler:
     raise TypeError(f"not an event: {type(event).__name__}")
 
 
-def _advance(old: _State, item: AgentEvent | RecordedEvent) -> _State:
-    """The field values after ``item``, from the values ``old`` (left unchanged)."""
-    new = old.copy()
+def _advance(new: _State, old: _State, item: AgentEvent | RecordedEvent) -> None:
+    """Write the field values after ``item`` into ``new``; ``old`` holds those before it.
+
+    ``new`` may be ``old`` itself: every rule reads a field of ``old`` before it writes that
+    field, and replaces containers instead of changing them.
+    """
     new["events"] += 1
     if isinstance(item, RecordedEvent):
         event = item.event
@@ -347,7 +350,6 @@ def _advance(old: _State, item: AgentEvent | RecordedEvent) -> _State:
         event = item
         new["last_seq"] += 1
     _handler(event)(new, old, event)
-    return new
 
 
 def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState:
@@ -356,7 +358,10 @@ def apply(state: SessionState, item: AgentEvent | RecordedEvent) -> SessionState
     ``item`` may be a bare event or a `RecordedEvent`; only the latter moves ``last_seq``
     and the timestamps.
     """
-    return _build(_advance(state.__dict__, item))
+    old = state.__dict__
+    new = old.copy()
+    _advance(new, old, item)
+    return _build(new)
 
 
 def fold(
@@ -364,10 +369,13 @@ def fold(
 ) -> SessionState:
     """Fold events into a `SessionState`, from scratch or on top of ``state``.
 
-    The same as `apply` event by event; only the last state is built as a model.
+    The same as `apply` event by event (``state`` is left unchanged); only the last state
+    is built as a model.
     """
     current = state if state is not None else SessionState()
-    values = start = current.__dict__
+    values: _State | None = None
     for item in events:
-        values = _advance(values, item)
-    return current if values is start else _build(values)
+        if values is None:
+            values = current.__dict__.copy()
+        _advance(values, values, item)
+    return current if values is None else _build(values)
