@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "journal_bench.py"
@@ -23,6 +25,7 @@ def test_bench_runs_and_prints_every_row() -> None:
     for row in (
         "(a) raw executemany, one transaction",
         "(b) raw commit per event",
+        "(b+) (b) + our triggers + projection row",
         "(c) Journal.append",
         "(d) Journal.append, 1 event/call",
         "(e) raw SELECT + orjson.loads",
@@ -33,3 +36,25 @@ def test_bench_runs_and_prints_every_row() -> None:
     assert "µs/event" in out and "ratio" in out
     assert "streamed + folded events" in out
     assert "memory flat (200 vs 400 events)" in out
+
+
+def _tables(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    with closing(sqlite3.connect(path)) as conn:
+        events = conn.execute("SELECT * FROM events ORDER BY pos").fetchall()
+        sessions = conn.execute("SELECT * FROM sessions ORDER BY session_id").fetchall()
+    return events, sessions
+
+
+def test_the_per_event_floor_writes_what_a_one_event_append_writes(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import journal_bench as bench
+        from _common import interleave, workload
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    order = interleave(workload(120))
+    bench.ours_per_event(tmp_path / "ours.db", order)
+    bench.floor_per_event(tmp_path / "floor.db", bench.floor_steps(order))
+    ours, floor = _tables(tmp_path / "ours.db"), _tables(tmp_path / "floor.db")
+    assert len(ours[0]) == 120 and len(ours[1]) > 1
+    assert floor == ours
