@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import assert_never
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -15,6 +16,7 @@ from .events import (
     AgentHalted,
     CircuitOpened,
     ContextCompacted,
+    EventModel,
     FallbackInvoked,
     RepairApplied,
     SessionStarted,
@@ -30,53 +32,56 @@ SUMMARY_WIDTH = 160
 
 def clip(text: str, width: int = SUMMARY_WIDTH) -> str:
     """Flatten ``text`` to one line and cut it to ``width`` characters with an ellipsis."""
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+    if not text.isprintable() or "  " in text or text[:1] == " " or text[-1:] == " ":
+        text = " ".join(text.split())  # else there is nothing to flatten: see the test
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _json(value: object) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
+def _proposed(event: ActionProposed) -> str:
+    calls = ", ".join(
+        [
+            f"{call.tool}({call.args if isinstance(call.args, str) else _json(call.args)})"
+            for call in event.calls
+        ]
+    )
+    if calls:
+        return f"{calls} | {event.text}" if event.text else calls
+    return event.text or (f"reasoning: {event.reasoning}" if event.reasoning else "")
+
+
+def _started(event: SessionStarted) -> str:
+    text = f"{event.agent or 'unknown agent'} model={event.model or '-'}"
+    if event.replay_of:
+        text += f" replay_of={event.replay_of}"
+    if event.forked_from:
+        text += f" forked_from={event.forked_from}@{event.fork_seq}"
+    return text
+
+
+_SUMMARIES: dict[type[EventModel], Callable[[Any], str]] = {
+    ActionProposed: _proposed,
+    ActionCommitted: lambda e: f"{e.tool} -> {_json(e.result)}",
+    UserInput: lambda e: e.text,
+    AgentCompleted: lambda e: e.answer,
+    ActionFailed: lambda e: f"{e.kind} {e.tool}: {e.message}",
+    VerificationFailed: lambda e: f"{e.stage} {e.tool}: {e.message}",
+    SessionStarted: _started,
+    RepairApplied: lambda e: f"{e.level}: {e.detail}",
+    CircuitOpened: lambda e: f"{e.tool} open after {e.failures} failures",
+    FallbackInvoked: lambda e: f"{e.tool} -> {e.fallback}",
+    ContextCompacted: lambda e: f"seq {e.from_seq}..{e.to_seq}: {e.summary}",
+    AgentHalted: lambda e: f"{e.rule}: {e.reason}",
+}
+"""Each event type's line before `clip`, found by the event's exact type."""
+
+
 def summarize(event: AgentEvent) -> str:
     """Return a one-line, human summary of ``event`` (at most `SUMMARY_WIDTH` characters)."""
-    # The most frequent types first: each case is an isinstance check.
-    match event:
-        case ActionProposed():
-            calls = ", ".join(
-                f"{call.tool}({call.args if isinstance(call.args, str) else _json(call.args)})"
-                for call in event.calls
-            )
-            reasoning = f"reasoning: {event.reasoning}" if event.reasoning else ""
-            text = calls or event.text or reasoning
-            if calls and event.text:
-                text += f" | {event.text}"
-        case ActionCommitted():
-            text = f"{event.tool} -> {_json(event.result)}"
-        case UserInput():
-            text = event.text
-        case AgentCompleted():
-            text = event.answer
-        case ActionFailed():
-            text = f"{event.kind} {event.tool}: {event.message}"
-        case VerificationFailed():
-            text = f"{event.stage} {event.tool}: {event.message}"
-        case SessionStarted():
-            text = f"{event.agent or 'unknown agent'} model={event.model or '-'}"
-            if event.replay_of:
-                text += f" replay_of={event.replay_of}"
-            if event.forked_from:
-                text += f" forked_from={event.forked_from}@{event.fork_seq}"
-        case RepairApplied():
-            text = f"{event.level}: {event.detail}"
-        case CircuitOpened():
-            text = f"{event.tool} open after {event.failures} failures"
-        case FallbackInvoked():
-            text = f"{event.tool} -> {event.fallback}"
-        case ContextCompacted():
-            text = f"seq {event.from_seq}..{event.to_seq}: {event.summary}"
-        case AgentHalted():
-            text = f"{event.rule}: {event.reason}"
-        case _:
-            assert_never(event)
-    return clip(text)
+    render = _SUMMARIES.get(type(event))
+    if render is None:  # a subclass of an event model
+        render = next(f for kind, f in _SUMMARIES.items() if isinstance(event, kind))
+    return clip(render(event))

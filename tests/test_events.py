@@ -30,6 +30,22 @@ from journal import (
     import_file,
     register_upcaster,
 )
+from journal.events import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentCompleted,
+    AgentHalted,
+    CircuitOpened,
+    ContextCompacted,
+    EventModel,
+    FallbackInvoked,
+    RepairApplied,
+    SessionStarted,
+    ToolCall,
+    VerificationFailed,
+)
+from journal.summary import SUMMARY_WIDTH, clip, summarize
 from journal.upcasting import unregister_upcaster
 
 from .helpers import TS0, make_journal, run_cli, sample_session, schema_errors, write_lines
@@ -259,3 +275,80 @@ def test_schema_rejects_an_unknown_type_and_a_missing_envelope(
     assert schema_errors(record | {"type": "tool_called"}, printed_schema) != []
     for field in ("session_id", "seq", "ts", "type", "v"):
         assert schema_errors({k: v for k, v in record.items() if k != field}, printed_schema)
+
+
+# -- one-line summaries ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "summary"),
+    [
+        (
+            SessionStarted(
+                agent="app:build", model="m1", replay_of="r0", forked_from="f", fork_seq=3
+            ),
+            "app:build model=m1 replay_of=r0 forked_from=f@3",
+        ),
+        (SessionStarted(), "unknown agent model=-"),
+        (UserInput(text="  hello\n\tworld  "), "hello world"),
+        (
+            ActionProposed(
+                calls=[
+                    ToolCall(call_id="c1", tool="search", args={"q": "x", "a": 1}),
+                    ToolCall(call_id="c2", tool="raw", args="{bad"),
+                ],
+                text="looking",
+            ),
+            'search({"a":1,"q":"x"}), raw({bad) | looking',
+        ),
+        (ActionProposed(reasoning="thinking"), "reasoning: thinking"),
+        (ActionProposed(text="just text", reasoning="r"), "just text"),
+        (RepairApplied(level="flatten", detail="d"), "flatten: d"),
+        (
+            VerificationFailed(call_id="c", tool="t", stage="schema", message="bad arg"),
+            "schema t: bad arg",
+        ),
+        (ActionCommitted(call_id="c", tool="t", result={"b": 2, "a": [1]}), 't -> {"a":[1],"b":2}'),
+        (ActionFailed(call_id="c", tool="t", kind="timeout", message="slow"), "timeout t: slow"),
+        (CircuitOpened(tool="t", failures=3), "t open after 3 failures"),
+        (FallbackInvoked(tool="t", fallback="u"), "t -> u"),
+        (ContextCompacted(from_seq=2, to_seq=9, summary="sum"), "seq 2..9: sum"),
+        (AgentCompleted(answer="x" * 200), "x" * 159 + "…"),
+        (AgentCompleted(answer="a\u00a0 b\u2028c"), "a b c"),
+        (AgentHalted(rule="repeat", reason="again"), "repeat: again"),
+    ],
+)
+def test_each_event_type_has_this_one_line_summary(event: EventModel, summary: str) -> None:
+    assert summarize(event) == summary
+    assert len(summary) <= SUMMARY_WIDTH
+
+
+class _Answer(AgentCompleted):
+    pass
+
+
+def test_a_subclass_of_an_event_model_is_summarised_like_its_base() -> None:
+    assert summarize(_Answer(answer="done")) == "done"
+
+
+def test_every_separator_but_the_space_is_unprintable() -> None:
+    """What lets `clip` skip flattening a printable text without doubled or outer spaces."""
+    spaces = [chr(code) for code in range(0x110000) if chr(code).isspace()]
+    assert " " in spaces and len(spaces) > 20
+    assert [c for c in spaces if c.isprintable()] == [" "]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("plain words", "plain words"),
+        (" lead", "lead"),
+        ("trail ", "trail"),
+        ("two  spaces", "two spaces"),
+        ("tab\there", "tab here"),
+        ("nbsp\u00a0and\u3000ideographic", "nbsp and ideographic"),
+        ("", ""),
+    ],
+)
+def test_clip_flattens_whitespace_to_single_spaces(text: str, line: str) -> None:
+    assert clip(text) == line
