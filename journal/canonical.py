@@ -52,6 +52,8 @@ INT64_MAX = 2**63 - 1
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in an event."""
 
+_NO_MODELS: frozenset[type] = frozenset()
+
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z", re.ASCII)
 
@@ -65,13 +67,13 @@ def check_json(value: Any, path: str = "$", depth: int = 0) -> None:
     # it is unsure of (a subclass, a tuple, a bad value, the depth limit) goes to the full
     # walk, which decides and names the path: same verdicts, same messages.
     kind = type(value)
-    if (kind is dict or kind is list) and _plainly_canonical(value, depth):
+    if (kind is dict or kind is list) and plainly_canonical(value, _NO_MODELS, depth):
         return
     _check_json_walk(value, path, depth)
 
 
 def plainly_canonical(
-    value: dict[Any, Any] | list[Any], models: frozenset[type] = frozenset(), depth: int = 0
+    value: dict[Any, Any] | list[Any], models: frozenset[type] = _NO_MODELS, depth: int = 0
 ) -> bool:
     """Tell whether a dict or list is certainly canonical JSON; False means "look closer".
 
@@ -79,12 +81,6 @@ def plainly_canonical(
     aliases or custom serialisers) counts as the dict of its fields. Cheap: it builds no
     paths and no copies. `check_json` decides the rest and names the path.
     """
-    return _plainly_canonical(value, depth, models)
-
-
-def _plainly_canonical(
-    value: dict[Any, Any] | list[Any], depth: int, models: frozenset[type] = frozenset()
-) -> bool:
     if depth >= MAX_DEPTH:
         return False
     if type(value) is dict:
@@ -105,10 +101,10 @@ def _plainly_canonical(
             if not _isfinite(item):
                 return False
         elif kind is dict or kind is list:
-            if not _plainly_canonical(item, depth + 1, models):
+            if not plainly_canonical(item, models, depth + 1):
                 return False
         elif kind in models:
-            if not _plainly_canonical(item.__dict__, depth + 1, models):
+            if not plainly_canonical(item.__dict__, models, depth + 1):
                 return False
         else:
             return False

@@ -132,15 +132,14 @@ class AppendPlan:
 
 
 def _check_position(session_id: str, seq: int, event: AgentEvent) -> None:
-    is_start = isinstance(event, SessionStarted)
-    if seq == 0 and not is_start:
+    """Raise unless ``event`` is a session_started exactly when ``seq`` is 0."""
+    if (seq == 0) is isinstance(event, SessionStarted):
+        return
+    if seq == 0:
         raise InvalidEventError(
             f"{where(session_id, 0)}: a session must begin with session_started, not {event.type}"
         )
-    if seq > 0 and is_start:
-        raise InvalidEventError(
-            f"{where(session_id, seq)}: session_started is only allowed at seq 0"
-        )
+    raise InvalidEventError(f"{where(session_id, seq)}: session_started is only allowed at seq 0")
 
 
 def plan_append(

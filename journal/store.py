@@ -82,7 +82,9 @@ class Journal(ABC):
 
     def __init__(self, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
         self._clock: Clock = clock or system_clock
-        self.hasher: Callable[[str, bytes], str] = functools.partial(_hash_with, hmac_key)
+        self.hasher: Callable[[str, bytes], str] = (
+            chain_hash if hmac_key is None else functools.partial(chain_hash, key=hmac_key)
+        )
 
     @staticmethod
     def open(
@@ -330,7 +332,3 @@ class Journal(ABC):
     def now(self) -> datetime:
         """Return the journal clock's current time."""
         return self._clock()
-
-
-def _hash_with(key: bytes | None, previous: str, body: bytes) -> str:
-    return chain_hash(previous, body, key)
