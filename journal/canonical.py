@@ -169,8 +169,9 @@ def format_ts(moment: datetime) -> str:
         if moment.tzinfo is None:
             raise InvalidEventError(f"timestamp {moment.isoformat()} has no timezone")
         moment = moment.astimezone(UTC)
-    # isoformat pads the year to four digits (strftime("%Y") gives "999" for year 999).
-    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    # isoformat pads the year to four digits (strftime("%Y") gives "999" for year 999) and
+    # ends a UTC time with "+00:00".
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_ts(text: str) -> datetime:
