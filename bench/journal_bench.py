@@ -8,9 +8,11 @@ writing
   (a) reference: raw sqlite3 ``executemany`` of all events in ONE transaction, each event
       serialised canonically (orjson, sorted keys) and sha256 hash-chained by this script;
   (b) reference: the same rows with a commit per event (BEGIN IMMEDIATE ... COMMIT);
-  (b+) the floor of (d): (b) into our schema (its triggers fire) plus the guarded UPDATE of
-      the session's projection row that an append makes in the same transaction, every
-      value computed by our code before timing: the SQL a one-event append cannot shed;
+  (b+) the floor of (d): the rows of (d), summaries included, committed one by one into our
+      schema (its triggers fire), each transaction also writing the session's projection row
+      by a guarded UPDATE as an append does. Every value is computed by our code before
+      timing (where (b) serialises and hashes inside it): the SQL a one-event append cannot
+      shed, and nothing else;
   (c) ours: ``Journal.append`` with many events per call (one call per session chunk);
   (d) ours: ``Journal.append`` with one event per call.
 reading
