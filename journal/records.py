@@ -171,9 +171,10 @@ def encode(
     """
     stamp = ts if isinstance(ts, str) else format_ts(ts)
     version = type(event).VERSION
-    payload = dict(event.__dict__)  # the event's fields; its parts are dumped as their fields
+    # An event of one of our models (not a subclass): its fields, its parts dumped as theirs.
+    payload = dict(event.__dict__) if type(event) in _EVENT_MODELS else None
     try:
-        if not plainly_canonical(payload, PART_MODELS):
+        if payload is None or not plainly_canonical(payload, PART_MODELS):
             # What model_dump() gives, to be checked and named by path. Python mode: `Json`
             # values must reach check_json as they are (JSON mode turns a NaN into null).
             payload = event.__pydantic_serializer__.to_python(event)
@@ -195,6 +196,9 @@ def encode(
         hasher(chain, body),
         summarize(event),
     )
+
+
+_EVENT_MODELS = frozenset(EVENT_TYPES.values())
 
 
 def _part_fields(value: object) -> dict[str, Any]:

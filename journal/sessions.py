@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
 from .errors import ConflictError, InvalidEventError, SessionConflictError
 from .events import AgentEvent, SessionStarted
-from .fold import SessionState, SessionStatus, fold
+from .fold import SessionState, SessionStatus, apply, fold
 from .records import RecordedEvent, StoredEvent, decode, encode, from_record, where
 
 __all__ = [
@@ -202,7 +202,7 @@ def plan_import(
         SessionConflictError: the session exists with different content.
     """
     chain = GENESIS_HASH
-    decoded: list[RecordedEvent] = []
+    state = SessionState()
     rows: list[StoredEvent] = []
     stored_at_head: str | None = None
     for seq, (at, record) in enumerate(records):
@@ -214,7 +214,7 @@ def plan_import(
         recorded = decode(row)
         _check_position(session_id, seq, recorded.event)
         chain = row.hash
-        decoded.append(recorded)
+        state = apply(state, recorded)
         if head is not None and seq == head.last_seq:
             stored_at_head = row.hash
         if head is None or seq > head.last_seq:
@@ -222,7 +222,11 @@ def plan_import(
     if not rows and head is None:
         raise InvalidEventError(f"{where(session_id, None)}: no events to import")
     if head is not None:
-        if stored_at_head is None and decoded and stored_hash_at(decoded[-1].seq) == chain:
+        if (
+            stored_at_head is None
+            and state.last_seq >= 0
+            and stored_hash_at(state.last_seq) == chain
+        ):
             return None
         if stored_at_head != head.head_hash:
             raise SessionConflictError(
@@ -231,4 +235,4 @@ def plan_import(
             )
         if not rows:
             return None
-    return AppendPlan(rows=rows, state=fold(decoded))
+    return AppendPlan(rows=rows, state=state)

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import field_serializer
 
 from journal import (
     ActionCommitted,
@@ -118,6 +119,14 @@ class _Call(ToolCall):
     """A subclass of a part model: not known to be plain, so dumped by pydantic."""
 
 
+class _Renamed(ActionCommitted):
+    """A subclass of an event model with a serialiser of its own, which encode must honour."""
+
+    @field_serializer("tool")
+    def _upper(self, tool: str) -> str:
+        return tool.upper()
+
+
 def _plainly_encoded(event: AgentEvent, seq: int) -> str:
     """The body encode would give going through model_dump(), or the error it raises."""
     payload = event.model_dump()
@@ -145,14 +154,23 @@ _odd_events = _values.flatmap(
             ActionProposed(calls=[_Call(call_id="c", tool="t", args={"a": value})]),
             ActionFailed(call_id="c", tool="t", kind="timeout", message="m", args={"u": Usage()}),
             SessionStarted(metadata={"k": value}),
+            _Renamed(call_id="c", tool="t", result=value),
         ]
     )
 )
 
 
-@settings(max_examples=300)
-@given(events | _odd_events, st.integers(0, 5))
+@settings(max_examples=200)
+@given(events, st.integers(0, 5))
 def test_encode_agrees_with_encoding_the_model_dump(event: AgentEvent, seq: int) -> None:
+    assert _encoded(event, seq) == _plainly_encoded(event, seq)
+
+
+@settings(max_examples=300)
+@given(_odd_events, st.integers(0, 5))
+def test_encode_of_odd_values_and_subclasses_agrees_with_encoding_the_model_dump(
+    event: AgentEvent, seq: int
+) -> None:
     assert _encoded(event, seq) == _plainly_encoded(event, seq)
 
 
