@@ -48,7 +48,6 @@ from .sessions import (
     plan_append,
     plan_import,
     projection_row,
-    state_json,
 )
 from .store import Erasure, Journal, SchemaSetup, system_clock
 from .verify import Problem, VerifyReport, check_session
@@ -63,16 +62,6 @@ _INDEXED_COLUMNS = ("agent", "status", "started")
 """Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
 its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
 appends change none of them; rewriting all three made a one-event commit ~40% dearer)."""
-
-
-_DERIVED_COLUMNS = ("head_hash", "fold_version", "state")
-"""Columns of the ``sessions`` table that are not fields of the folded state."""
-_PLAIN_COLUMNS = tuple(
-    name
-    for name in PROJECTION_COLUMNS
-    if name not in _INDEXED_COLUMNS and name not in _DERIVED_COLUMNS and name != "session_id"
-)
-"""The state's columns that no index covers: an append always writes them."""
 
 
 @functools.cache
@@ -98,14 +87,24 @@ def _upsert_sql(names: tuple[str, ...]) -> str:
     )
 
 
+_ALWAYS_SET = tuple(
+    name
+    for name in (*PROJECTION_COLUMNS, "fold_version", "state")
+    if name != "session_id" and name not in _INDEXED_COLUMNS
+)
+"""The columns of a `projection_row` that an append always writes: all but the key and the
+indexed ones."""
+
+
 def _changed_columns(
     row: dict[str, Any], indexed: tuple[Any, ...]
 ) -> tuple[tuple[str, ...], list[Any]]:
     """The projection columns to SET, and their values: all but the key and the indexed
     columns that keep their stored value ``indexed``."""
-    stored = dict(zip(_INDEXED_COLUMNS, indexed, strict=True))
-    names = tuple(n for n in row if n != "session_id" and (n not in stored or stored[n] != row[n]))
-    return names, [row[n] for n in names]
+    names = _ALWAYS_SET + tuple(
+        name for name, stored in zip(_INDEXED_COLUMNS, indexed, strict=True) if row[name] != stored
+    )
+    return names, [row[name] for name in names]
 
 
 class SQLJournal(Journal):
@@ -325,14 +324,10 @@ class SQLJournal(Journal):
         columns are the ones this connection wrote. False (nothing written) when another
         writer got there first, or the row was changed or removed outside this connection.
         """
-        before, after = head.state.__dict__, plan.state.__dict__
-        indexed = tuple(before[name] for name in _INDEXED_COLUMNS)
-        names = _PLAIN_COLUMNS + tuple(n for n in _INDEXED_COLUMNS if after[n] != before[n])
-        params = [after[name] for name in names]
-        params += [plan.head_hash, FOLD_VERSION, state_json(plan.state)]
+        indexed = tuple(head.state.__dict__[name] for name in _INDEXED_COLUMNS)
+        names, params = _changed_columns(projection_row(plan.state, plan.head_hash), indexed)
         params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
-        sql = _guarded_update_sql(names + _DERIVED_COLUMNS, self.NULL_SAFE_EQUAL)
-        if not tx.changed(sql, params):
+        if not tx.changed(_guarded_update_sql(names, self.NULL_SAFE_EQUAL), params):
             return False
         self._insert_events(tx, plan.rows)
         return True
