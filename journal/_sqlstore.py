@@ -55,7 +55,7 @@ from .verify import Problem, VerifyReport, check_session
 _STATE_CACHE_SIZE = 256
 _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _BODY_COLUMNS = "body, seq, hash, pos"
-"""What `decode_body` takes (``seq`` second, as `_rows` needs)."""
+"""What `decode_body` takes (``seq`` second, as `_row_pages` needs)."""
 _ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
 _MAX_SEQ = 2**63 - 1
 _INDEXED_COLUMNS = ("agent", "status", "started")

@@ -35,7 +35,6 @@ __all__ = [
     "decode",
     "decode_body",
     "decode_payload",
-    "decode_row",
     "encode",
     "from_record",
     "record_line",
@@ -228,25 +227,6 @@ def decode_payload(event_type: str, version: int, payload: dict[str, Any], at: s
         ) from e
 
 
-def decode(stored: StoredEvent) -> RecordedEvent:
-    """Map a stored record back to a validated `RecordedEvent`.
-
-    Raises:
-        InvalidEventError: the body is not JSON, disagrees with its envelope, or fails
-            validation (the message names the session and seq).
-    """
-    return decode_row(
-        stored.session_id,
-        stored.seq,
-        stored.ts,
-        stored.type,
-        stored.v,
-        stored.body,
-        stored.hash,
-        stored.position,
-    )
-
-
 _ENVELOPE_ORDER = ("session_id", "seq", "type", "v", "ts")
 _CURRENT: dict[str, tuple[int, Callable[[dict[str, Any]], AgentEvent]]] = {
     name: (model.VERSION, model.__pydantic_validator__.validate_python)
@@ -255,20 +235,16 @@ _CURRENT: dict[str, tuple[int, Callable[[dict[str, Any]], AgentEvent]]] = {
 """Each type's current version and the validator of its model."""
 
 
-def decode_row(
-    session_id: str,
-    seq: int,
-    ts: str,
-    event_type: str,
-    version: int,
-    body: str,
-    hash_: str,
-    position: int | None = None,
-) -> RecordedEvent:
-    """`decode` of a stored record given as its columns (no `StoredEvent` built).
+def decode(stored: StoredEvent) -> RecordedEvent:
+    """Map a stored record back to a validated `RecordedEvent`.
 
-    The body's envelope fields must agree with the columns.
+    The body's envelope fields must agree with the record's columns.
+
+    Raises:
+        InvalidEventError: the body is not JSON, disagrees with its envelope, or fails
+            validation (the message names the session and seq).
     """
+    session_id, seq, ts, event_type, version, body, hash_, _summary, position = stored
     payload = _parsed(session_id, seq, body)
     pop = payload.pop
     expected = (session_id, seq, event_type, version, ts)
