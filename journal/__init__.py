@@ -20,6 +20,7 @@ from .canonical import (
 from .capture_openai import JournaledOpenAI
 from .errors import (
     ConflictError,
+    EventTooLargeError,
     InvalidEventError,
     InvalidInputError,
     JournalBusyError,
@@ -64,11 +65,12 @@ from .otlp import otlp_document
 from .recorder import ModelOutput, Recorder, ReplayedFailure
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .sessions import SessionSummary
-from .store import Erasure, Journal, SchemaSetup
-from .upcasting import register_upcaster
+from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
+from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
 
 __all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLD_VERSION",
@@ -83,6 +85,7 @@ __all__ = [
     "ConflictError",
     "ContextCompacted",
     "Erasure",
+    "EventTooLargeError",
     "FallbackInvoked",
     "Guardrails",
     "ImportReport",
@@ -135,6 +138,7 @@ __all__ = [
     "loads_strict",
     "otlp_document",
     "parse_ts",
+    "predated_settings",
     "read_jsonl",
     "register_upcaster",
     "write_jsonl",

@@ -49,7 +49,7 @@ from .sessions import (
     plan_import,
     projection_row,
 )
-from .store import Erasure, Journal, SchemaSetup, system_clock
+from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, system_clock
 from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
@@ -118,8 +118,14 @@ class SQLJournal(Journal):
 
     _setup: SchemaSetup
 
-    def __init__(self, *, clock: Any = None, hmac_key: bytes | None = None) -> None:
-        super().__init__(clock=clock, hmac_key=hmac_key)
+    def __init__(
+        self,
+        *,
+        clock: Any = None,
+        hmac_key: bytes | None = None,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._heads: dict[str, SessionHead] = {}
         self._snapshots_table = False
 
@@ -353,7 +359,13 @@ class SQLJournal(Journal):
 
         def planned(head: SessionHead | None) -> AppendPlan:
             return plan_append(
-                session_id, head, events, expected_seq=expected_seq, ts=stamp, hasher=self.hasher
+                session_id,
+                head,
+                events,
+                expected_seq=expected_seq,
+                ts=stamp,
+                hasher=self.hasher,
+                max_event_bytes=self.max_event_bytes,
             )
 
         plan = self._commit(session_id, lambda tx, head: planned(head), planned)
@@ -370,6 +382,7 @@ class SQLJournal(Journal):
                 records,
                 hasher=self.hasher,
                 stored_hash_at=lambda seq: self._hash_at(tx, session_id, seq),
+                max_event_bytes=self.max_event_bytes,
             ),
         )
         return 0 if plan is None else len(plan.rows)
@@ -391,6 +404,7 @@ class SQLJournal(Journal):
                     records,
                     hasher=self.hasher,
                     stored_hash_at=functools.partial(self._hash_at, tx, session_id),
+                    max_event_bytes=self.max_event_bytes,
                 )
                 counts.append(0 if plan is None else len(plan.rows))
                 if plan is not None:

@@ -3,8 +3,10 @@
 Two runs of the same code on the same recorded inputs differ in what the clock and the
 machine put into them. `DEFAULT_RULES` drops, before comparing:
 
-* from every event: the envelope's ``session_id``, ``seq``, ``ts`` and ``hash`` (the chain
-  depends on the session id and the times; positions are compared by the alignment);
+* from every event: the envelope's ``session_id``, ``seq``, ``ts``, ``v`` and ``hash`` (the
+  chain depends on the session id and the times; positions are compared by the alignment;
+  events are compared as the current code reads them, upcast, whatever version they were
+  written at);
 * ``session_started``: ``code_version``, ``replay_of``, ``forked_from``, ``fork_seq``;
 * ``action_proposed``: ``latency_ms``;
 * ``action_committed`` and ``action_failed``: ``duration_ms``.
@@ -54,7 +56,7 @@ class NormalizationRules:
 
 DEFAULT_RULES = NormalizationRules(
     ignore={
-        "*": ("session_id", "seq", "ts", "hash"),
+        "*": ("session_id", "seq", "ts", "v", "hash"),
         "session_started": ("code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms",),
         "action_committed": ("duration_ms",),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agentloop import Agent, AgentLoadError, AgentRuntime, counter_ids, load_agent
@@ -34,6 +34,7 @@ from journal import (
     SessionStarted,
     StoreError,
     UserInput,
+    predated_settings,
 )
 
 from .diff import Change, field_changes
@@ -234,8 +235,15 @@ def judge(
     """Compare a replay with its recording and say how it went (shared by every replay).
 
     Besides `compare`, a complete recording whose replay called a tool the recording never
-    ran diverges at the replay's last event.
+    ran diverges at the replay's last event. The guardrails a recording's
+    ``session_started`` predates (`journal.predated_settings`) are not compared: a replay
+    through the runtime runs with their recorded values, but a loop the runtime does not
+    run (a recorder's, a framework's) records what it records today.
     """
+    predated = predated_settings(recorded[0].v) if recorded else {}
+    if predated:  # settings a recording predates: it cannot disagree about them
+        paths = [f"config.guardrails.{name}" for name in predated]
+        rules = rules.extended({"session_started": paths})
     divergence = compare(recorded, replayed, rules, error=error, exhausted=exhausted)
     if divergence is None and tools.unrecorded and _complete(recorded):
         # (past the end of a cut recording every call is unrecorded, and that is fine)
@@ -304,6 +312,11 @@ class Replayer:
                 rules=self.rules,
             )
         agent = agent_for(started, session_id, self.agent)
+        predated = predated_settings(recorded[0].v)
+        if predated:  # a session recorded before these settings replays as it ran
+            rails = started.config.guardrails
+            update = {name: getattr(rails, name) for name in predated}
+            agent = replace(agent, guardrails=agent.guardrails.model_copy(update=update))
         rules = self.rules
         if started.agent is None:
             # An imported session records no agent, so its configuration is not compared.

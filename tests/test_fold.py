@@ -39,10 +39,11 @@ from journal import (
 from journal.events import EventModel
 from journal.fold import _HANDLERS
 
-from .helpers import T0, sample_session
+from .helpers import REFUND_MESSAGE, T0, sample_session
 from .strategies import sessions, sessions_with_status
 
 START = SessionStarted(agent="app:build")
+REFUSED = call_key("refund", {"amount": 150, "order": 7})  # the call sample_session's guard refuses
 ASK = UserInput(text="go")
 DONE = AgentCompleted(answer="done")
 
@@ -107,6 +108,7 @@ def test_fold_of_a_whole_session_is_exactly_this_state() -> None:
         open_breakers=["refund"],
         fallbacks=1,
         repeats={},
+        identical_failures={REFUSED: (f"guard: {REFUND_MESSAGE}", 1)},
         repairs=1,
         compactions=1,
         pending_calls=[],
@@ -145,6 +147,7 @@ def test_state_after_the_first_turn_is_exactly_this_state() -> None:
         open_breakers=["refund"],
         fallbacks=1,
         repeats={search: 1},
+        identical_failures={REFUSED: (f"guard: {REFUND_MESSAGE}", 1)},
         repairs=1,
         compactions=1,
         model_calls=2,
@@ -199,6 +202,7 @@ BASE = fold([START, ASK])
                 "failures": 1,
                 "consecutive_failures": 1,
                 "last_error": "no",
+                "identical_failures": {call_key("t", {}): ("business: no", 1)},
             },
         ),
         (

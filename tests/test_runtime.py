@@ -62,11 +62,25 @@ from .loop_helpers import (
 
 ASK = UserInput(text="go")
 DONE = AgentCompleted(answer="done")
-PATIENT = {"max_consecutive_failures": 9}
+PATIENT = {"max_consecutive_failures": 9, "max_identical_failures": None}
 
 
-def failed(tool: str, kind: str, message: str, q: str = "a", call_id: str = "c1") -> ActionFailed:
-    return ActionFailed(call_id=call_id, tool=tool, kind=kind, message=message, args={"q": q})  # type: ignore[arg-type]
+def failed(
+    tool: str,
+    kind: str,
+    message: str,
+    q: str = "a",
+    call_id: str = "c1",
+    abandoned: bool = False,
+) -> ActionFailed:
+    return ActionFailed(
+        call_id=call_id,
+        tool=tool,
+        kind=kind,  # type: ignore[arg-type]
+        message=message,
+        args={"q": q},
+        abandoned=abandoned,
+    )
 
 
 def ok(tool: str, q: str, call_id: str = "c1", result: Any = None) -> ActionCommitted:
@@ -107,7 +121,12 @@ def test_consecutive_failures_halt(journal: Journal) -> None:
 def test_a_commit_resets_the_failure_streak(journal: Journal) -> None:
     bad, good = propose(("f", {"q": "a"})), propose(("echo", {"q": "b"}))
     tools = failing_tool("f", ToolError("no")), ok_tool()
-    events = run_events(*tools, steps=[bad, bad, good, bad, bad], journal=journal)
+    events = run_events(
+        *tools,
+        steps=[bad, bad, good, bad, bad],
+        journal=journal,
+        rails={"max_identical_failures": None},  # (which would halt at the third)
+    )
     assert events[-1] == DONE
     assert journal.state("s").failures == 4
 
@@ -143,7 +162,9 @@ def test_timeouts_count_towards_the_breaker(journal: Journal) -> None:
     (slow,) = sleepy_tools(gauge, {"slow": 10.0}, timeout_s=0.02)
     call = propose(("slow", {"q": "a"}))
     events = run_events(slow, steps=[call] * 3, journal=journal, rails=PATIENT)
-    timed_out = failed("slow", "timeout", "TimeoutError: slow did not answer within 0.02 s")
+    timed_out = failed(
+        "slow", "timeout", "TimeoutError: slow did not answer within 0.02 s", abandoned=True
+    )
     assert [e for e in events if isinstance(e, (ActionFailed, CircuitOpened))] == [
         timed_out,
         timed_out,
@@ -159,7 +180,9 @@ def test_a_slow_sync_tool_times_out(journal: Journal) -> None:
     events = run_events(
         slow, steps=[propose(("slow", {"q": "a"}))], journal=journal, rails={"tool_timeout_s": 0.02}
     )
-    assert events[2] == failed("slow", "timeout", "TimeoutError: slow did not answer within 0.02 s")
+    assert events[2] == failed(
+        "slow", "timeout", "TimeoutError: slow did not answer within 0.02 s", abandoned=True
+    )
     assert events[-1] == DONE
 
 
@@ -169,7 +192,9 @@ def test_the_default_timeout_comes_from_the_guardrails(journal: Journal) -> None
     events = run_events(
         slow, steps=[propose(("slow", {"q": "a"}))], journal=journal, rails={"tool_timeout_s": 0.01}
     )
-    assert events[2] == failed("slow", "timeout", "TimeoutError: slow did not answer within 0.01 s")
+    assert events[2] == failed(
+        "slow", "timeout", "TimeoutError: slow did not answer within 0.01 s", abandoned=True
+    )
 
 
 # -- the error classifier -------------------------------------------------------------
