@@ -11,7 +11,7 @@ Build an `Agent` from a prompt, `Tool`s and a model port, then run it::
 """
 
 from .agent import Agent, default_code_version, load_agent, load_object
-from .context import Context, estimate_tokens, plan_compaction, prefix_hash
+from .context import Context, compact_result, estimate_tokens, plan_compaction, prefix_hash
 from .errors import (
     AgentDefinitionError,
     AgentLoadError,
@@ -19,7 +19,7 @@ from .errors import (
     IllegalTransitionError,
     SessionEndedError,
 )
-from .gate import Accepted, Plan, Rejected, verify_call
+from .gate import Accepted, Plan, Rejected, verify_call, verify_reply
 from .openai_provider import OpenAIProvider
 from .ports import (
     Clock,
@@ -66,6 +66,7 @@ __all__ = [
     "ToolOutcome",
     "TurnResult",
     "classify_error",
+    "compact_result",
     "counter_ids",
     "default_code_version",
     "estimate_tokens",
@@ -78,4 +79,5 @@ __all__ = [
     "system_clock",
     "uuid_ids",
     "verify_call",
+    "verify_reply",
 ]

@@ -136,8 +136,9 @@ class LiveToolExecutor:
     ``abandoned`` set, and whatever the call does afterwards is never journaled. An async
     tool is cancelled there (``CancelledError`` at its next ``await``). A sync tool cannot
     be stopped: Python has no way to kill a thread, so its worker thread runs on until the
-    function returns, holding one thread of the default executor, and its late result (or
-    error) is dropped. A ``TimeoutError`` the tool raises itself is an ordinary failure of
+    function returns, holding one thread of the loop's default executor (which
+    ``asyncio.run`` waits for when it closes the loop), and its late result (or error) is
+    dropped. A ``TimeoutError`` the tool raises itself is an ordinary failure of
     kind ``timeout``: the tool finished, so it is not abandoned.
 
     ``timer`` measures durations (monotonic seconds); inject a fake one for tests.
