@@ -137,6 +137,7 @@ class Journal(ABC):
                 limited: events stored before stay readable.
         """
         text = str(target)
+        store: type[Journal]
         if text.startswith(("postgresql://", "postgres://")):
             try:
                 from .postgres import PostgresJournal
@@ -144,17 +145,12 @@ class Journal(ABC):
                 raise StoreError(
                     "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
                 ) from e
-            return PostgresJournal(
-                text,
-                create=create,
-                durability=durability,
-                clock=clock,
-                hmac_key=hmac_key,
-                max_event_bytes=max_event_bytes,
-            )
-        from .sqlite import SQLiteJournal
+            store = PostgresJournal
+        else:
+            from .sqlite import SQLiteJournal
 
-        return SQLiteJournal(
+            store = SQLiteJournal
+        return store(
             text,
             create=create,
             durability=durability,
