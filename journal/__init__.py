@@ -61,7 +61,7 @@ from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fo
 from .jsonl import export_session, import_file, read_jsonl, write_jsonl
 from .openai_import import ImportReport, import_openai
 from .otlp import otlp_document
-from .recorder import ModelOutput, Recorder, ReplayedFailure
+from .recorder import ModelOutput, Recorder, ReplayedFailure, describe_error, failure_of
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .sessions import SessionSummary
 from .store import Erasure, Journal, SchemaSetup
@@ -125,9 +125,11 @@ __all__ = [
     "chain_hash",
     "check_json",
     "decode",
+    "describe_error",
     "encode",
     "event_json_schema",
     "export_session",
+    "failure_of",
     "fold",
     "format_ts",
     "import_file",

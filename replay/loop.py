@@ -34,7 +34,14 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoadError, AgentLoopError, ModelResponse, ToolOutcome, load_object
+from agentloop import (
+    AgentLoadError,
+    AgentLoopError,
+    ModelResponse,
+    ToolOutcome,
+    TrustList,
+    load_object,
+)
 from journal import (
     ActionCommitted,
     AgentHalted,
@@ -291,23 +298,26 @@ def replay_captured(
     live: bool | Iterable[str] = False,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
+    trust: TrustList | None = None,
+    where: str | None = None,
 ) -> ReplayResult:
     """Replay a session a recorder or an integration journaled, through what its agent names.
 
     How the `Replayer` (so the CLI and the fixtures plugin) replays such sessions: the
     recorded ``agent`` reference (or ``reference``) names the loop's ``run`` function
-    (``captured_with`` ``recorder``), or the pydantic-ai or Agents SDK agent object.
+    (``captured_with`` ``recorder``), or the pydantic-ai or Agents SDK agent object. A
+    recorded reference runs only when ``trust`` (default: `TrustList.discover`) allows it;
+    ``where`` names the session in messages (default ``session ID``).
 
     Raises:
         AgentLoadError: no reference, or it names nothing replayable.
+        UntrustedReferenceError: the recorded reference is not trusted (and none was given).
         AgentLoopError: live tools asked for a hand-written loop (use `replay_loop`).
     """
     captured = started.metadata.get("captured_with")
-    name = reference or started.agent
-    if not name:
-        raise AgentLoadError(
-            f"session {session_id} records no agent reference; pass --agent module:attribute"
-        )
+    trust = trust or TrustList.discover()
+    name = trust.choose(started.agent, reference, where=where or f"session {session_id}")
+    trust.activate()
     if reference is not None and reference != started.agent:
         rules = rules.extended({"session_started": ["agent"]})
     target = load_object(name)

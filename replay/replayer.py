@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentloop import Agent, AgentLoadError, AgentRuntime, counter_ids, load_agent
+from agentloop import Agent, AgentRuntime, TrustList, counter_ids, load_agent
 from journal import (
     AgentCompleted,
     AgentHalted,
@@ -154,19 +154,30 @@ class DivergenceError(JournalError):
         self.result = result
 
 
-def agent_for(started: SessionStarted, session_id: str, override: str | Agent | None) -> Agent:
+def agent_for(
+    started: SessionStarted,
+    session_id: str,
+    override: str | Agent | None,
+    trust: TrustList | None = None,
+    *,
+    where: str | None = None,
+) -> Agent:
     """The agent to replay a session with: the override, else the recorded reference.
+
+    A recorded reference runs only when ``trust`` (default: `TrustList.discover`) allows
+    it; an override runs as given. ``where`` names the session in messages (default
+    ``session ID``).
 
     Raises:
         AgentLoadError: neither is there, or the reference cannot be built.
+        UntrustedReferenceError: only the recorded reference is there, and it is not
+            trusted.
     """
     if isinstance(override, Agent):
         return override
-    reference = override or started.agent
-    if not reference:
-        raise AgentLoadError(
-            f"session {session_id} records no agent reference; pass --agent module:factory"
-        )
+    trust = trust or TrustList.discover()
+    reference = trust.choose(started.agent, override, where=where or f"session {session_id}")
+    trust.activate()
     seed = started.metadata.get("seed")
     return load_agent(reference, **({"seed": seed} if isinstance(seed, int) else {}))
 
@@ -270,6 +281,8 @@ class Replayer:
             by default every tool result comes from the recording (no side effects).
         save: store the replay in the journal as a new session with ``replay_of``.
         rules: what counts as volatile; see `replay.normalize`.
+        trust: which recorded references may run (default: `TrustList.discover` from the
+            current folder when a replay starts); ``agent`` runs whatever it says.
     """
 
     def __init__(
@@ -279,17 +292,25 @@ class Replayer:
         live_tools: bool | Iterable[str] = False,
         save: bool = False,
         rules: NormalizationRules = DEFAULT_RULES,
+        trust: TrustList | None = None,
     ) -> None:
         self.agent = agent
+        self.trust = trust
         self.live: bool | frozenset[str] = (
             live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
         )
         self.save = save
         self.rules = rules
 
-    def replay(self, journal: Journal, session_id: str) -> ReplayResult:
-        """Replay one session of ``journal`` and compare it with its recording."""
+    def replay(
+        self, journal: Journal, session_id: str, *, source: str | None = None
+    ) -> ReplayResult:
+        """Replay one session of ``journal`` and compare it with its recording.
+
+        ``source`` names where the session came from (a JSONL file) in error messages.
+        """
         recorded, started = load_recording(journal, session_id)
+        where = f"session {session_id}" if source is None else f"{source}: session {session_id}"
         if started.metadata.get("captured_with") in CAPTURED and not isinstance(self.agent, Agent):
             # journaled by journal.Recorder or an integration: re-run the loop or agent
             from .loop import replay_captured
@@ -302,8 +323,10 @@ class Replayer:
                 live=self.live,
                 save=self.save,
                 rules=self.rules,
+                trust=self.trust,
+                where=where,
             )
-        agent = agent_for(started, session_id, self.agent)
+        agent = agent_for(started, session_id, self.agent, self.trust, where=where)
         rules = self.rules
         if started.agent is None:
             # An imported session records no agent, so its configuration is not compared.

@@ -164,7 +164,8 @@ def replay(
         from journal.jsonl import import_file
 
         with Journal.open(":memory:") as scratch:
-            result = replayer.replay(scratch, import_file(scratch, session).session_id)
+            imported = import_file(scratch, session).session_id
+            result = replayer.replay(scratch, imported, source=session)
     else:
         with open_existing(db) as journal:
             result = replayer.replay(journal, session)
