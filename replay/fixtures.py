@@ -18,7 +18,8 @@ from journal import Journal, SessionState
 from journal.jsonl import export_lines, read_jsonl, write_atomically
 from journal.redact import Redactor
 
-from .replayer import Replayer, ReplayResult
+from ._verdict import ReplayResult
+from .replayer import Replayer
 
 __all__ = [
     "FixtureReplay",

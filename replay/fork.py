@@ -39,9 +39,10 @@ from journal import (
     UserInput,
 )
 
+from ._session import free_session_id, load_recording
+from .agent_replay import agent_for
 from .normalize import fingerprint, record_of
 from .recorded import RecordedTools, args_as_recorded, response_of
-from .replayer import agent_for, free_session_id, load_recording
 
 __all__ = ["ForkResult", "fork"]
 

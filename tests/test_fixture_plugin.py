@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from replay.fixtures import write_fixture
+from replay import write_fixture
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 REFUND = FIXTURES / "refund-overrefund-fixed.jsonl"

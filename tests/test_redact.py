@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from journal import Journal
 from journal.jsonl import read_jsonl
 from journal.redact import Redactor, luhn_valid, rechain
-from replay.fixtures import replay_fixture, write_fixture
+from replay import replay_fixture, write_fixture
 
 PLANTED = [
     "sk-proj-Abc123Def456Ghi789Jkl0",

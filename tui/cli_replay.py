@@ -284,7 +284,7 @@ def fixture(session: str, db: str, output: Path | None, redact: bool) -> None:
     that halted or failed is recorded as an expected failure: the fixture asserts the
     agent still stops there, by the same rule.
     """
-    from replay.fixtures import write_fixture
+    from replay import write_fixture
 
     target = output or Path("fixtures") / f"{session}.jsonl"
     with open_existing(db) as journal:

@@ -100,7 +100,7 @@ class JournalFixtureItem(pytest.Item):
         """Replay the fixture; update it with ``--journal-update``."""
         from agentloop import TrustList
         from journal import JournalError
-        from replay.fixtures import replay_fixture
+        from replay import replay_fixture
 
         agent = str(self.config.getini("journal_agent")) or None
         update = bool(self.config.getoption("journal_update"))
@@ -147,7 +147,7 @@ def _clip(text: str, width: int = 240) -> str:
 
 
 def _report(path: Path, outcome: Any) -> str:
-    from replay.normalize import describe
+    from replay import describe
 
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
     divergence = outcome.result.first_divergence

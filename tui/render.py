@@ -196,7 +196,7 @@ def json_default(value: Any) -> Any:
 
 
 def _record_line(record: dict[str, Any] | None) -> str:
-    from replay.normalize import describe
+    from replay import describe
 
     return safe_text(describe(record))
 
