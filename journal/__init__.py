@@ -1,4 +1,4 @@
-"""The record: typed events, canonical JSON, the fold, the stores and the JSONL format.
+"""The record: typed events, canonical JSON, the fold, the stores, and their adapters.
 
 Open a journal, append events, read them back and fold them::
 
@@ -17,7 +17,14 @@ from .canonical import (
     loads_strict,
     parse_ts,
 )
-from .capture_openai import JournaledOpenAI
+from .capture import (
+    JournaledOpenAI,
+    ModelOutput,
+    Recorder,
+    ReplayedFailure,
+    describe_error,
+    failure_of,
+)
 from .errors import (
     ConflictError,
     InvalidEventError,
@@ -58,12 +65,17 @@ from .events import (
     event_json_schema,
 )
 from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fold
-from .jsonl import export_session, import_file, read_jsonl, write_jsonl
-from .openai_import import ImportReport, import_openai
-from .otlp import otlp_document
-from .recorder import ModelOutput, Recorder, ReplayedFailure, describe_error, failure_of
+from .formats import (
+    ImportReport,
+    export_session,
+    import_file,
+    import_openai,
+    otlp_document,
+    read_jsonl,
+    write_jsonl,
+)
+from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
-from .sessions import SessionSummary
 from .store import Erasure, Journal, SchemaSetup
 from .upcasting import register_upcaster
 from .verify import Problem, VerifyReport

@@ -15,8 +15,7 @@ from typing import Any
 
 from agentloop import Agent, TrustList
 from journal import Journal, SessionState
-from journal.jsonl import export_lines, read_jsonl, write_atomically
-from journal.redact import Redactor
+from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
 from ._verdict import ReplayResult
 from .replayer import Replayer
@@ -46,7 +45,7 @@ def fixture_lines(
 ) -> Iterator[bytes]:
     """Yield a fixture's lines: the session's export with ``expect`` in the header.
 
-    ``expect`` is there when the session halted or failed; see `journal.jsonl.export_lines`
+    ``expect`` is there when the session halted or failed; see `journal.formats.export_lines`
     for ``redactor`` and ``rename``.
     """
     expect = expectation(journal.state(session_id))
@@ -123,7 +122,7 @@ def replay_fixture(
         AgentLoadError: the fixture's agent (or the override) cannot be built.
         UntrustedReferenceError: the fixture's agent is not trusted (and none was given).
     """
-    from journal.jsonl import import_file
+    from journal import import_file
 
     parsed = read_jsonl(path)
     expect = parsed.header.get("expect")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from journal import Journal, export_session
-from journal.openai_import import import_openai
+from journal.formats.openai_import import import_openai
 from replay import compare
 
 from .drill_agent import drill_journal

@@ -41,6 +41,7 @@ from journal.canonical import (
 )
 from journal.errors import ConflictError, InvalidEventError, JournalError
 from journal.fold import apply
+from journal.projection import projection_row
 from journal.records import (
     RecordedEvent,
     StoredEvent,
@@ -50,7 +51,6 @@ from journal.records import (
     encode,
     where,
 )
-from journal.sessions import projection_row
 
 from .strategies import events
 

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from journal import Journal
-from journal.jsonl import read_jsonl
-from journal.redact import Redactor, luhn_valid, rechain
+from journal.formats.jsonl import read_jsonl
+from journal.formats.redact import Redactor, luhn_valid, rechain
 from replay import replay_fixture, write_fixture
 
 PLANTED = [

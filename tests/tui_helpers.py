@@ -162,7 +162,7 @@ def regenerate(directory: Path = DATA) -> list[Path]:
     one millisecond per event), so the files, and the screens drawn from them, never change.
     """
     from agentloop.demo import run_demo
-    from journal.jsonl import export_lines
+    from journal.formats.jsonl import export_lines
     from replay import Replayer
 
     directory.mkdir(parents=True, exist_ok=True)

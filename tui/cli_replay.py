@@ -161,7 +161,7 @@ def replay(
     if session.endswith(".jsonl") and Path(session).is_file():
         if save:
             raise click.UsageError("--save needs a session of a journal, not a file")
-        from journal.jsonl import import_file
+        from journal import import_file
 
         with Journal.open(":memory:") as scratch:
             imported = import_file(scratch, session).session_id
@@ -216,7 +216,7 @@ def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -
 def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, Any]]]:
     """Load a run as flat records: from a JSONL file, or a session of the journal."""
     if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
-        from journal.jsonl import read_jsonl
+        from journal import read_jsonl
 
         parsed = read_jsonl(source)
         return source, [record for _, record in parsed.records]

@@ -39,7 +39,7 @@ from typing import Any
 from agentloop import AgentLoadError
 from journal import Journal, Recorder
 from journal.events import ToolCall, Usage
-from journal.openai_messages import content_text, parse_arguments
+from journal.formats import content_text, parse_arguments
 
 from .._session import recorded_start
 from .._verdict import ReplayResult

@@ -40,10 +40,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder, ReplayedFailure
+from journal import Journal, Recorder, ReplayedFailure, describe_error
 from journal.events import ToolCall, Usage
-from journal.openai_messages import parse_arguments
-from journal.recorder import describe_error
+from journal.formats import parse_arguments
 
 from .._session import recorded_start
 from .._verdict import ReplayResult
