@@ -42,8 +42,7 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
     a multi-turn chat. The same seed gives the same sessions; sessions already in the
     journal are left alone.
     """
-    from agentloop.demo import run_demo
-    from agentloop.examples import SCENARIOS
+    from agentloop.examples import SCENARIOS, run_demo
 
     from .render import console, print_sessions
 

@@ -17,8 +17,7 @@ import orjson
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from journal import SessionState, SessionSummary, StoredEvent
-    from journal.verify import VerifyReport
+    from journal import SessionState, SessionSummary, StoredEvent, VerifyReport
     from replay import DiffResult, ReplayResult, StateChange
 
 __all__ = [

@@ -37,8 +37,7 @@ from functools import partial
 from typing import Any
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder
-from journal.events import ToolCall, Usage
+from journal import Journal, Recorder, ToolCall, Usage
 from journal.formats import content_text, parse_arguments
 
 from .._session import recorded_start

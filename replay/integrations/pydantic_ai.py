@@ -40,8 +40,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder, ReplayedFailure, describe_error
-from journal.events import ToolCall, Usage
+from journal import Journal, Recorder, ReplayedFailure, ToolCall, Usage, describe_error
 from journal.formats import parse_arguments
 
 from .._session import recorded_start
