@@ -18,6 +18,7 @@ from .errors import (
     AgentLoopError,
     IllegalTransitionError,
     SessionEndedError,
+    UntrustedReferenceError,
 )
 from .gate import Accepted, Plan, Rejected, verify_call, verify_reply
 from .openai_provider import OpenAIProvider
@@ -37,9 +38,12 @@ from .ports import (
 from .recovery import repair_truncated_json, scavenge_calls
 from .runtime import TRANSITIONS, AgentRuntime, Phase, TurnResult
 from .tools import ArgsInvalid, Tool, ToolError, classify_error
+from .trust import DEFAULT_TRUSTED, TRUST_ENV, TrustList
 
 __all__ = [
+    "DEFAULT_TRUSTED",
     "TRANSITIONS",
+    "TRUST_ENV",
     "Accepted",
     "Agent",
     "AgentDefinitionError",
@@ -64,7 +68,9 @@ __all__ = [
     "ToolError",
     "ToolExecutor",
     "ToolOutcome",
+    "TrustList",
     "TurnResult",
+    "UntrustedReferenceError",
     "classify_error",
     "compact_result",
     "counter_ids",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from journal import AgentConfig, Guardrails
+from journal import AgentConfig, Guardrails, describe_error
 
 from .errors import AgentDefinitionError, AgentLoadError
 from .ports import LLMProvider
@@ -111,8 +111,10 @@ def load_object(reference: str) -> Any:
         )
     try:
         module = importlib.import_module(module_name)
-    except Exception as e:
-        raise AgentLoadError(f"agent {reference}: cannot import {module_name}: {e}") from e
+    except BaseException as e:  # SystemExit and KeyboardInterrupt too: one line, exit 2
+        raise AgentLoadError(
+            f"agent {reference}: cannot import {module_name}: {describe_error(e)}"
+        ) from e
     found: Any = module
     for part in attribute.split("."):
         found = getattr(found, part, None)
@@ -146,10 +148,8 @@ def load_agent(reference: str, **kwargs: Any) -> Agent:
         takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
         passed = {k: v for k, v in kwargs.items() if takes_any or k in accepted}
         agent = factory(**passed)
-    except Exception as e:
-        raise AgentLoadError(
-            f"agent {reference}: the factory raised {type(e).__name__}: {e}"
-        ) from e
+    except BaseException as e:  # SystemExit and KeyboardInterrupt too: one line, exit 2
+        raise AgentLoadError(f"agent {reference}: the factory raised {describe_error(e)}") from e
     if not isinstance(agent, Agent):
         raise AgentLoadError(
             f"agent {reference}: the factory returned {type(agent).__name__}, not an Agent"

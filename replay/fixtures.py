@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentloop import Agent
+from agentloop import Agent, TrustList
 from journal import Journal, SessionState
-from journal.jsonl import export_lines, read_jsonl, write_atomically
-from journal.redact import Redactor
+from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
-from .replayer import Replayer, ReplayResult
+from ._verdict import ReplayResult
+from .replayer import Replayer
 
 __all__ = [
     "FixtureReplay",
@@ -45,7 +45,7 @@ def fixture_lines(
 ) -> Iterator[bytes]:
     """Yield a fixture's lines: the session's export with ``expect`` in the header.
 
-    ``expect`` is there when the session halted or failed; see `journal.jsonl.export_lines`
+    ``expect`` is there when the session halted or failed; see `journal.formats.export_lines`
     for ``redactor`` and ``rename``.
     """
     expect = expectation(journal.state(session_id))
@@ -106,21 +106,31 @@ def _check_expectation(expect: dict[str, Any] | None, state: SessionState) -> st
 
 
 def replay_fixture(
-    path: str | Path, *, agent: str | Agent | None = None, update: bool = False
+    path: str | Path,
+    *,
+    agent: str | Agent | None = None,
+    update: bool = False,
+    trust: TrustList | None = None,
 ) -> FixtureReplay:
     """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
+
+    The fixture's recorded agent runs only when ``trust`` (default: `TrustList.discover`)
+    allows it; ``agent`` runs as given.
 
     Raises:
         InvalidInputError: the file is malformed (names file:line).
         AgentLoadError: the fixture's agent (or the override) cannot be built.
+        UntrustedReferenceError: the fixture's agent is not trusted (and none was given).
     """
-    from journal.jsonl import import_file
+    from journal import import_file
 
     parsed = read_jsonl(path)
     expect = parsed.header.get("expect")
     with Journal.open(":memory:") as journal:
         imported = import_file(journal, path)
-        result = Replayer(agent=agent, save=True).replay(journal, imported.session_id)
+        result = Replayer(agent=agent, save=True, trust=trust).replay(
+            journal, imported.session_id, source=str(path)
+        )
         state = journal.state(result.replay_session_id)
         broken = _check_expectation(expect if isinstance(expect, dict) else None, state)
         if update and (not result.identical or broken is not None):

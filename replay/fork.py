@@ -25,6 +25,7 @@ from agentloop import (
     ModelResponse,
     Tool,
     ToolOutcome,
+    TrustList,
     counter_ids,
 )
 from journal import (
@@ -38,9 +39,10 @@ from journal import (
     UserInput,
 )
 
+from ._session import free_session_id, load_recording
+from .agent_replay import agent_for
 from .normalize import fingerprint, record_of
 from .recorded import RecordedTools, args_as_recorded, response_of
-from .replayer import agent_for, free_session_id, load_recording
 
 __all__ = ["ForkResult", "fork"]
 
@@ -153,21 +155,30 @@ def _copy_prefix(
 
 
 def fork(
-    journal: Journal, session_id: str, at_seq: int, *, agent: str | Agent | None = None
+    journal: Journal,
+    session_id: str,
+    at_seq: int,
+    *,
+    agent: str | Agent | None = None,
+    trust: TrustList | None = None,
 ) -> ForkResult:
     """Fork ``session_id`` after event ``at_seq`` into a new session and run it on.
+
+    The recorded agent runs only when ``trust`` (default: `TrustList.discover`) allows it;
+    ``agent`` runs as given.
 
     Raises:
         SessionNotFoundError: no such session.
         InvalidInputError: ``at_seq`` is outside the session.
         AgentLoadError: no agent to run (none recorded and none given).
+        UntrustedReferenceError: the recorded agent is not trusted (and none was given).
     """
     recorded, started = load_recording(journal, session_id)
     if not 0 <= at_seq < len(recorded):
         raise InvalidInputError(
             f"session {session_id}: cannot fork at seq {at_seq}; it has seqs 0..{len(recorded) - 1}"
         )
-    built = agent_for(started, session_id, agent)
+    built = agent_for(started, session_id, agent, trust)
     fork_id = free_session_id(journal, session_id, "fork")
     prefix = recorded[: at_seq + 1]
     _copy_prefix(journal, fork_id, prefix, started, built)

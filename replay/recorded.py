@@ -33,20 +33,25 @@ from journal import (
     parse_ts,
 )
 
+from ._verdict import Exhaustion, LiveDifference, UnrecordedCall
+
 __all__ = [
-    "LiveDifference",
     "RecordedClock",
     "RecordedLLM",
     "RecordedOutcome",
     "RecordedTools",
     "RecordingExhausted",
-    "UnrecordedCall",
     "args_as_recorded",
+    "response_of",
 ]
 
 
 class RecordingExhausted(JournalError):
-    """The code asked the model for more than the recording holds."""
+    """The code asked the model for more than the recording holds (at ``seq``)."""
+
+    def __init__(self, message: str, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
 
 
 MODEL_FAILED = "the model call failed: "
@@ -61,27 +66,12 @@ class RecordedModelFailure(ToolError):
     """
 
 
-@dataclass(frozen=True)
-class UnrecordedCall:
-    """A tool call the replay made that the recording never ran."""
-
-    tool: str
-    args: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class LiveDifference:
-    """A tool run live whose result differs from the recorded one."""
-
-    tool: str
-    args: dict[str, Any]
-    recorded: Any
-    live: Any
-    recorded_seq: int
-
-
 class RecordedLLM:
-    """Serves recorded model outputs in order."""
+    """Serves recorded model outputs in order.
+
+    ``exhaustion`` says where the code first asked for more than was recorded (None while
+    it has not), for the verdict.
+    """
 
     def __init__(self, proposals: Sequence[RecordedEvent]) -> None:
         self._proposals = [p for p in proposals if isinstance(p.event, ActionProposed)]
@@ -93,6 +83,7 @@ class RecordedLLM:
             and p.event.reason.startswith(MODEL_FAILED)
         }
         self._next = 0
+        self.exhaustion: Exhaustion | None = None
 
     @property
     def served(self) -> int:
@@ -118,10 +109,13 @@ class RecordedLLM:
         if failed is not None and self.exhausted:
             raise RecordedModelFailure(failed)
         if self._next >= len(self._proposals):
-            raise RecordingExhausted(
+            reason = (
                 f"recording exhausted at seq {seq}: the code asked for model output "
                 f"#{self._next + 1}, the recording has {len(self._proposals)}"
             )
+            if self.exhaustion is None:
+                self.exhaustion = Exhaustion(seq, reason)
+            raise RecordingExhausted(reason, seq)
         recorded = self._proposals[self._next]
         self._next += 1
         event = recorded.event

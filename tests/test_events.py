@@ -32,6 +32,7 @@ from journal import (
     predated_settings,
     register_upcaster,
 )
+from journal._event_summary import SUMMARY_WIDTH, clip, summarize
 from journal.events import (
     ActionCommitted,
     ActionFailed,
@@ -47,7 +48,6 @@ from journal.events import (
     ToolCall,
     VerificationFailed,
 )
-from journal.summary import SUMMARY_WIDTH, clip, summarize
 from journal.upcasting import PREDATED_SETTINGS, unregister_upcaster, upcast
 
 from .helpers import (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from replay.fixtures import write_fixture
+from replay import write_fixture
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 REFUND = FIXTURES / "refund-overrefund-fixed.jsonl"
@@ -134,7 +134,7 @@ def test_the_repository_fixtures_cover_the_promised_kinds() -> None:
 def test_fixture_command_writes_a_redacted_fixture(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from agentloop.demo import run_demo
+    from agentloop.examples import run_demo
     from tui.cli import cli
 
     db = tmp_path / "j.db"

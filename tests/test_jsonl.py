@@ -22,7 +22,7 @@ from journal import (
     write_jsonl,
 )
 from journal.events import EventModel
-from journal.jsonl import ImportResult
+from journal.formats.jsonl import ImportResult
 
 from .helpers import (
     TickingClock,
@@ -77,7 +77,7 @@ def test_export_is_a_header_then_one_canonical_record_per_line(exported: bytes) 
         "fork_seq": None,
     }
     assert [(r["session_id"], r["seq"], r["type"], r["v"]) for r in records] == [
-        ("s", seq, event.type, 1) for seq, event in enumerate(sample_session())
+        ("s", seq, event.type, event.VERSION) for seq, event in enumerate(sample_session())
     ]
     for line in lines[:-1]:
         assert line == orjson.dumps(orjson.loads(line), option=orjson.OPT_SORT_KEYS)

@@ -122,7 +122,8 @@ def test_replay_without_an_agent_reference_is_exit_2(db: Path) -> None:
         runtime.run("pay 10", session_id=runtime.start("anonymous"))
     line = one_error_line(run_cli("replay", "anonymous", "--db", db))
     assert line == (
-        "agent-journal: session anonymous records no agent reference; pass --agent module:factory"
+        "agent-journal: session anonymous records no agent reference; name one with "
+        "--agent MODULE:FACTORY (journal_agent in the pytest ini)"
     )
     agent = "tests.replay_helpers:build_pay"
     assert run_cli("replay", "anonymous", "--db", db, "--agent", agent).exit_code == 0

@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from agentloop import AgentLoadError, AgentRuntime, ModelRequest, Tool, counter_ids
+from agentloop import (
+    AgentLoadError,
+    AgentRuntime,
+    ModelRequest,
+    Tool,
+    TrustList,
+    UntrustedReferenceError,
+    counter_ids,
+)
 from agentloop.examples import SCENARIOS, Scenario
 from journal import (
     ActionCommitted,
@@ -257,7 +265,7 @@ def test_no_agent_reference_and_none_given_is_a_clear_error(mem: Journal) -> Non
     agent = rh.build_pay()
     runtime = AgentRuntime(agent, mem, clock=fixed_clock, ids=counter_ids("n"))
     runtime.run("pay 10", session_id=runtime.start("anon"))
-    with pytest.raises(AgentLoadError, match="records no agent reference; pass --agent"):
+    with pytest.raises(AgentLoadError, match="records no agent reference; name one with --agent"):
         replay(mem, "anon")
     assert replay(mem, "anon", agent="tests.replay_helpers:build_pay").identical
 
@@ -533,6 +541,17 @@ def test_a_failure_recorded_as_action_failed_is_served_as_a_failure(mem: Journal
 
 
 @pytest.mark.parametrize(
+    "reference",
+    ["os:system", "subprocess:run", "builtins:eval", "click.termui:edit", "tui.cli:main"],
+)
+def test_a_recording_cannot_name_code_off_the_trust_list(tmp_path: Path, reference: str) -> None:
+    with Journal.open(tmp_path / "j.db") as journal:
+        journal.append("evil", [SessionStarted(agent=reference), UserInput(text="hi")])
+        with pytest.raises(UntrustedReferenceError, match="not on the trust list"):
+            Replayer().replay(journal, "evil")
+
+
+@pytest.mark.parametrize(
     ("reference", "why"),
     [
         ("os:system", "part of the standard library"),
@@ -543,10 +562,14 @@ def test_a_failure_recorded_as_action_failed_is_served_as_a_failure(mem: Journal
         ("agentloop.examples.refund:build_fixed; rm -rf /", "not of the form module:factory"),
     ],
 )
-def test_an_untrusted_recording_cannot_name_arbitrary_code_as_its_agent(
+def test_a_reference_still_passes_the_formal_checks_when_trusted_or_given(
     tmp_path: Path, reference: str, why: str
 ) -> None:
+    """The trust list comes first; what it lets through (or the user names) is still checked."""
     with Journal.open(tmp_path / "j.db") as journal:
         journal.append("evil", [SessionStarted(agent=reference), UserInput(text="hi")])
+        everything = TrustList(patterns=("*",))
         with pytest.raises(AgentLoadError, match=why):
-            Replayer().replay(journal, "evil")
+            Replayer(trust=everything).replay(journal, "evil")
+        with pytest.raises(AgentLoadError, match=why):
+            Replayer(agent=reference).replay(journal, "evil")

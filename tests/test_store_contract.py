@@ -31,7 +31,7 @@ from journal import (
     fold,
 )
 from journal.canonical import chain_hash, loads_strict
-from journal.jsonl import export_session
+from journal.formats.jsonl import export_session
 from journal.records import encode
 
 from .helpers import TS0, sample_session, short_session

@@ -42,8 +42,7 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
     a multi-turn chat. The same seed gives the same sessions; sessions already in the
     journal are left alone.
     """
-    from agentloop.demo import run_demo
-    from agentloop.examples import SCENARIOS
+    from agentloop.examples import SCENARIOS, run_demo
 
     from .render import console, print_sessions
 
@@ -161,10 +160,11 @@ def replay(
     if session.endswith(".jsonl") and Path(session).is_file():
         if save:
             raise click.UsageError("--save needs a session of a journal, not a file")
-        from journal.jsonl import import_file
+        from journal import import_file
 
         with Journal.open(":memory:") as scratch:
-            result = replayer.replay(scratch, import_file(scratch, session).session_id)
+            imported = import_file(scratch, session).session_id
+            result = replayer.replay(scratch, imported, source=session)
     else:
         with open_existing(db) as journal:
             result = replayer.replay(journal, session)
@@ -215,7 +215,7 @@ def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -
 def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, Any]]]:
     """Load a run as flat records: from a JSONL file, or a session of the journal."""
     if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
-        from journal.jsonl import read_jsonl
+        from journal import read_jsonl
 
         parsed = read_jsonl(source)
         return source, [record for _, record in parsed.records]
@@ -283,7 +283,7 @@ def fixture(session: str, db: str, output: Path | None, redact: bool) -> None:
     that halted or failed is recorded as an expected failure: the fixture asserts the
     agent still stops there, by the same rule.
     """
-    from replay.fixtures import write_fixture
+    from replay import write_fixture
 
     target = output or Path("fixtures") / f"{session}.jsonl"
     with open_existing(db) as journal:

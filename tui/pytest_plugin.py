@@ -9,6 +9,11 @@ or ``pytest.ini``):
 * ``journal_fixtures``: the folder (default ``fixtures``);
 * ``journal_agent``: a ``module:factory`` to replay every fixture with.
 
+The agent a fixture records runs only when the trust list allows it (the ``agents`` of
+``[tool.agent-journal]`` in ``pyproject.toml``, found from the rootdir upwards; see
+`agentloop.trust`), and is imported from that table's ``pythonpath`` (default: the
+project root), so no ``pythonpath`` ini setting is needed.
+
 ``--journal-update`` rewrites the fixtures whose replay changed and lists them; without
 it nothing on disk changes. A malformed fixture or an agent that cannot be imported is an
 error with a clear message, never a skip.
@@ -93,13 +98,15 @@ class JournalFixtureItem(pytest.Item):
 
     def runtest(self) -> None:
         """Replay the fixture; update it with ``--journal-update``."""
+        from agentloop import TrustList
         from journal import JournalError
-        from replay.fixtures import replay_fixture
+        from replay import replay_fixture
 
         agent = str(self.config.getini("journal_agent")) or None
         update = bool(self.config.getoption("journal_update"))
         try:
-            outcome = replay_fixture(self.path, agent=agent, update=update)
+            trust = TrustList.discover(self.config.rootpath)
+            outcome = replay_fixture(self.path, agent=agent, update=update, trust=trust)
         except JournalError as e:
             raise FixtureError(str(e)) from e
         if outcome.passed:
@@ -140,7 +147,7 @@ def _clip(text: str, width: int = 240) -> str:
 
 
 def _report(path: Path, outcome: Any) -> str:
-    from replay.normalize import describe
+    from replay import describe
 
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
     divergence = outcome.result.first_divergence

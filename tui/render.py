@@ -17,8 +17,7 @@ import orjson
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from journal import SessionState, SessionSummary, StoredEvent
-    from journal.verify import VerifyReport
+    from journal import SessionState, SessionSummary, StoredEvent, VerifyReport
     from replay import DiffResult, ReplayResult, StateChange
 
 __all__ = [
@@ -196,7 +195,7 @@ def json_default(value: Any) -> Any:
 
 
 def _record_line(record: dict[str, Any] | None) -> str:
-    from replay.normalize import describe
+    from replay import describe
 
     return safe_text(describe(record))
 

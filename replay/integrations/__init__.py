@@ -21,8 +21,7 @@ from collections.abc import Callable
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from journal import JournalError, Recorder
-from journal.canonical import canonical_bytes
+from journal import JournalError, Recorder, canonical_bytes
 
 __all__ = ["InProposalOrder", "MissingExtraError", "answer_text", "jsonable", "missing_extra"]
 

@@ -1,4 +1,4 @@
-"""Replay a loop that journals through `journal.Recorder`, with its recorded inputs.
+"""Replay a hand-written loop that journals through `journal.Recorder`, with its recorded inputs.
 
 A hand-written loop is replayable when its entry point takes its ports::
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoadError, AgentLoopError, ModelResponse, ToolOutcome, load_object
+from agentloop import AgentLoadError, AgentLoopError, ModelResponse, ToolOutcome
 from journal import (
     ActionCommitted,
     AgentHalted,
@@ -42,26 +42,29 @@ from journal import (
     RecordedEvent,
     Recorder,
     ReplayedFailure,
-    SessionNotFoundError,
-    SessionStarted,
     StoreError,
     UserInput,
+    describe_error,
+    failure_of,
 )
-from journal.recorder import describe_error, failure_of
 
+from ._session import free_session_id, load_recording, replay_target
+from ._verdict import Exhaustion, ReplayResult, UnrecordedCall, judge
 from .normalize import DEFAULT_RULES, NormalizationRules
-from .recorded import RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools, UnrecordedCall
-from .replayer import ReplayResult, free_session_id, judge, load_recording, replay_target
+from .recorded import RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools
 
 __all__ = [
+    "CAPTURED_WITH",
     "LoopRun",
     "RecordedModel",
     "RecordedToolPort",
     "ToolPort",
-    "recorded_start",
     "replay_captured",
     "replay_loop",
 ]
+
+CAPTURED_WITH = "recorder"
+"""The ``captured_with`` metadata of sessions a hand-written loop journals with `Recorder`."""
 
 ToolPort = Callable[[str, dict[str, Any]], Any]
 """A loop's tool dispatch: ``tools(name, args) -> result`` (raises on failure)."""
@@ -95,6 +98,11 @@ class RecordedModel:
     def exhausted(self) -> bool:
         """True when every recorded output was served."""
         return self._llm.exhausted
+
+    @property
+    def exhaustion(self) -> Exhaustion | None:
+        """Where the loop first asked for more than was recorded, if it did."""
+        return self._llm.exhaustion
 
     def __call__(self, *args: Any, **kwargs: Any) -> ModelResponse:
         """The next recorded output.
@@ -224,18 +232,6 @@ def _drive(
     return None
 
 
-def recorded_start(journal: Journal, session_id: str) -> SessionStarted:
-    """The ``session_started`` of a session.
-
-    Raises:
-        SessionNotFoundError: no such session.
-    """
-    for item in journal.events(session_id, stop=1):
-        if isinstance(item.event, SessionStarted):
-            return item.event
-    raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
-
-
 def replay_loop(
     journal: Journal,
     session_id: str,
@@ -277,54 +273,35 @@ def replay_loop(
         agent=started.agent,
         rules=rules,
         error=error,
-        exhausted=llm.exhausted,
-        tools=tools.tools,
+        exhaustion=llm.exhaustion,
+        unrecorded=tools.tools.unrecorded,
+        live_differences=tools.tools.live_differences,
     )
 
 
 def replay_captured(
     journal: Journal,
     session_id: str,
-    started: SessionStarted,
+    target: object,
     *,
-    reference: str | None = None,
+    reference: str | None,
     live: bool | Iterable[str] = False,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
-    """Replay a session a recorder or an integration journaled, through what its agent names.
+    """Replay a session a hand-written loop journaled, through ``target``, its ``run``.
 
-    How the `Replayer` (so the CLI and the fixtures plugin) replays such sessions: the
-    recorded ``agent`` reference (or ``reference``) names the loop's ``run`` function
-    (``captured_with`` ``recorder``), or the pydantic-ai or Agents SDK agent object.
+    How `replay.Replayer` replays sessions whose ``captured_with`` is ``recorder``.
 
     Raises:
-        AgentLoadError: no reference, or it names nothing replayable.
-        AgentLoopError: live tools asked for a hand-written loop (use `replay_loop`).
+        AgentLoadError: ``target`` is not callable.
+        AgentLoopError: live tools were asked for (the loop's own tool port is needed:
+            call `replay_loop` with ``live_tools``).
     """
-    captured = started.metadata.get("captured_with")
-    name = reference or started.agent
-    if not name:
-        raise AgentLoadError(
-            f"session {session_id} records no agent reference; pass --agent module:attribute"
-        )
-    if reference is not None and reference != started.agent:
-        rules = rules.extended({"session_started": ["agent"]})
-    target = load_object(name)
-    if captured == "pydantic-ai":
-        from .integrations import pydantic_ai
-
-        return pydantic_ai.replay_agent(
-            journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
-        )
-    if captured == "openai-agents":
-        from .integrations import openai_agents
-
-        return openai_agents.replay_agent(
-            journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
-        )
     if not callable(target):
-        raise AgentLoadError(f"agent {name}: {type(target).__name__} is not a loop's run function")
+        raise AgentLoadError(
+            f"agent {reference}: {type(target).__name__} is not a loop's run function"
+        )
     if live:
         raise AgentLoopError(
             f"session {session_id} is a hand-written loop: running its tools live needs its own "

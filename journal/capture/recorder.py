@@ -43,9 +43,9 @@ from typing import Any, Protocol, Self, get_args
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .canonical import check_json, format_ts
-from .errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
-from .events import (
+from ..canonical import check_json, format_ts
+from ..errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
+from ..events import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
@@ -63,10 +63,10 @@ from .events import (
     VerificationFailed,
     VerificationStage,
 )
-from .fold import SessionState, apply
-from .openai_messages import prefix_hash, tool_specs_of
-from .records import RecordedEvent
-from .store import Journal
+from ..fold import SessionState, apply
+from ..formats.openai_messages import prefix_hash, tool_specs_of
+from ..records import RecordedEvent
+from ..store import Journal
 
 __all__ = ["ModelOutput", "Recorder", "ReplayedFailure", "describe_error", "failure_of"]
 
