@@ -11,7 +11,14 @@ Build an `Agent` from a prompt, `Tool`s and a model port, then run it::
 """
 
 from .agent import Agent, default_code_version, load_agent, load_object
-from .context import Context, compact_result, estimate_tokens, plan_compaction, prefix_hash
+from .context import (
+    COMPACTED_RESULT,
+    Context,
+    compact_result,
+    estimate_tokens,
+    plan_compaction,
+    prefix_hash,
+)
 from .errors import (
     AgentDefinitionError,
     AgentLoadError,
@@ -41,6 +48,7 @@ from .tools import ArgsInvalid, Tool, ToolError, classify_error
 from .trust import DEFAULT_TRUSTED, TRUST_ENV, TrustList
 
 __all__ = [
+    "COMPACTED_RESULT",
     "DEFAULT_TRUSTED",
     "TRANSITIONS",
     "TRUST_ENV",

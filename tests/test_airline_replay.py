@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -288,3 +290,19 @@ class _NoModel:
         from agentloop import ModelResponse
 
         return ModelResponse(text="ok")
+
+
+def test_the_transcript_rules_script_counts_where_the_rules_fire() -> None:
+    script = Path(__file__).resolve().parents[1] / "bench" / "transcript_rules.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(SAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [" ".join(line.split()) for line in done.stdout.splitlines()]
+    assert "largest event: 1,074 bytes (the journal's limit: 16,777,216)" in rows
+    assert "empty reply 1 1" in rows  # in the recording of airline-task-11
+    assert "empty reply sent back 0 1 1" in rows  # reached after its first divergence

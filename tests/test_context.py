@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop import (
+    COMPACTED_RESULT,
     Context,
     Tool,
     compact_result,
@@ -17,7 +18,6 @@ from agentloop import (
     plan_compaction,
     prefix_hash,
 )
-from agentloop.context import COMPACTED_RESULT
 from journal import (
     ActionCommitted,
     ActionFailed,

@@ -133,6 +133,7 @@ PUBLIC: dict[str, list[str]] = {
         "failure_of",
     ],
     "agentloop": [
+        "COMPACTED_RESULT",
         "DEFAULT_TRUSTED",
         "TRANSITIONS",
         "TRUST_ENV",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentloop import (
+    COMPACTED_RESULT,
     TRANSITIONS,
     AgentRuntime,
     IllegalTransitionError,
@@ -23,7 +24,6 @@ from agentloop import (
     classify_error,
     compact_result,
 )
-from agentloop.context import COMPACTED_RESULT
 from agentloop.runtime import _Session
 from agentloop.tools import clean_message
 from journal import (
