@@ -10,10 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloop import ToolError
 from journal import Journal, predated_settings
 from replay import Replayer
 
-from .loop_helpers import Gauge, Script, agent_of, answer, ok_tool, propose, run_turns, sleepy_tools
+from .loop_helpers import (
+    Gauge,
+    Script,
+    agent_of,
+    answer,
+    failing_tool,
+    ok_tool,
+    propose,
+    run_turns,
+    sleepy_tools,
+)
 
 
 def _records(journal: Journal, session_id: str) -> list[dict[str, Any]]:
@@ -64,4 +75,15 @@ def test_an_abandoned_call_replays_as_recorded(journal: Journal) -> None:
     [failed] = [e.event for e in journal.events("s") if e.type == "action_failed"]
     assert failed.abandoned  # type: ignore[union-attr]
     result = Replayer(agent=agent).replay(journal, "s")  # served from the recording
+    assert result.identical, result.first_divergence
+
+
+def test_a_session_the_new_rules_decided_replays_identically(journal: Journal) -> None:
+    lost = failing_tool("f", ToolError("user 7 not found"))
+    turn = [propose(("f", {"q": "a"})), answer("")]  # a failing call, then an empty reply
+    agent = agent_of(lost)
+    run_turns(agent, journal, Script(*[*turn, answer("sorry")] * 3), *["again"] * 3)
+    state = journal.state("s")
+    assert (state.halt_rule, state.rejections) == ("identical_failures", 2)
+    result = Replayer(agent=agent).replay(journal, "s")
     assert result.identical, result.first_divergence
