@@ -27,6 +27,7 @@ from .handwritten import RecordedModel, RecordedToolPort, replay_loop
 from .normalize import (
     DEFAULT_RULES,
     NormalizationRules,
+    as_read,
     describe,
     fingerprint,
     normalize,
@@ -70,6 +71,7 @@ __all__ = [
     "UnrecordedCall",
     "agent_for",
     "align",
+    "as_read",
     "compare",
     "describe",
     "diff_records",

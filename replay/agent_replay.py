@@ -104,11 +104,7 @@ def replay_agent_session(
         SessionNotFoundError: no such session.
     """
     recorded, started = load_recording(journal, session_id)
-    predated = predated_settings(recorded[0].v)
-    if predated:  # a session recorded before these settings replays as it ran
-        rails = started.config.guardrails
-        update = {name: getattr(rails, name) for name in predated}
-        agent = replace(agent, guardrails=agent.guardrails.model_copy(update=update))
+    agent = _with_recorded_rules(agent, started, recorded[0].v)
     if started.agent is None:
         # An imported session records no agent, so its configuration is not compared.
         rules = rules.extended({"session_started": IMPORTED_SESSION_FIELDS})
@@ -140,6 +136,23 @@ def replay_agent_session(
         unrecorded=tools.unrecorded,
         live_differences=tools.live_differences,
     )
+
+
+def _with_recorded_rules(agent: Agent, started: SessionStarted, version: int) -> Agent:
+    """``agent`` with the guardrails added since ``session_started`` v1 as the recording ran.
+
+    ``max_identical_failures``, ``empty_reply_retries`` and ``max_result_bytes`` take the
+    recorded values (a v1 record's are the upcast ones that reproduce how it ran), so a
+    replay finds those rules firing where they fired, and a saved replay or a copy of an old
+    session replays the same way again. An import records no configuration of its own (it
+    has no agent): its replay keeps the agent's values, but for those a v1 import predates.
+    """
+    names = predated_settings(1 if started.agent is not None else version)  # 1: all of them
+    recorded = started.config.guardrails
+    update = {name: getattr(recorded, name) for name in names}
+    if all(getattr(agent.guardrails, name) == value for name, value in update.items()):
+        return agent
+    return replace(agent, guardrails=agent.guardrails.model_copy(update=update))
 
 
 def _is_greeting(recorded: Sequence[RecordedEvent], index: int) -> bool:

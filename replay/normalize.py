@@ -4,9 +4,9 @@ Two runs of the same code on the same recorded inputs differ in what the clock a
 machine put into them. `DEFAULT_RULES` drops, before comparing:
 
 * from every event: the envelope's ``session_id``, ``seq``, ``ts``, ``v`` and ``hash`` (the
-  chain depends on the session id and the times; positions are compared by the alignment;
-  events are compared as the current code reads them, upcast, whatever version they were
-  written at);
+  chain depends on the session id and the times; positions are compared by the alignment);
+  a record of an older version is compared upcast, as the current code reads it (`as_read`),
+  so an old session and its replay by newer code compare equal;
 * ``session_started``: ``code_version``, ``replay_of``, ``forked_from``, ``fork_seq``;
 * ``action_proposed``: ``latency_ms``;
 * ``action_committed`` and ``action_failed``: ``duration_ms``.
@@ -24,11 +24,12 @@ from typing import Any
 
 import orjson
 
-from journal import RecordedEvent
+from journal import EVENT_TYPES, InvalidEventError, RecordedEvent, upcast
 
 __all__ = [
     "DEFAULT_RULES",
     "NormalizationRules",
+    "as_read",
     "describe",
     "fingerprint",
     "normalize",
@@ -67,10 +68,37 @@ DEFAULT_RULES = NormalizationRules(
 
 
 def record_of(item: RecordedEvent) -> dict[str, Any]:
-    """Return the flat record of an event (envelope beside payload), as JSON values."""
+    """Return the flat record of an event (envelope beside payload), as JSON values.
+
+    The event was upcast when it was read, so ``v`` is its current version.
+    """
     record = item.event.model_dump(mode="json")
-    record.update(session_id=item.session_id, seq=item.seq, ts=item.ts, v=item.v, hash=item.hash)
+    version = type(item.event).VERSION
+    record.update(session_id=item.session_id, seq=item.seq, ts=item.ts, v=version, hash=item.hash)
     return record
+
+
+_CURRENT = {name: model.VERSION for name, model in EVENT_TYPES.items()}
+_WHERE = ("hash", "seq", "session_id", "ts", "v")
+"""A record's envelope besides ``type`` (which the payload keeps for its upcasters)."""
+
+
+def as_read(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A flat record as the current code reads it: an older version's payload upcast.
+
+    A current record (or one nobody can upcast: an unknown type or version, left for the
+    comparison to show) is returned as it is.
+    """
+    version, current = record.get("v"), _CURRENT.get(str(record.get("type")))
+    if current is None or type(version) is not int or version >= current:
+        return record
+    payload = {key: value for key, value in record.items() if key not in _WHERE}
+    try:
+        lifted = upcast(str(record["type"]), version, payload)
+    except InvalidEventError:
+        return record
+    envelope = {key: record[key] for key in _WHERE if key in record}
+    return {**envelope, **lifted, "v": current}
 
 
 def _drop(record: dict[str, Any], path: str) -> None:
@@ -88,8 +116,8 @@ def _drop(record: dict[str, Any], path: str) -> None:
 def normalize(
     record: Mapping[str, Any], rules: NormalizationRules = DEFAULT_RULES
 ) -> dict[str, Any]:
-    """Return a copy of a flat record without the fields ``rules`` call volatile."""
-    copy = dict(record)
+    """Return a copy of a flat record (`as_read`) without the fields ``rules`` call volatile."""
+    copy = dict(as_read(record))
     for path in rules.paths_for(str(record.get("type"))):
         _drop(copy, path)
     return copy
@@ -104,7 +132,7 @@ def normalized_bytes(
     (keys sorted), done for a whole run at once: the paths to drop are worked out once
     per event type, and top-level fields are left out while copying.
     """
-    plans: dict[Any, tuple[frozenset[str], tuple[str, ...]]] = {}
+    plans: dict[Any, tuple[frozenset[str], tuple[str, ...], int]] = {}
     dumps, option = orjson.dumps, orjson.OPT_SORT_KEYS
     out: list[bytes] = []
     for record in records:
@@ -115,8 +143,12 @@ def normalized_bytes(
             plan = plans[kind] = (
                 frozenset(path for path in paths if "." not in path),
                 tuple(path for path in paths if "." in path),
+                _CURRENT.get(str(kind), 0),
             )
-        top, nested = plan
+        top, nested, current = plan
+        version = record.get("v")
+        if type(version) is int and version < current:
+            record = as_read(record)
         copy = {key: value for key, value in record.items() if key not in top}
         for path in nested:
             _drop(copy, path)

@@ -91,6 +91,7 @@ PUBLIC: dict[str, list[str]] = {
         "predated_settings",
         "read_jsonl",
         "register_upcaster",
+        "upcast",
         "write_jsonl",
     ],
     "journal.formats": [
@@ -219,6 +220,7 @@ PUBLIC: dict[str, list[str]] = {
         "UnrecordedCall",
         "agent_for",
         "align",
+        "as_read",
         "compare",
         "describe",
         "diff_records",

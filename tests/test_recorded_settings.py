@@ -8,11 +8,13 @@ replay runs it with them (the fixtures in ``fixtures/`` are all v1 and replay id
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from agentloop import ToolError
-from journal import Journal, predated_settings
-from replay import Replayer
+from journal import Journal, import_openai, predated_settings
+from replay import Replayer, as_read, diff_records, fingerprint
 
 from .loop_helpers import (
     Gauge,
@@ -25,6 +27,7 @@ from .loop_helpers import (
     run_turns,
     sleepy_tools,
 )
+from .openai_helpers import assistant, user, write_json
 
 
 def _records(journal: Journal, session_id: str) -> list[dict[str, Any]]:
@@ -56,16 +59,23 @@ def test_a_recording_older_than_a_setting_replays_as_it_ran(journal: Journal) ->
     assert result.identical, result.first_divergence
 
 
-def test_a_recording_that_has_the_setting_is_compared_on_it(journal: Journal) -> None:
-    _empty_reply_session(journal)  # v2: its session_started records the old values
-    result = Replayer(agent=agent_of(ok_tool())).replay(journal, "old")
-    assert result.first_divergence is not None
-    assert result.first_divergence.seq == 0
-    assert [change.path for change in result.first_divergence.changes] == [
-        "config.guardrails.empty_reply_retries",
-        "config.guardrails.max_identical_failures",
-        "config.guardrails.max_result_bytes",
-    ]
+def test_a_saved_replay_of_an_old_session_replays_the_same_way_again(journal: Journal) -> None:
+    _empty_reply_session(journal)  # v2, recording the old values: as a saved replay of a v1
+    today = agent_of(ok_tool())
+    assert today.guardrails.empty_reply_retries == 2
+    result = Replayer(agent=today).replay(journal, "old")
+    assert result.identical, result.first_divergence  # it runs the rules as recorded
+
+
+def test_an_import_replays_with_the_agents_rules(journal: Journal, tmp_path: Path) -> None:
+    transcript = [{"messages": [user("hi"), assistant(""), user("well?"), assistant("ok")]}]
+    import_openai(journal, [write_json(tmp_path / "t.json", transcript)])
+    [summary] = journal.sessions()
+    agent = replace(agent_of(ok_tool()), model=None)  # as the transcript, which names none
+    result = Replayer(agent=agent).replay(journal, summary.session_id)
+    divergence = result.first_divergence  # the empty reply is sent back: no config of its own
+    assert divergence is not None and divergence.actual is not None
+    assert divergence.actual["stage"] == "empty_reply"
 
 
 def test_an_abandoned_call_replays_as_recorded(journal: Journal) -> None:
@@ -87,3 +97,17 @@ def test_a_session_the_new_rules_decided_replays_identically(journal: Journal) -
     assert (state.halt_rule, state.rejections) == ("identical_failures", 2)
     result = Replayer(agent=agent).replay(journal, "s")
     assert result.identical, result.first_divergence
+
+
+def test_an_old_session_and_its_copy_by_newer_code_diff_identical(journal: Journal) -> None:
+    _empty_reply_session(journal)
+    journal.import_records(
+        "v1", [(at, {**r, "session_id": "v1"}) for at, r in _as_v1(_records(journal, "old"))]
+    )
+    journal.append("copy", [item.event for item in journal.events("v1")])  # v2, upcast values
+    rows = [[row.record() for row in journal.stored_events(s)] for s in ("v1", "copy")]
+    assert [r["v"] for r in rows[0][:1] + rows[1][:1]] == [1, 2]
+    assert diff_records(*rows).differences == 0
+    assert fingerprint(rows[0][0]) == fingerprint(rows[1][0])  # the fast path reads it so too
+    assert as_read(rows[1][0]) is rows[1][0]  # a current record is read as it is
+    assert as_read(rows[0][0])["config"] == rows[1][0]["config"]
