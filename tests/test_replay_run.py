@@ -454,7 +454,7 @@ def test_save_stores_the_replay_with_replay_of(demo_journal: Journal) -> None:
 def test_default_rules_drop_exactly_the_documented_volatile_fields() -> None:
     assert dict(DEFAULT_RULES.ignore) == {
         "*": ("session_id", "seq", "ts", "hash"),
-        "session_started": ("code_version", "replay_of", "forked_from", "fork_seq"),
+        "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms",),
         "action_committed": ("duration_ms",),
         "action_failed": ("duration_ms",),
