@@ -25,6 +25,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from .normalize import (
     CONFIG_FIELDS,
     DEFAULT_RULES,
@@ -85,6 +87,24 @@ class Change:
             ABSENT if self.kind == "removed" else self.actual,
         )
 
+    def shown(self, width: int) -> tuple[str, str]:
+        """Each side as JSON text of at most ``width`` characters, cut around the change.
+
+        The cut starts shortly before the first character where the two differ, so a
+        change at the end of a long value is what shows; ``(absent)`` stands for a side
+        without the field.
+        """
+        before, after = (_json_text(side) for side in self.sides())
+        if len(before) <= width and len(after) <= width:
+            return before, after
+        same = 0
+        for x, y in zip(before, after, strict=False):
+            if x != y:
+                break
+            same += 1
+        start = max(0, same - width // 3)
+        return _window_text(before, start, width), _window_text(after, start, width)
+
 
 class _Absent:
     """Where a field does not exist on one side of a change (not the same as null)."""
@@ -95,6 +115,20 @@ class _Absent:
 
 ABSENT: Any = _Absent()
 """`Change.sides` of a field that exists on one side only."""
+
+
+def _json_text(value: Any) -> str:
+    if value is ABSENT:
+        return "(absent)"
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _window_text(text: str, start: int, width: int) -> str:
+    """``text`` from ``start``, at most ``width`` characters, with … where it was cut."""
+    head = "…" if start else ""
+    body = text[start:]
+    room = width - len(head)
+    return head + (body if len(body) <= room else body[: room - 1] + "…")
 
 
 @dataclass(frozen=True, slots=True)

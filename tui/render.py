@@ -201,16 +201,17 @@ def _record_line(record: dict[str, Any] | None) -> str:
 
 
 def _short(value: Any, width: int = 100) -> str:
-    from replay import ABSENT
-
-    if value is ABSENT:
-        return "(absent)"
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     return safe_text(text if len(text) <= width else text[: width - 1] + "…")
 
 
 def _change_line(path: str, before: Any, after: Any, width: int, *, indent: int) -> str:
     return f"{' ' * indent}{safe_text(path)}: {_short(before, width)} -> {_short(after, width)}"
+
+
+def _diff_line(change: Change, width: int, *, indent: int) -> str:
+    before, after = change.shown(width)
+    return f"{' ' * indent}{safe_text(change.path)}: {safe_text(before)} -> {safe_text(after)}"
 
 
 def print_state(
@@ -256,7 +257,7 @@ def print_replay(result: ReplayResult) -> None:
             f"  actual:   {_record_line(divergence.actual)}", overflow="ellipsis", no_wrap=True
         )
         for change in divergence.changes:
-            out.print(_change_line(change.path, *change.sides(), 60, indent=4))
+            out.print(_diff_line(change, 60, indent=4))
     for call in result.unrecorded_calls:
         out.print(
             safe_text(f"  not in the recording: {call.tool}({_short(call.args)})"), style="yellow"
@@ -275,7 +276,7 @@ def _print_config_changes(out: Any, changes: Sequence[Change]) -> None:
     if changes:
         out.print("  configuration changed (the recorded replies were served anyway):")
         for change in changes:
-            out.print(_change_line(change.path, *change.sides(), 60, indent=4))
+            out.print(_diff_line(change, 60, indent=4))
 
 
 def diff_json(
@@ -363,7 +364,7 @@ def print_diff(
                 no_wrap=True,
             )
         for change in row.changes:
-            out.print(_change_line(change.path, *change.sides(), 50, indent=8))
+            out.print(_diff_line(change, 50, indent=8))
     if equal:
         out.print(f"  … {equal} equal event(s)", style="dim")
     out.print(f"{result.differences} difference(s){beyond}")
