@@ -82,7 +82,7 @@ from .formats import (
 from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
-from .upcasting import predated_settings, register_upcaster, upcast
+from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
 
 __all__ = [
@@ -163,6 +163,5 @@ __all__ = [
     "predated_settings",
     "read_jsonl",
     "register_upcaster",
-    "upcast",
     "write_jsonl",
 ]

@@ -10,6 +10,7 @@ Replay a recorded session with the current code and see where it differs::
         print(result.verdict, result.first_divergence)
 """
 
+from ._session import session_records
 from ._verdict import (
     Divergence,
     DivergenceError,
@@ -20,14 +21,24 @@ from ._verdict import (
     compare,
 )
 from .agent_replay import agent_for, replay_agent_session
-from .diff import Change, DiffResult, DiffRow, align, diff_records, field_changes
+from .diff import (
+    ABSENT,
+    Change,
+    DiffResult,
+    DiffRow,
+    align,
+    behaviour_rules,
+    config_changes,
+    diff_records,
+    field_changes,
+)
 from .fixtures import FixtureReplay, replay_fixture, write_fixture
 from .fork import ForkResult, fork
 from .handwritten import RecordedModel, RecordedToolPort, replay_loop
 from .normalize import (
+    CONFIG_FIELDS,
     DEFAULT_RULES,
     NormalizationRules,
-    as_read,
     describe,
     fingerprint,
     normalize,
@@ -45,6 +56,8 @@ from .replayer import Replayer
 from .timeline import SNAPSHOT_INTERVAL, StateChange, Timeline, state_changes
 
 __all__ = [
+    "ABSENT",
+    "CONFIG_FIELDS",
     "DEFAULT_RULES",
     "SNAPSHOT_INTERVAL",
     "Change",
@@ -71,8 +84,9 @@ __all__ = [
     "UnrecordedCall",
     "agent_for",
     "align",
-    "as_read",
+    "behaviour_rules",
     "compare",
+    "config_changes",
     "describe",
     "diff_records",
     "field_changes",
@@ -84,6 +98,7 @@ __all__ = [
     "replay_agent_session",
     "replay_fixture",
     "replay_loop",
+    "session_records",
     "state_changes",
     "write_fixture",
 ]

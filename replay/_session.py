@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from journal import (
     InvalidInputError,
@@ -13,7 +14,15 @@ from journal import (
     SessionStarted,
 )
 
-__all__ = ["free_session_id", "load_recording", "recorded_start", "replay_target"]
+from .normalize import record_of
+
+__all__ = [
+    "free_session_id",
+    "load_recording",
+    "recorded_start",
+    "replay_target",
+    "session_records",
+]
 
 
 def load_recording(journal: Journal, session_id: str) -> tuple[list[RecordedEvent], SessionStarted]:
@@ -70,3 +79,12 @@ def replay_target(journal: Journal, save: bool) -> Iterator[Journal]:
     finally:
         if target is not journal:
             target.close()
+
+
+def session_records(journal: Journal, session_id: str) -> list[dict[str, Any]]:
+    """A session's events as the flat records replay, diff and fixtures compare.
+
+    Each is decoded and upcast to the current version of its type (`record_of`), so two
+    runs compare the same whichever version of agent-journal wrote them.
+    """
+    return [record_of(item) for item in journal.events(session_id)]

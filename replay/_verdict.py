@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from journal import AgentCompleted, AgentHalted, JournalError, RecordedEvent, predated_settings
 
-from .diff import Change, field_changes
+from .diff import Change, behaviour_rules, config_changes, field_changes
 from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize, record_of
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "compare",
     "is_complete",
     "judge",
+    "summary",
 ]
 
 
@@ -95,10 +96,14 @@ class ReplayResult:
     recording_complete: bool
     unrecorded_calls: tuple[UnrecordedCall, ...] = ()
     live_differences: tuple[LiveDifference, ...] = ()
+    config_changes: tuple[Change, ...] = ()
+    """How the replay's configuration (prompt, tools, guardrails, model) differs from the
+    recording's; ``first_divergence`` is then the first behavioural divergence found by
+    assuming the recorded replies still apply."""
 
     @property
     def identical(self) -> bool:
-        """True when the replay matched the recording."""
+        """True when the replay matched the recording, configuration and behaviour."""
         return self.verdict == "identical"
 
     def as_json(self) -> dict[str, Any]:
@@ -108,6 +113,7 @@ class ReplayResult:
             "first_divergence": None
             if self.first_divergence is None
             else self.first_divergence.as_json(),
+            "config_changes": [change.as_json() for change in self.config_changes],
             "session_id": self.session_id,
             "replay_session_id": self.replay_session_id,
             "saved": self.saved,
@@ -133,12 +139,20 @@ class DivergenceError(JournalError):
     """Raised by `Replayer.replay_or_raise` when a replay diverges; carries the result."""
 
     def __init__(self, result: ReplayResult) -> None:
-        divergence = result.first_divergence
-        assert divergence is not None
-        super().__init__(
-            f"session {result.session_id} diverged at seq {divergence.seq}: {divergence.reason}"
-        )
+        super().__init__(f"session {result.session_id} {summary(result)}")
         self.result = result
+
+
+def summary(result: ReplayResult) -> str:
+    """One line for a replay that diverged: the configuration change, the divergence."""
+    parts = []
+    if result.config_changes:
+        paths = ", ".join(change.path for change in result.config_changes[:5])
+        parts.append(f"was replayed with another configuration ({paths})")
+    divergence = result.first_divergence
+    if divergence is not None:
+        parts.append(f"diverged at seq {divergence.seq}: {divergence.reason}")
+    return "; ".join(parts) or "replayed identically"
 
 
 def is_complete(events: Sequence[RecordedEvent]) -> bool:
@@ -161,8 +175,9 @@ def judge(
 ) -> ReplayResult:
     """Compare a replay with its recording and say how it went (shared by every replay).
 
-    Besides `compare`, a complete recording whose replay called a tool the recording never
-    ran diverges at the replay's last event. The guardrails a recording's
+    The configurations are compared by `replay.diff.config_changes`, the behaviour by
+    `compare`. Besides, a complete recording whose replay called a tool the recording
+    never ran diverges at the replay's last event. The guardrails a recording's
     ``session_started`` predates (`journal.predated_settings`) are not compared: a replay
     through the runtime runs with their recorded values, but a loop the runtime does not
     run (a recorder's, a framework's) records what it records today.
@@ -183,7 +198,12 @@ def judge(
     if predated:  # settings a recording predates: it cannot disagree about them
         paths = [f"config.guardrails.{name}" for name in predated]
         rules = rules.extended({"session_started": paths})
-    divergence = compare(recorded, replayed, rules, error=error, exhaustion=exhaustion)
+    changed_config = config_changes(
+        record_of(recorded[0]), record_of(replayed[0]) if replayed else None, rules
+    )
+    divergence = compare(
+        recorded, replayed, behaviour_rules(rules), error=error, exhaustion=exhaustion
+    )
     if divergence is None and unrecorded and is_complete(recorded):
         # (past the end of a cut recording every call is unrecorded, and that is fine)
         call = unrecorded[0]
@@ -198,13 +218,14 @@ def judge(
         replay_session_id=replay_id,
         saved=saved,
         agent=agent,
-        verdict="identical" if divergence is None else "diverged",
+        verdict="identical" if divergence is None and not changed_config else "diverged",
         first_divergence=divergence,
         recorded_events=len(recorded),
         replayed_events=len(replayed),
         recording_complete=is_complete(recorded),
         unrecorded_calls=tuple(unrecorded),
         live_differences=tuple(live_differences),
+        config_changes=changed_config,
     )
 
 

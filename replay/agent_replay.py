@@ -36,18 +36,7 @@ from ._verdict import ReplayResult, judge
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedClock, RecordedLLM, RecordedTools
 
-__all__ = ["IMPORTED_SESSION_FIELDS", "agent_for", "replay_agent_session"]
-
-IMPORTED_SESSION_FIELDS = (
-    "agent",
-    "config",
-    "model",
-    "model_settings",
-    "system_prompt",
-    "system_prompt_hash",
-)
-"""Fields of ``session_started`` not compared when the recording has no agent reference
-(an imported transcript): the replaying agent's configuration has nothing to match."""
+__all__ = ["agent_for", "replay_agent_session"]
 
 
 def agent_for(
@@ -83,7 +72,6 @@ def replay_agent_session(
     session_id: str,
     agent: Agent,
     *,
-    given: bool = False,
     live: bool | Iterable[str] = False,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
@@ -94,8 +82,6 @@ def replay_agent_session(
         journal: the journal holding the session.
         session_id: the session to replay.
         agent: the agent to run (its model and tools are swapped for recorded ones).
-        given: the agent was named by the user, not the recording (its reference is then
-            not compared).
         live: tools to run for real (``True``: all) instead of serving the recording.
         save: keep the replay in ``journal`` (``replay_of`` the original).
         rules: what counts as volatile; see `replay.normalize`.
@@ -105,11 +91,6 @@ def replay_agent_session(
     """
     recorded, started = load_recording(journal, session_id)
     agent = _with_recorded_rules(agent, started, recorded[0].v)
-    if started.agent is None:
-        # An imported session records no agent, so its configuration is not compared.
-        rules = rules.extended({"session_started": IMPORTED_SESSION_FIELDS})
-    elif given and agent.reference != started.agent:
-        rules = rules.extended({"session_started": ["agent"]})
     with replay_target(journal, save) as target:
         replay_id = free_session_id(target, session_id, "replay")
         llm = RecordedLLM(recorded)

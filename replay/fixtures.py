@@ -18,6 +18,7 @@ from journal import Journal, SessionState
 from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
 from ._verdict import ReplayResult
+from .normalize import DEFAULT_RULES, NormalizationRules
 from .replayer import Replayer
 
 __all__ = [
@@ -111,11 +112,12 @@ def replay_fixture(
     agent: str | Agent | None = None,
     update: bool = False,
     trust: TrustList | None = None,
+    rules: NormalizationRules = DEFAULT_RULES,
 ) -> FixtureReplay:
     """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
 
     The fixture's recorded agent runs only when ``trust`` (default: `TrustList.discover`)
-    allows it; ``agent`` runs as given.
+    allows it; ``agent`` runs as given. ``rules`` say what the comparison leaves out.
 
     Raises:
         InvalidInputError: the file is malformed (names file:line).
@@ -128,7 +130,7 @@ def replay_fixture(
     expect = parsed.header.get("expect")
     with Journal.open(":memory:") as journal:
         imported = import_file(journal, path)
-        result = Replayer(agent=agent, save=True, trust=trust).replay(
+        result = Replayer(agent=agent, save=True, trust=trust, rules=rules).replay(
             journal, imported.session_id, source=str(path)
         )
         state = journal.state(result.replay_session_id)

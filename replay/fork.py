@@ -39,9 +39,10 @@ from journal import (
     UserInput,
 )
 
+from ._follow import RecordingFollower
 from ._session import free_session_id, load_recording
 from .agent_replay import agent_for
-from .normalize import fingerprint, record_of
+from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedTools, args_as_recorded, response_of
 
 __all__ = ["ForkResult", "fork"]
@@ -60,32 +61,6 @@ class ForkResult:
     """The last seq at which the fork still matched the recording."""
 
 
-class _Matcher:
-    """Tells whether the fork still writes what the recording has, seq for seq."""
-
-    def __init__(self, journal: Journal, fork_id: str, recorded: Sequence[RecordedEvent]) -> None:
-        self.journal = journal
-        self.fork_id = fork_id
-        self.recorded = recorded
-        self.checked = -1
-        self.diverged = False
-
-    def fits(self) -> bool:
-        if self.diverged:
-            return False
-        for item in self.journal.events(self.fork_id, start=self.checked + 1):
-            if item.seq == 0:
-                self.checked = 0
-                continue
-            if item.seq >= len(self.recorded) or fingerprint(record_of(item)) != fingerprint(
-                record_of(self.recorded[item.seq])
-            ):
-                self.diverged = True
-                return False
-            self.checked = item.seq
-        return True
-
-
 class _HybridModel:
     """The recorded output at the requested seq while the fork fits, else the agent's own.
 
@@ -95,12 +70,15 @@ class _HybridModel:
     """
 
     def __init__(
-        self, recorded: Sequence[RecordedEvent], own: LLMProvider | None, matcher: _Matcher
+        self,
+        recorded: Sequence[RecordedEvent],
+        own: LLMProvider | None,
+        follower: RecordingFollower,
     ) -> None:
-        self.recorded, self.own, self.matcher = recorded, own, matcher
+        self.recorded, self.own, self.follower = recorded, own, follower
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        if request.seq < len(self.recorded) and self.matcher.fits():
+        if request.seq < len(self.recorded) and self.follower.fits():
             event = self.recorded[request.seq].event
             if isinstance(event, ActionProposed):
                 return response_of(event)
@@ -113,13 +91,13 @@ class _HybridModel:
 
 
 class _HybridTools:
-    def __init__(self, recorded: RecordedTools, matcher: _Matcher) -> None:
-        self.recorded, self.matcher, self.live = recorded, matcher, LiveToolExecutor()
+    def __init__(self, recorded: RecordedTools, follower: RecordingFollower) -> None:
+        self.recorded, self.follower, self.live = recorded, follower, LiveToolExecutor()
 
     async def execute(
         self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
     ) -> ToolOutcome:
-        if self.matcher.fits():
+        if self.follower.fits():
             recorded = self.recorded.take(tool.name, args_as_recorded(args))
             if recorded is not None:
                 return recorded.outcome()
@@ -161,11 +139,13 @@ def fork(
     *,
     agent: str | Agent | None = None,
     trust: TrustList | None = None,
+    rules: NormalizationRules = DEFAULT_RULES,
 ) -> ForkResult:
     """Fork ``session_id`` after event ``at_seq`` into a new session and run it on.
 
     The recorded agent runs only when ``trust`` (default: `TrustList.discover`) allows it;
-    ``agent`` runs as given.
+    ``agent`` runs as given. ``rules`` say what counts as volatile when the fork is matched
+    against the recording.
 
     Raises:
         SessionNotFoundError: no such session.
@@ -182,14 +162,13 @@ def fork(
     fork_id = free_session_id(journal, session_id, "fork")
     prefix = recorded[: at_seq + 1]
     _copy_prefix(journal, fork_id, prefix, started, built)
-    matcher = _Matcher(journal, fork_id, recorded)
-    matcher.checked = at_seq
+    follower = RecordingFollower(journal, fork_id, recorded, rules, checked=at_seq)
     after = recorded[at_seq + 1 :]
     runtime = AgentRuntime(
         built,
         journal,
-        llm=_HybridModel(recorded, built.llm, matcher),
-        tools=_HybridTools(RecordedTools(after), matcher),
+        llm=_HybridModel(recorded, built.llm, follower),
+        tools=_HybridTools(RecordedTools(after), follower),
         ids=counter_ids(fork_id),
     )
     inputs = [item.event.text for item in after if isinstance(item.event, UserInput)]
@@ -202,7 +181,7 @@ def fork(
             result = await runtime.run_turn(fork_id, text)
 
     asyncio.run(run_on())
-    matcher.fits()
+    follower.fits()
     state = journal.state(fork_id)
     return ForkResult(
         session_id=fork_id,
@@ -210,5 +189,5 @@ def fork(
         fork_seq=at_seq,
         status=state.status,
         last_seq=state.last_seq,
-        recorded_until=matcher.checked,
+        recorded_until=follower.checked,
     )

@@ -3,16 +3,21 @@
 Two runs of the same code on the same recorded inputs differ in what the clock and the
 machine put into them. `DEFAULT_RULES` drops, before comparing:
 
-* from every event: the envelope's ``session_id``, ``seq``, ``ts``, ``v`` and ``hash`` (the
-  chain depends on the session id and the times; positions are compared by the alignment);
-  a record of an older version is compared upcast, as the current code reads it (`as_read`),
-  so an old session and its replay by newer code compare equal;
-* ``session_started``: ``code_version``, ``replay_of``, ``forked_from``, ``fork_seq``;
+* from every event: the envelope's ``session_id``, ``seq``, ``ts`` and ``hash`` (the chain
+  depends on the session id and the times; positions are compared by the alignment);
+* ``session_started``: ``agent`` (the address of the code, not what it does: its
+  configuration and its behaviour are compared), ``code_version``, ``replay_of``,
+  ``forked_from``, ``fork_seq``;
 * ``action_proposed``: ``latency_ms``;
 * ``action_committed`` and ``action_failed``: ``duration_ms``.
 
 Extend it for your own volatile fields: ``DEFAULT_RULES.extended({"action_committed":
-["result.fetched_at"]})``. Paths are dotted; ``*`` as the event type applies to all.
+["result.fetched_at"]})``, or from the command line with ``--ignore
+action_committed.result.fetched_at`` (`NormalizationRules.ignoring`). Paths are dotted;
+``*`` as the event type applies to all.
+
+The configuration a run was recorded with (the `CONFIG_FIELDS` of ``session_started``) is
+compared apart from its behaviour: see `replay.diff.config_changes`.
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ from typing import Any
 
 import orjson
 
-from journal import EVENT_TYPES, InvalidEventError, RecordedEvent, upcast
+from journal import EVENT_TYPES, InvalidInputError, RecordedEvent
 
 __all__ = [
+    "CONFIG_FIELDS",
     "DEFAULT_RULES",
     "NormalizationRules",
-    "as_read",
     "describe",
     "fingerprint",
     "normalize",
@@ -50,6 +55,23 @@ class NormalizationRules:
             merged[key] = (*merged.get(key, ()), *paths)
         return NormalizationRules(ignore=merged)
 
+    def ignoring(self, specs: Iterable[str]) -> NormalizationRules:
+        """These rules plus ``TYPE.dotted.path`` specs (``*.path`` for every type).
+
+        Raises:
+            InvalidInputError: a spec without a path, or naming an unknown event type.
+        """
+        more: dict[str, list[str]] = {}
+        for spec in specs:
+            kind, _, path = spec.partition(".")
+            if not path or (kind != "*" and kind not in EVENT_TYPES):
+                raise InvalidInputError(
+                    f"--ignore {spec!r}: expected EVENT_TYPE.dotted.path or *.dotted.path "
+                    f"(event types: {', '.join(sorted(EVENT_TYPES))})"
+                )
+            more.setdefault(kind, []).append(path)
+        return self.extended(more)
+
     def paths_for(self, event_type: str) -> tuple[str, ...]:
         """The paths dropped from events of ``event_type``."""
         return (*self.ignore.get("*", ()), *self.ignore.get(event_type, ()))
@@ -57,8 +79,8 @@ class NormalizationRules:
 
 DEFAULT_RULES = NormalizationRules(
     ignore={
-        "*": ("session_id", "seq", "ts", "v", "hash"),
-        "session_started": ("code_version", "replay_of", "forked_from", "fork_seq"),
+        "*": ("session_id", "seq", "ts", "hash"),
+        "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms",),
         "action_committed": ("duration_ms",),
         "action_failed": ("duration_ms",),
@@ -66,39 +88,23 @@ DEFAULT_RULES = NormalizationRules(
 )
 """The documented default rule set."""
 
+CONFIG_FIELDS = ("config", "model", "model_settings", "system_prompt", "system_prompt_hash")
+"""Fields of ``session_started`` that configure a run (the tools and their schemas, the
+guardrails and settings, the prompt, the model): a change of them is reported as a
+configuration change, apart from the first behavioural divergence."""
+
 
 def record_of(item: RecordedEvent) -> dict[str, Any]:
     """Return the flat record of an event (envelope beside payload), as JSON values.
 
-    The event was upcast when it was read, so ``v`` is its current version.
+    ``v`` is the version of the payload as read: a record stored at an older version is
+    upcast on reading, so its fields (and its ``v`` here) are those of the current one.
     """
     record = item.event.model_dump(mode="json")
-    version = type(item.event).VERSION
-    record.update(session_id=item.session_id, seq=item.seq, ts=item.ts, v=version, hash=item.hash)
+    record.update(
+        session_id=item.session_id, seq=item.seq, ts=item.ts, v=item.event.VERSION, hash=item.hash
+    )
     return record
-
-
-_CURRENT = {name: model.VERSION for name, model in EVENT_TYPES.items()}
-_WHERE = ("hash", "seq", "session_id", "ts", "v")
-"""A record's envelope besides ``type`` (which the payload keeps for its upcasters)."""
-
-
-def as_read(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A flat record as the current code reads it: an older version's payload upcast.
-
-    A current record (or one nobody can upcast: an unknown type or version, left for the
-    comparison to show) is returned as it is.
-    """
-    version, current = record.get("v"), _CURRENT.get(str(record.get("type")))
-    if current is None or type(version) is not int or version >= current:
-        return record
-    payload = {key: value for key, value in record.items() if key not in _WHERE}
-    try:
-        lifted = upcast(str(record["type"]), version, payload)
-    except InvalidEventError:
-        return record
-    envelope = {key: record[key] for key in _WHERE if key in record}
-    return {**envelope, **lifted, "v": current}
 
 
 def _drop(record: dict[str, Any], path: str) -> None:
@@ -116,8 +122,8 @@ def _drop(record: dict[str, Any], path: str) -> None:
 def normalize(
     record: Mapping[str, Any], rules: NormalizationRules = DEFAULT_RULES
 ) -> dict[str, Any]:
-    """Return a copy of a flat record (`as_read`) without the fields ``rules`` call volatile."""
-    copy = dict(as_read(record))
+    """Return a copy of a flat record without the fields ``rules`` call volatile."""
+    copy = dict(record)
     for path in rules.paths_for(str(record.get("type"))):
         _drop(copy, path)
     return copy
@@ -132,7 +138,7 @@ def normalized_bytes(
     (keys sorted), done for a whole run at once: the paths to drop are worked out once
     per event type, and top-level fields are left out while copying.
     """
-    plans: dict[Any, tuple[frozenset[str], tuple[str, ...], int]] = {}
+    plans: dict[Any, tuple[frozenset[str], tuple[str, ...]]] = {}
     dumps, option = orjson.dumps, orjson.OPT_SORT_KEYS
     out: list[bytes] = []
     for record in records:
@@ -143,12 +149,8 @@ def normalized_bytes(
             plan = plans[kind] = (
                 frozenset(path for path in paths if "." not in path),
                 tuple(path for path in paths if "." in path),
-                _CURRENT.get(str(kind), 0),
             )
-        top, nested, current = plan
-        version = record.get("v")
-        if type(version) is int and version < current:
-            record = as_read(record)
+        top, nested = plan
         copy = {key: value for key, value in record.items() if key not in top}
         for path in nested:
             _drop(copy, path)

@@ -80,7 +80,6 @@ class Replayer:
                 journal,
                 session_id,
                 agent,
-                given=self.agent is not None,
                 live=self.live,
                 save=self.save,
                 rules=self.rules,
@@ -88,9 +87,6 @@ class Replayer:
         trust = self.trust or TrustList.discover()
         reference = trust.choose(started.agent, self.agent, where=where)
         trust.activate()
-        rules = self.rules
-        if reference != started.agent:
-            rules = rules.extended({"session_started": ["agent"]})
         return replay_captured(
             journal,
             session_id,
@@ -98,7 +94,7 @@ class Replayer:
             reference=reference,
             live=self.live,
             save=self.save,
-            rules=rules,
+            rules=self.rules,
         )
 
     def replay_or_raise(self, journal: Journal, session_id: str) -> ReplayResult:

@@ -65,12 +65,42 @@ def test_a_diverging_fixture_fails_with_a_readable_report(project: pytest.Pytest
             "first divergence at seq 5: expected verification_failed, got action_failed*",
             "  expected: *verification_failed*",
             "  actual:   *replay: the recording never ran issue_refund*",
-            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl",
+            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl "
+            f"--agent {BUGGY}",
             "if the change is intended: pytest --journal-update",
         ]
     )
     assert "Traceback" not in result.stdout.str()
     assert path.read_bytes() == before  # nothing on disk changes without --journal-update
+
+
+REWORDED = "tests.test_verdicts:build_reworded"
+
+
+def test_a_configuration_change_fails_the_fixture_and_journal_ignore_accepts_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES.parent))  # where the reworded agent lives
+    _copy(project, REFUND)
+    project.makeini(f"[pytest]\njournal_agent = {REWORDED}\n")
+    failed = project.runpytest_subprocess()
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(
+        [
+            "*no longer replays identically*",
+            "configuration changed (the recorded replies were served anyway):",
+            '    system_prompt: …* balance." -> …* balance. Be brief."',
+            "    system_prompt_hash: *",
+            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl "
+            f"--agent {REWORDED}",
+        ]
+    )
+    project.makeini(
+        f"[pytest]\njournal_agent = {REWORDED}\n"
+        "journal_ignore =\n    session_started.system_prompt\n"
+        "    session_started.system_prompt_hash\n"
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=1)
 
 
 def test_journal_update_rewrites_the_fixture_and_says_which(project: pytest.Pytester) -> None:

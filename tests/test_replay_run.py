@@ -453,8 +453,8 @@ def test_save_stores_the_replay_with_replay_of(demo_journal: Journal) -> None:
 
 def test_default_rules_drop_exactly_the_documented_volatile_fields() -> None:
     assert dict(DEFAULT_RULES.ignore) == {
-        "*": ("session_id", "seq", "ts", "v", "hash"),
-        "session_started": ("code_version", "replay_of", "forked_from", "fork_seq"),
+        "*": ("session_id", "seq", "ts", "hash"),
+        "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms",),
         "action_committed": ("duration_ms",),
         "action_failed": ("duration_ms",),
@@ -471,7 +471,6 @@ def test_the_rule_set_is_extensible(mem: Journal) -> None:
         "session_id",
         "seq",
         "ts",
-        "v",
         "hash",
         "nothing.here",
         "duration_ms",
@@ -481,7 +480,6 @@ def test_the_rule_set_is_extensible(mem: Journal) -> None:
         "session_id",
         "seq",
         "ts",
-        "v",
         "hash",
         "duration_ms",
     )

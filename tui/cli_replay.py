@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from journal import InvalidInputError, Journal
+
+if TYPE_CHECKING:
+    from replay import NormalizationRules
 
 from .clikit import (
     EXIT_FINDING,
@@ -114,6 +117,23 @@ def state(session: str, db: str, at_seq: int | None, as_json: bool) -> None:
     print_state(session, seq, after, changes)
 
 
+def _ignore_option(function: Any) -> Any:
+    return click.option(
+        "--ignore",
+        "ignore",
+        multiple=True,
+        metavar="TYPE.PATH",
+        help="Also leave this field out of the comparison (repeatable), e.g. "
+        "action_committed.result.fetched_at, or *.cost for every event type.",
+    )(function)
+
+
+def _rules(ignore: Sequence[str]) -> NormalizationRules:
+    from replay import DEFAULT_RULES
+
+    return DEFAULT_RULES.ignoring(ignore)
+
+
 def _live_option(function: Any) -> Any:
     function = click.option(
         "--live-tool",
@@ -135,6 +155,7 @@ def _live_option(function: Any) -> Any:
 )
 @_live_option
 @click.option("--save", is_flag=True, help="Keep the replay in the journal (replay_of SESSION).")
+@_ignore_option
 @json_option
 def replay(
     session: str,
@@ -143,6 +164,7 @@ def replay(
     live_tools: bool,
     live_tool: Sequence[str],
     save: bool,
+    ignore: Sequence[str],
     as_json: bool,
 ) -> None:
     """Re-run a recorded session (or a JSONL fixture file) and compare it, event by event.
@@ -156,7 +178,12 @@ def replay(
 
     if live_tools and live_tool:
         raise click.UsageError("--live-tools and --live-tool exclude each other")
-    replayer = Replayer(agent=agent, live_tools=True if live_tools else live_tool, save=save)
+    replayer = Replayer(
+        agent=agent,
+        live_tools=True if live_tools else live_tool,
+        save=save,
+        rules=_rules(ignore),
+    )
     if session.endswith(".jsonl") and Path(session).is_file():
         if save:
             raise click.UsageError("--save needs a session of a journal, not a file")
@@ -183,8 +210,11 @@ def replay(
 @db_option
 @click.option("--at", "at_seq", type=int, required=True, help="The last seq to keep.")
 @click.option("--agent", metavar="MODULE:FACTORY", help="Run on with this agent instead.")
+@_ignore_option
 @json_option
-def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -> None:
+def fork(
+    session: str, db: str, at_seq: int, agent: str | None, ignore: Sequence[str], as_json: bool
+) -> None:
     """Copy a session up to --at SEQ into a new session and run on with the current code.
 
     Recorded model outputs and tool results are used while the run still matches the
@@ -193,7 +223,7 @@ def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -
     from replay import fork as run_fork
 
     with open_existing(db) as journal:
-        result = run_fork(journal, session, at_seq, agent=agent)
+        result = run_fork(journal, session, at_seq, agent=agent, rules=_rules(ignore))
     if as_json:
         print_json(
             {
@@ -213,24 +243,27 @@ def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -
 
 
 def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, Any]]]:
-    """Load a run as flat records: from a JSONL file, or a session of the journal."""
-    if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
-        from journal import read_jsonl
+    """Load a run as flat records, as replay reads them: a JSONL file, or a session."""
+    from replay import session_records
 
-        parsed = read_jsonl(source)
-        return source, [record for _, record in parsed.records]
+    if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
+        from journal import import_file
+
+        with Journal.open(":memory:") as scratch:
+            return source, session_records(scratch, import_file(scratch, source).session_id)
     if journal is None:
         raise InvalidInputError(f"{source}: no such file, and no journal to find a session in")
     journal.require(source)
-    return source, [row.record() for row in journal.stored_events(source)]
+    return source, session_records(journal, source)
 
 
 @click.command()
 @click.argument("a")
 @click.argument("b")
 @db_option
+@_ignore_option
 @json_option
-def diff(a: str, b: str, db: str, as_json: bool) -> None:
+def diff(a: str, b: str, db: str, ignore: Sequence[str], as_json: bool) -> None:
     """Compare two runs, each a session id or a JSONL file, aligned by content.
 
     Volatile fields (times, durations, latency, ids of the session) are ignored. Exit 0
@@ -246,7 +279,7 @@ def diff(a: str, b: str, db: str, as_json: bool) -> None:
     finally:
         if journal is not None:
             journal.close()
-    result = diff_records(records_a, records_b)
+    result = diff_records(records_a, records_b, _rules(ignore))
     if as_json:
         from .render import diff_json
 

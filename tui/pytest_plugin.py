@@ -7,7 +7,9 @@ file; other files are left alone. Settings (``pyproject.toml`` ``[tool.pytest.in
 or ``pytest.ini``):
 
 * ``journal_fixtures``: the folder (default ``fixtures``);
-* ``journal_agent``: a ``module:factory`` to replay every fixture with.
+* ``journal_agent``: a ``module:factory`` to replay every fixture with;
+* ``journal_ignore``: fields left out of the comparison, one ``TYPE.dotted.path`` per line
+  (what ``agent-journal replay --ignore`` takes).
 
 The agent a fixture records runs only when the trust list allows it (the ``agents`` of
 ``[tool.agent-journal]`` in ``pyproject.toml``, found from the rootdir upwards; see
@@ -44,6 +46,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "journal_fixtures", "Folder of journal fixtures, from the rootdir.", default="fixtures"
     )
     parser.addini("journal_agent", "module:factory to replay every fixture with.", default="")
+    parser.addini(
+        "journal_ignore",
+        "Fields left out of every fixture's comparison, one TYPE.dotted.path per line "
+        "(as replay --ignore).",
+        type="linelist",
+        default=[],
+    )
 
 
 def _is_fixture(path: Path) -> bool:
@@ -100,13 +109,16 @@ class JournalFixtureItem(pytest.Item):
         """Replay the fixture; update it with ``--journal-update``."""
         from agentloop import TrustList
         from journal import JournalError
-        from replay import replay_fixture
+        from replay import DEFAULT_RULES, replay_fixture
 
         agent = str(self.config.getini("journal_agent")) or None
         update = bool(self.config.getoption("journal_update"))
         try:
             trust = TrustList.discover(self.config.rootpath)
-            outcome = replay_fixture(self.path, agent=agent, update=update, trust=trust)
+            rules = DEFAULT_RULES.ignoring(self.config.getini("journal_ignore"))
+            outcome = replay_fixture(
+                self.path, agent=agent, update=update, trust=trust, rules=rules
+            )
         except JournalError as e:
             raise FixtureError(str(e)) from e
         if outcome.passed:
@@ -114,7 +126,19 @@ class JournalFixtureItem(pytest.Item):
         if update:
             self.config.stash.setdefault(_UPDATED, []).append(str(self.path))
             return
-        raise FixtureFailure(_report(self._shown_path(), outcome))
+        raise FixtureFailure(_report(self._shown_path(), outcome, self._reproduce()))
+
+    def _reproduce(self) -> str:
+        """The command that replays this fixture as the plugin did."""
+        import shlex
+
+        words = ["agent-journal", "replay", str(self._shown_path())]
+        agent = str(self.config.getini("journal_agent"))
+        if agent:
+            words += ["--agent", agent]
+        for spec in self.config.getini("journal_ignore"):
+            words += ["--ignore", spec]
+        return shlex.join(words)
 
     def _shown_path(self) -> Path:
         """The fixture's path relative to the rootdir when it is under it."""
@@ -146,10 +170,14 @@ def _clip(text: str, width: int = 240) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _report(path: Path, outcome: Any) -> str:
+def _report(path: Path, outcome: Any, reproduce: str) -> str:
     from replay import describe
 
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
+    config = outcome.result.config_changes
+    if config:
+        lines.append("configuration changed (the recorded replies were served anyway):")
+        lines += [_change(change) for change in config]
     divergence = outcome.result.first_divergence
     if divergence is not None:
         lines += [
@@ -157,17 +185,19 @@ def _report(path: Path, outcome: Any) -> str:
             f"  expected: {_clip(describe(divergence.expected))}",
             f"  actual:   {_clip(describe(divergence.actual))}",
         ]
-        lines += [
-            f"    {change.path}: {_short(change.expected, 80)} -> {_short(change.actual, 80)}"
-            for change in divergence.changes
-        ]
+        lines += [_change(change) for change in divergence.changes]
     if outcome.broken_expectation:
         lines.append(outcome.broken_expectation)
     lines += [
-        f"reproduce: agent-journal replay {path}",
+        f"reproduce: {reproduce}",
         "if the change is intended: pytest --journal-update",
     ]
     return "\n".join(lines)
+
+
+def _change(change: Any) -> str:
+    expected, actual = change.shown(80)
+    return f"    {change.path}: {expected} -> {actual}"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
