@@ -10,7 +10,7 @@ Build an `Agent` from a prompt, `Tool`s and a model port, then run it::
         result = runtime.run("refund order 7")
 """
 
-from .agent import Agent, default_code_version, load_agent, load_object
+from .agent import Agent, call_factory, default_code_version, load_agent, load_object
 from .context import (
     COMPACTED_RESULT,
     Context,
@@ -79,6 +79,7 @@ __all__ = [
     "TrustList",
     "TurnResult",
     "UntrustedReferenceError",
+    "call_factory",
     "classify_error",
     "compact_result",
     "counter_ids",

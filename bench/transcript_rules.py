@@ -9,9 +9,9 @@ rule, in how many sessions and how many times it fires:
 
 * in the recordings themselves (their fold, no gate involved): a call failing the same
   way three times or more across turns, and empty model replies;
-* at the replay's first divergence (the README's verdict table);
-* anywhere in the replay (past the first divergence the replay still serves the recorded
-  model outputs, so these are what the rules would have met, not a faithful re-run).
+* in the replays: a rule that fires writes what the recording does not hold, so it is
+  where the replay first diverges (the README's verdict table), and nothing recorded is
+  served past that point: later occasions of a session are not reached.
 
 ``--legacy`` replays with the values that reproduce sessions recorded before the rules
 existed (`journal.predated_settings`): the old verdicts. Prints counts, never timings.
@@ -88,8 +88,7 @@ def main() -> None:
         old = agent.guardrails.model_copy(update=predated_settings(1))
         agent = replace(agent, guardrails=old)
     recorded: Counter[str] = Counter()
-    first: Counter[str] = Counter()
-    anywhere: Counter[str] = Counter()
+    fired: Counter[str] = Counter()
     sessions: dict[str, set[str]] = {}
     with Journal.open(":memory:") as journal:
         import_openai(journal, [str(path) for path in options.files], error_prefix="Error:")
@@ -100,12 +99,9 @@ def main() -> None:
             recorded.update(held)
             result = Replayer(agent=agent, save=True).replay(journal, session_id)
             replayed = [item.event for item in journal.events(result.replay_session_id)]
-            fired = rules_in(replayed)
-            anywhere.update(fired)
-            divergence = result.first_divergence
-            if divergence is not None and divergence.seq < len(replayed):
-                first.update(rules_in([replayed[divergence.seq]]))
-            for name in {*held, *fired}:
+            found = rules_in(replayed)
+            fired.update(found)
+            for name in {*held, *found}:
                 sessions.setdefault(name, set()).add(session_id)
     print(f"{len(ids)} sessions from {', '.join(path.name for path in options.files)}")
     print(f"agent {options.agent}{' (legacy settings)' if options.legacy else ''}")
@@ -113,11 +109,10 @@ def main() -> None:
     print(f"\n{'in the recordings':<40} {'times':>6} {'sessions':>9}")
     for name, count in sorted(recorded.items()):
         print(f"{name:<40} {count:>6} {len(sessions[name]):>9}")
-    header = f"{'in the replays':<40} {'first divergence':>16} {'anywhere':>9} {'sessions':>9}"
-    print(f"\n{header}")
-    for name in sorted(anywhere):
-        print(f"{name:<40} {first[name]:>16} {anywhere[name]:>9} {len(sessions[name]):>9}")
-    if not anywhere:
+    print(f"\n{'in the replays':<40} {'times':>6} {'sessions':>9}")
+    for name, count in sorted(fired.items()):
+        print(f"{name:<40} {count:>6} {len(sessions[name]):>9}")
+    if not fired:
         print("(no rule fired)")
 
 

@@ -18,6 +18,7 @@ from .canonical import (
     parse_ts,
 )
 from .capture import (
+    HaltSession,
     JournaledOpenAI,
     ModelOutput,
     Recorder,
@@ -106,6 +107,7 @@ __all__ = [
     "FailureKind",
     "FallbackInvoked",
     "Guardrails",
+    "HaltSession",
     "ImportReport",
     "InvalidEventError",
     "InvalidInputError",

@@ -3,9 +3,10 @@
 Sessions journaled through `journal.Recorder` (a hand-written loop) or a framework
 integration carry ``captured_with`` in their metadata. Each kind is replayed by one module
 that exposes ``replay_captured(journal, session_id, target, *, reference, live, save,
-rules)``, where ``target`` is what the session's reference names (a loop's ``run``, a
-framework's agent object). The modules are imported only when a session of their kind is
-replayed, so an integration's framework is needed only for its own sessions.
+rules, live_model)``, where ``target`` is what the session's reference names (a loop's
+``run``, a framework's agent object) and ``live_model`` what `replay.Replayer` was given.
+The modules are imported only when a session of their kind is replayed, so an
+integration's framework is needed only for its own sessions.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class CapturedReplay(Protocol):
         *,
         reference: str | None,
         live: bool | Iterable[str] = False,
+        live_model: object = None,
         save: bool = False,
         rules: NormalizationRules = ...,
     ) -> ReplayResult:

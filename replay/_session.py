@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from journal import (
@@ -20,7 +18,6 @@ __all__ = [
     "free_session_id",
     "load_recording",
     "recorded_start",
-    "replay_target",
     "session_records",
 ]
 
@@ -68,17 +65,6 @@ def free_session_id(journal: Journal, base: str, suffix: str) -> str:
     while journal.summary(f"{stem}.{suffix}-{n}") is not None:
         n += 1
     return f"{stem}.{suffix}-{n}"
-
-
-@contextmanager
-def replay_target(journal: Journal, save: bool) -> Iterator[Journal]:
-    """The journal a replay writes to: ``journal`` when the replay is saved, else a scratch one."""
-    target = journal if save else Journal.open(":memory:")
-    try:
-        yield target
-    finally:
-        if target is not journal:
-            target.close()
 
 
 def session_records(journal: Journal, session_id: str) -> list[dict[str, Any]]:

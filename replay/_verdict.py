@@ -100,6 +100,13 @@ class ReplayResult:
     """How the replay's configuration (prompt, tools, guardrails, model) differs from the
     recording's; ``first_divergence`` is then the first behavioural divergence found by
     assuming the recorded replies still apply."""
+    stopped_at: int | None = None
+    """The seq where the replay stopped: it needed a model output, none recorded fitted
+    its context, and no live model was there to answer (halt rule ``replay_stopped``)."""
+    live_from: int | None = None
+    """The seq from which a live model answered (the replay re-recorded from there)."""
+    unsaved: str | None = None
+    """Why a replay asked to be saved was not."""
 
     @property
     def identical(self) -> bool:
@@ -121,6 +128,9 @@ class ReplayResult:
             "recorded_events": self.recorded_events,
             "replayed_events": self.replayed_events,
             "recording_complete": self.recording_complete,
+            "stopped_at": self.stopped_at,
+            "live_from": self.live_from,
+            "unsaved": self.unsaved,
             "unrecorded_calls": [{"tool": c.tool, "args": c.args} for c in self.unrecorded_calls],
             "live_differences": [
                 {
@@ -172,6 +182,8 @@ def judge(
     exhaustion: Exhaustion | None = None,
     unrecorded: Sequence[UnrecordedCall] = (),
     live_differences: Sequence[LiveDifference] = (),
+    stopped_at: int | None = None,
+    live_from: int | None = None,
 ) -> ReplayResult:
     """Compare a replay with its recording and say how it went (shared by every replay).
 
@@ -193,6 +205,8 @@ def judge(
         exhaustion: where the code asked the model for more than was recorded, if it did.
         unrecorded: tool calls the recording never ran.
         live_differences: tools run live whose results differ from the recording.
+        stopped_at: where the replay stopped for want of a fitting recorded output.
+        live_from: where a live model took over.
     """
     predated = predated_settings(recorded[0].v) if recorded else {}
     if predated:  # settings a recording predates: it cannot disagree about them
@@ -226,6 +240,8 @@ def judge(
         unrecorded_calls=tuple(unrecorded),
         live_differences=tuple(live_differences),
         config_changes=changed_config,
+        stopped_at=stopped_at,
+        live_from=live_from,
     )
 
 
@@ -272,15 +288,15 @@ def _reason(
     ran_out: Exhaustion | None,
 ) -> str:
     kind = actual.get("type")
+    if kind == "agent_halted" and ran_out is not None:
+        if expected.get("type") == "agent_halted":
+            # The recorded run was stopped from outside (a harness, a rule of its own).
+            return (
+                f"the recording stops here ({expected.get('rule')}), the code goes on: "
+                f"{ran_out.reason}"
+            )
+        return ran_out.reason
     if kind == "agent_halted" and actual.get("rule") == "error":
-        if ran_out is not None:
-            if expected.get("type") == "agent_halted":
-                # The recorded run was stopped from outside (a harness, a rule of its own).
-                return (
-                    f"the recording stops here ({expected.get('rule')}), the code goes on: "
-                    f"{ran_out.reason}"
-                )
-            return ran_out.reason
         return f"the agent's code raised: {actual.get('reason', '')}"
     if kind != expected.get("type"):
         detail = ""

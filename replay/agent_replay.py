@@ -19,7 +19,16 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from agentloop import Agent, AgentRuntime, TrustList, counter_ids, load_agent
+from agentloop import (
+    Agent,
+    AgentLoadError,
+    AgentRuntime,
+    LLMProvider,
+    TrustList,
+    call_factory,
+    counter_ids,
+    load_agent,
+)
 from journal import (
     AgentCompleted,
     AgentHalted,
@@ -31,12 +40,17 @@ from journal import (
     predated_settings,
 )
 
-from ._session import free_session_id, load_recording, replay_target
-from ._verdict import ReplayResult, judge
+from ._follow import RecordingFollower
+from ._run import Drive, replay_session
+from ._verdict import ReplayResult
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedClock, RecordedLLM, RecordedTools
 
-__all__ = ["agent_for", "replay_agent_session"]
+__all__ = ["LiveModel", "agent_for", "live_model_for", "replay_agent_session"]
+
+LiveModel = bool | str | LLMProvider | None
+"""What answers off the record: None/False (nothing: the replay stops), True or ``"agent"``
+(the agent's own model), ``"module:factory"`` (a factory returning a model), or a model."""
 
 
 def agent_for(
@@ -67,12 +81,44 @@ def agent_for(
     return load_agent(reference, **({"seed": seed} if isinstance(seed, int) else {}))
 
 
+def live_model_for(spec: LiveModel, agent: Agent) -> LLMProvider | None:
+    """The model that answers off the record in a replay of ``agent``, from ``spec``.
+
+    A ``module:factory`` is given by the user, so it runs as given (see
+    `agentloop.TrustList`), imported from the trust list's folders.
+
+    Raises:
+        AgentLoadError: the agent has no model of its own, or the factory cannot be
+            imported or does not return a model.
+    """
+    if spec is None or spec is False:
+        return None
+    if spec is True or spec == "agent":
+        if agent.llm is None:
+            raise AgentLoadError(
+                f"agent {agent.reference}: it has no model of its own to go on live with; "
+                "name one with --live-model MODULE:FACTORY"
+            )
+        return agent.llm
+    if isinstance(spec, str):
+        TrustList.discover().activate()
+        built = call_factory(spec, what="live model")
+        if not isinstance(built, LLMProvider):
+            raise AgentLoadError(
+                f"live model {spec}: the factory returned {type(built).__name__}, which has "
+                "no async complete(request)"
+            )
+        return built
+    return spec
+
+
 def replay_agent_session(
     journal: Journal,
     session_id: str,
     agent: Agent,
     *,
     live: bool | Iterable[str] = False,
+    live_model: LLMProvider | None = None,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
@@ -83,39 +129,42 @@ def replay_agent_session(
         session_id: the session to replay.
         agent: the agent to run (its model and tools are swapped for recorded ones).
         live: tools to run for real (``True``: all) instead of serving the recording.
+        live_model: the model that answers where no recorded output fits (the replay
+            diverged, or ran past the recording); from there the tools run live too, as
+            in the original run. Without one the replay stops there.
         save: keep the replay in ``journal`` (``replay_of`` the original).
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
         SessionNotFoundError: no such session.
     """
-    recorded, started = load_recording(journal, session_id)
-    agent = _with_recorded_rules(agent, started, recorded[0].v)
-    with replay_target(journal, save) as target:
-        replay_id = free_session_id(target, session_id, "replay")
-        llm = RecordedLLM(recorded)
-        tools = RecordedTools(recorded, live if isinstance(live, bool) else frozenset(live))
+
+    def drive(
+        scratch: Journal,
+        replay_id: str,
+        follower: RecordingFollower,
+        recorded: Sequence[RecordedEvent],
+        started: SessionStarted,
+    ) -> Drive:
+        llm = RecordedLLM(recorded, follower=follower, live=live_model)
+        tools = RecordedTools(
+            recorded,
+            live if isinstance(live, bool) else frozenset(live),
+            follower=follower if live_model is not None else None,
+        )
         runtime = AgentRuntime(
-            agent,
-            target,
+            _with_recorded_rules(agent, started, recorded[0].v),
+            scratch,
             llm=llm,
             tools=tools,
             clock=RecordedClock(recorded),
             ids=counter_ids(replay_id),
         )
         error = _run(runtime, replay_id, session_id, started, recorded)
-        replayed = list(target.events(replay_id))
-    return judge(
-        recorded,
-        replayed,
-        replay_id=replay_id,
-        saved=save,
-        agent=agent.reference,
-        rules=rules,
-        error=error,
-        exhaustion=llm.exhaustion,
-        unrecorded=tools.unrecorded,
-        live_differences=tools.live_differences,
+        return Drive(llm=llm, tools=tools, error=error, agent=agent.reference)
+
+    return replay_session(
+        journal, session_id, drive, save=save, live_model=live_model is not None, rules=rules
     )
 
 

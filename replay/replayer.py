@@ -23,7 +23,7 @@ from journal import Journal
 from ._captured import captured_replay
 from ._session import load_recording
 from ._verdict import DivergenceError, ReplayResult
-from .agent_replay import agent_for, replay_agent_session
+from .agent_replay import LiveModel, agent_for, live_model_for, replay_agent_session
 from .normalize import DEFAULT_RULES, NormalizationRules
 
 __all__ = ["Replayer"]
@@ -40,6 +40,13 @@ class Replayer:
         rules: what counts as volatile; see `replay.normalize`.
         trust: which recorded references may run (default: `TrustList.discover` from the
             current folder when a replay starts); ``agent`` runs whatever it says.
+        live_model: what answers where no recorded model output fits the replay's context
+            (it diverged, or ran past the recording): ``"agent"`` (or True) for the
+            agent's own model, ``"module:factory"`` for a factory that returns one, or a
+            model object. From there the replay re-records, its tools running live as in
+            the original run. Without one (the default) the replay stops there with a
+            halt of rule ``replay_stopped``, and no recorded reply is ever served to a
+            context it was not recorded for.
     """
 
     def __init__(
@@ -50,8 +57,10 @@ class Replayer:
         save: bool = False,
         rules: NormalizationRules = DEFAULT_RULES,
         trust: TrustList | None = None,
+        live_model: LiveModel = None,
     ) -> None:
         self.agent = agent
+        self.live_model = live_model
         self.live: bool | frozenset[str] = (
             live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
         )
@@ -81,6 +90,7 @@ class Replayer:
                 session_id,
                 agent,
                 live=self.live,
+                live_model=live_model_for(self.live_model, agent),
                 save=self.save,
                 rules=self.rules,
             )
@@ -93,6 +103,7 @@ class Replayer:
             load_object(reference),
             reference=reference,
             live=self.live,
+            live_model=self.live_model,
             save=self.save,
             rules=self.rules,
         )

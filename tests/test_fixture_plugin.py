@@ -103,18 +103,38 @@ def test_a_configuration_change_fails_the_fixture_and_journal_ignore_accepts_it(
     project.runpytest_subprocess().assert_outcomes(passed=1)
 
 
-def test_journal_update_rewrites_the_fixture_and_says_which(project: pytest.Pytester) -> None:
+def test_journal_update_rewrites_the_fixture_only_with_a_live_model(
+    project: pytest.Pytester,
+) -> None:
+    """The buggy agent diverges at seq 5; past it no recorded reply fits its context."""
     path = _copy(project, REFUND)
     before = path.read_bytes()
     project.makeini(f"[pytest]\njournal_agent = {BUGGY}\n")
+    refused = project.runpytest_subprocess("--journal-update")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(
+        [
+            "first divergence at seq 5: expected verification_failed, got action_failed*",
+            "reproduce: *",
+            "not rewritten: the replay stopped at seq 6, where no recorded reply fits what the "
+            "code now does; re-record it with a live model: journal_live_model = agent*",
+        ]
+    )
+    assert path.read_bytes() == before
+    project.makeini(f"[pytest]\njournal_agent = {BUGGY}\njournal_live_model = agent\n")
     result = project.runpytest_subprocess("--journal-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*agent-journal fixtures updated*", "updated *refund-overrefund-fixed.jsonl"]
     )
     assert path.read_bytes() != before
-    again = project.runpytest_subprocess()  # the rewritten fixture now matches the (buggy) code
+    again = project.runpytest_subprocess()  # the re-recorded fixture matches the (buggy) code
     again.assert_outcomes(passed=1)
+    with Journal.open(":memory:") as journal:
+        from journal import import_file
+
+        rewritten = import_file(journal, path).session_id
+        assert [item.event.type for item in journal.events(rewritten)][-1] == "agent_completed"
 
 
 def test_a_malformed_fixture_is_an_error_with_file_and_line(project: pytest.Pytester) -> None:

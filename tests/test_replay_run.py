@@ -25,6 +25,7 @@ from journal import (
     ActionFailed,
     ActionProposed,
     AgentHalted,
+    HaltSession,
     Journal,
     RecordedEvent,
     SessionStarted,
@@ -206,16 +207,21 @@ def test_needing_more_proposals_than_recorded_is_a_divergence(mem: Journal) -> N
     divergence = result.first_divergence
     assert divergence is not None and divergence.seq == 4
     assert "recording exhausted at seq 4" in divergence.reason
-    assert divergence.actual is not None and divergence.actual["rule"] == "error"
+    assert divergence.actual is not None and divergence.actual["rule"] == "replay_stopped"
     assert result.replayed_events == 5
 
 
 def test_the_recorded_llm_never_blocks_when_exhausted() -> None:
     llm = RecordedLLM([])
-    request = ModelRequest(session_id="s", seq=7, system_prompt="", tools=[], messages=[])
     with pytest.raises(RecordingExhausted, match="recording exhausted at seq 7"):
-        asyncio.run(llm.complete(request))
+        llm.next_response(7)
     assert llm.exhausted and llm.served == 0
+    request = ModelRequest(session_id="s", seq=7, system_prompt="", tools=[], messages=[])
+    with pytest.raises(HaltSession) as stopped:  # the loop ends the session by this rule
+        asyncio.run(llm.complete(request))
+    assert stopped.value.rule == "replay_stopped"
+    assert stopped.value.reason.startswith("replay stopped at seq 7: recording exhausted")
+    assert llm.stopped_at == 7
 
 
 def test_a_recorded_model_failure_is_replayed_as_it_happened(mem: Journal) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +18,9 @@ from hypothesis import strategies as st
 
 from agentloop import Agent
 from agentloop.examples import SCENARIOS, run_demo
-from agentloop.examples.refund import build_buggy, build_fixed
+from agentloop.examples.refund import build_buggy, build_fixed, order_total
 from journal import Journal, import_openai
-from replay import DEFAULT_RULES, Replayer, diff_records, session_records
+from replay import DEFAULT_RULES, Replayer, diff_records, replay_fixture, session_records
 
 from .helpers import run_cli
 from .openai_helpers import real_transcripts
@@ -55,6 +56,27 @@ def build_redescribed(seed: int = 0) -> Agent:
     agent = build_fixed(seed=seed)
     agent.tools = [
         replace(tool, description="Refund an order.") if tool.name == "issue_refund" else tool
+        for tool in agent.tools
+    ]
+    return agent
+
+
+def build_tighter_margin(seed: int = 0) -> Agent:
+    """The fixed refund agent whose guard keeps $10 of the balance back (a behaviour change)."""
+    agent = build_fixed(seed=seed)
+    refund = agent.tool_map["issue_refund"]
+
+    def at_most_the_balance_less_ten(args: Any, state: Any) -> str | None:
+        limit = order_total(args.order_id) - 10
+        if args.amount > limit:
+            return (
+                f"amount (${args.amount:g}) exceeds the order's refundable balance "
+                f"(${limit:g}); propose a refund of at most ${limit:g}"
+            )
+        return None
+
+    agent.tools = [
+        replace(tool, guard=at_most_the_balance_less_ten) if tool is refund else tool
         for tool in agent.tools
     ]
     return agent
@@ -146,7 +168,7 @@ def test_ignore_leaves_the_same_fields_out_of_replay_diff_and_fork(demo: Path) -
     assert run_cli("replay", FIXED, "--db", demo, "--agent", agent, *ignore).exit_code == 0
     saved = run_cli("replay", FIXED, "--db", demo, "--agent", agent, "--save", *ignore)
     assert saved.exit_code == 0, saved.stdout
-    replay_id = f"{FIXED}.replay-1"
+    replay_id = saved.stdout.split("(saved as ")[1].split(")")[0]
     assert run_cli("diff", FIXED, replay_id, "--db", demo).exit_code == 1
     assert run_cli("diff", FIXED, replay_id, "--db", demo, *ignore).exit_code == 0
 
@@ -178,16 +200,23 @@ VARIANTS = [None, "build_reworded", "build_stricter", "build_redescribed"]
     seed=st.integers(0, 5),
     variant=st.sampled_from(VARIANTS),
     ignore=st.sampled_from([(), ("session_started.system_prompt",), ("*.usage",)]),
+    live=st.booleans(),
 )
 def test_replay_and_diff_of_the_saved_replay_agree(
-    scenario: int, seed: int, variant: str | None, ignore: tuple[str, ...]
+    scenario: int, seed: int, variant: str | None, ignore: tuple[str, ...], live: bool
 ) -> None:
     assert "refund" in SCENARIOS[scenario].name
     rules = DEFAULT_RULES.ignoring(ignore)
     with Journal.open(":memory:") as journal:
         ran = run_demo(journal, seed=seed, sessions=scenario + 1)[-1]
         agent = None if variant is None else f"{HERE}:{variant}"
-        result = Replayer(agent=agent, save=True, rules=rules).replay(journal, ran.session_id)
+        replayer = Replayer(
+            agent=agent, save=True, rules=rules, live_model="agent" if live else None
+        )
+        result = replayer.replay(journal, ran.session_id)
+        if not result.saved:  # another configuration, and no live model to re-record with
+            assert result.config_changes and not live and result.unsaved is not None
+            return
         diffed = diff_records(
             session_records(journal, ran.session_id),
             session_records(journal, result.replay_session_id),
@@ -218,3 +247,57 @@ def test_imported_transcripts_get_one_verdict_from_replay_and_diff(tmp_path: Pat
     assert len(verdicts) == 50
     assert [v for v in verdicts if (v[1] == "identical") != v[2]] == []
     assert {v[1] for v in verdicts} == {"identical", "diverged"}
+
+
+# -- nothing recorded is served past a divergence -----------------------------------------
+
+REFUND_FIXTURE = (
+    Path(__file__).resolve().parent.parent / "fixtures" / "refund-overrefund-fixed.jsonl"
+)
+
+
+def _answers(path: Path) -> list[str]:
+    from journal import AgentCompleted, VerificationFailed, import_file
+
+    with Journal.open(":memory:") as journal:
+        session = import_file(journal, path).session_id
+        return [
+            item.event.answer if isinstance(item.event, AgentCompleted) else item.event.message
+            for item in journal.events(session)
+            if isinstance(item.event, (AgentCompleted, VerificationFailed))
+        ]
+
+
+def test_a_guard_change_cannot_produce_a_contradictory_fixture(tmp_path: Path) -> None:
+    """Issue 18's case: after the margin moves to $90, the recorded "$100 issued" is never
+    served to the conversation in which $100 was refused."""
+    fixture = tmp_path / "refund.jsonl"
+    fixture.write_bytes(REFUND_FIXTURE.read_bytes())
+    agent = f"{HERE}:build_tighter_margin"
+    refused = replay_fixture(fixture, agent=agent, update=True)
+    divergence = refused.result.first_divergence
+    assert divergence is not None and divergence.seq == 5  # the guard's message changed
+    assert refused.result.stopped_at == 6  # the model is not asked with a recorded reply
+    assert refused.refused_update is not None
+    assert fixture.read_bytes() == REFUND_FIXTURE.read_bytes()
+
+    rerecorded = replay_fixture(fixture, agent=agent, update=True, live_model="agent")
+    assert rerecorded.refused_update is None and rerecorded.result.live_from == 6
+    answers = _answers(fixture)
+    assert answers[0].startswith("amount ($150) exceeds the order's refundable balance ($90)")
+    assert answers[-1] in ("Refund of $90.0 issued.", "Done: refunded $90.0 for order 2210.")
+    assert not any("$100" in answer for answer in answers)
+    assert replay_fixture(fixture, agent=agent).passed
+
+
+def test_a_saved_replay_that_diverged_ends_with_a_halt_that_says_why(demo: Path) -> None:
+    with Journal.open(demo) as journal:
+        result = Replayer(agent=f"{HERE}:build_tighter_margin", save=True).replay(journal, FIXED)
+        assert result.saved and result.stopped_at == 6
+        last = list(journal.events(result.replay_session_id))[-1]
+        assert last.seq == 6 and last.event.type == "agent_halted"
+        assert (last.event.rule, last.event.reason.split(":")[0]) == (
+            "replay_stopped",
+            "replay stopped at seq 6",
+        )
+        assert journal.state(result.replay_session_id).status == "halted"

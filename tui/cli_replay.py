@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,6 +128,16 @@ def _ignore_option(function: Any) -> Any:
     )(function)
 
 
+def _live_model_option(default_help: str) -> Callable[[Any], Any]:
+    return click.option(
+        "--live-model",
+        metavar="agent|MODULE:FACTORY",
+        help="What answers where no recorded reply fits the code's context (it diverged, "
+        "or ran past the recording): 'agent' for the agent's own model, or a factory "
+        f"returning a model; the tools then run live too. {default_help}",
+    )
+
+
 def _rules(ignore: Sequence[str]) -> NormalizationRules:
     from replay import DEFAULT_RULES
 
@@ -154,6 +164,7 @@ def _live_option(function: Any) -> Any:
     "--agent", metavar="MODULE:FACTORY", help="Run this agent instead of the recorded one."
 )
 @_live_option
+@_live_model_option("Default: none, the replay stops there.")
 @click.option("--save", is_flag=True, help="Keep the replay in the journal (replay_of SESSION).")
 @_ignore_option
 @json_option
@@ -163,6 +174,7 @@ def replay(
     agent: str | None,
     live_tools: bool,
     live_tool: Sequence[str],
+    live_model: str | None,
     save: bool,
     ignore: Sequence[str],
     as_json: bool,
@@ -183,6 +195,7 @@ def replay(
         live_tools=True if live_tools else live_tool,
         save=save,
         rules=_rules(ignore),
+        live_model=live_model,
     )
     if session.endswith(".jsonl") and Path(session).is_file():
         if save:
@@ -210,10 +223,17 @@ def replay(
 @db_option
 @click.option("--at", "at_seq", type=int, required=True, help="The last seq to keep.")
 @click.option("--agent", metavar="MODULE:FACTORY", help="Run on with this agent instead.")
+@_live_model_option("Default: the agent's own model.")
 @_ignore_option
 @json_option
 def fork(
-    session: str, db: str, at_seq: int, agent: str | None, ignore: Sequence[str], as_json: bool
+    session: str,
+    db: str,
+    at_seq: int,
+    agent: str | None,
+    live_model: str | None,
+    ignore: Sequence[str],
+    as_json: bool,
 ) -> None:
     """Copy a session up to --at SEQ into a new session and run on with the current code.
 
@@ -223,7 +243,14 @@ def fork(
     from replay import fork as run_fork
 
     with open_existing(db) as journal:
-        result = run_fork(journal, session, at_seq, agent=agent, rules=_rules(ignore))
+        result = run_fork(
+            journal,
+            session,
+            at_seq,
+            agent=agent,
+            rules=_rules(ignore),
+            live_model=live_model or True,
+        )
     if as_json:
         print_json(
             {

@@ -9,7 +9,11 @@ or ``pytest.ini``):
 * ``journal_fixtures``: the folder (default ``fixtures``);
 * ``journal_agent``: a ``module:factory`` to replay every fixture with;
 * ``journal_ignore``: fields left out of the comparison, one ``TYPE.dotted.path`` per line
-  (what ``agent-journal replay --ignore`` takes).
+  (what ``agent-journal replay --ignore`` takes);
+* ``journal_live_model``: what answers where no recorded reply fits, so that
+  ``--journal-update`` can re-record a fixture whose replay diverged before its end:
+  ``agent`` (the agent's own model) or ``MODULE:FACTORY``. Without it such a fixture is
+  not rewritten (a recorded reply is never paired with a context it was not recorded for).
 
 The agent a fixture records runs only when the trust list allows it (the ``agents`` of
 ``[tool.agent-journal]`` in ``pyproject.toml``, found from the rootdir upwards; see
@@ -46,6 +50,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "journal_fixtures", "Folder of journal fixtures, from the rootdir.", default="fixtures"
     )
     parser.addini("journal_agent", "module:factory to replay every fixture with.", default="")
+    parser.addini(
+        "journal_live_model",
+        "What answers where no recorded reply fits, to re-record with --journal-update: "
+        "'agent' (the agent's own model) or MODULE:FACTORY.",
+        default="",
+    )
     parser.addini(
         "journal_ignore",
         "Fields left out of every fixture's comparison, one TYPE.dotted.path per line "
@@ -117,12 +127,21 @@ class JournalFixtureItem(pytest.Item):
             trust = TrustList.discover(self.config.rootpath)
             rules = DEFAULT_RULES.ignoring(self.config.getini("journal_ignore"))
             outcome = replay_fixture(
-                self.path, agent=agent, update=update, trust=trust, rules=rules
+                self.path,
+                agent=agent,
+                update=update,
+                trust=trust,
+                rules=rules,
+                live_model=str(self.config.getini("journal_live_model")) or None,
             )
         except JournalError as e:
             raise FixtureError(str(e)) from e
         if outcome.passed:
             return
+        if update and outcome.refused_update:
+            raise FixtureFailure(
+                _report(self._shown_path(), outcome, self._reproduce(), outcome.refused_update)
+            )
         if update:
             self.config.stash.setdefault(_UPDATED, []).append(str(self.path))
             return
@@ -170,7 +189,7 @@ def _clip(text: str, width: int = 240) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _report(path: Path, outcome: Any, reproduce: str) -> str:
+def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None) -> str:
     from replay import describe
 
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
@@ -190,7 +209,7 @@ def _report(path: Path, outcome: Any, reproduce: str) -> str:
         lines.append(outcome.broken_expectation)
     lines += [
         f"reproduce: {reproduce}",
-        "if the change is intended: pytest --journal-update",
+        refused or "if the change is intended: pytest --journal-update",
     ]
     return "\n".join(lines)
 

@@ -258,6 +258,16 @@ def print_replay(result: ReplayResult) -> None:
         )
         for change in divergence.changes:
             out.print(_diff_line(change, 60, indent=4))
+    if result.stopped_at is not None:
+        out.print(
+            f"  stopped at seq {result.stopped_at}: no recorded reply fits from there "
+            "(--live-model goes on live)",
+            style="yellow",
+        )
+    if result.live_from is not None:
+        out.print(f"  a live model answered from seq {result.live_from} on", style="yellow")
+    if result.unsaved:
+        out.print(safe_text(f"  {result.unsaved}"), style="yellow")
     for call in result.unrecorded_calls:
         out.print(
             safe_text(f"  not in the recording: {call.tool}({_short(call.args)})"), style="yellow"

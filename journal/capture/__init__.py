@@ -2,9 +2,17 @@
 a wrapper of the official openai client that journals each model call."""
 
 from .openai_client import JournaledOpenAI
-from .recorder import ModelOutput, Recorder, ReplayedFailure, describe_error, failure_of
+from .recorder import (
+    HaltSession,
+    ModelOutput,
+    Recorder,
+    ReplayedFailure,
+    describe_error,
+    failure_of,
+)
 
 __all__ = [
+    "HaltSession",
     "JournaledOpenAI",
     "ModelOutput",
     "Recorder",

@@ -44,7 +44,7 @@ from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
-from . import InProposalOrder, answer_text, jsonable, missing_extra
+from . import InProposalOrder, answer_text, captured_replay, jsonable, missing_extra
 
 try:
     from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner, Tool
@@ -371,5 +371,5 @@ def replay_agent(
     return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)
 
 
-replay_captured = replay_agent
+replay_captured = captured_replay(replay_agent, "the OpenAI Agents SDK")
 """How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""

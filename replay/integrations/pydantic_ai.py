@@ -47,7 +47,7 @@ from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
-from . import InProposalOrder, answer_text, jsonable, missing_extra
+from . import InProposalOrder, answer_text, captured_replay, jsonable, missing_extra
 
 try:
     from pydantic_ai import Agent, ModelRetry, RunContext
@@ -418,5 +418,5 @@ def replay_agent(
     return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)
 
 
-replay_captured = replay_agent
+replay_captured = captured_replay(replay_agent, "pydantic-ai")
 """How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""
