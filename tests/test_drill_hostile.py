@@ -467,18 +467,19 @@ def test_a_50_mb_payload_is_refused_naming_its_line_or_imported_whole_without_a_
     assert snapshot(db) == before
     whole = tmp_path / "whole.jsonl"
     size = len(dumps_canonical(json.loads(whole.read_bytes().splitlines()[2])))
-    assert _outcome(run_cli("import", whole, "--db", db), whole) == (
+    refused = (
         f"agent-journal: {whole}:3: session big seq 1: the user_input event is {size:,} bytes "
         "of canonical JSON, over the journal's limit of 16,777,216 (max_event_bytes); nothing "
         "was written"
     )
+    assert _outcome(run_cli("import", whole, "--db", db), whole) == refused
     assert snapshot(db) == before
+    other = _big_file(tmp_path / "other.jsonl", big[:-1] + "y")
+    assert _outcome(run_cli("diff", whole, other), whole) == refused  # files are read as imports
     with Journal.open(db, max_event_bytes=None) as journal:  # no limit: it is taken whole
         import_file(journal, whole)
         assert journal.verify().ok and journal.require("big").events == 2
     assert run_cli("export", "big", "--db", db, "-o", tmp_path / "again.jsonl").exit_code == 0
-    other = _big_file(tmp_path / "other.jsonl", big[:-1] + "y")
-    assert _outcome(run_cli("diff", whole, other), whole, (1,)) is None
 
 
 # -- coverage-guided, with atheris (opt-in: slow) ----------------------------------------------
