@@ -458,7 +458,7 @@ class AgentRuntime:
         try:
             response = await self.llm.complete(request)
             proposal = ActionProposed(
-                calls=list(response.calls),
+                calls=[call.with_text() for call in response.calls],
                 text=response.text,
                 reasoning=response.reasoning,
                 model=response.model or self.agent.model,
@@ -493,13 +493,13 @@ class AgentRuntime:
                         level="scavenge",
                         detail=f"{len(calls)} tool call(s) written out in the response "
                         "were taken as calls",
-                        after=[call.model_dump(mode="json") for call in calls],
+                        after=[call.model_dump(mode="json", exclude_none=True) for call in calls],
                     )
                 )
         rails = self.agent.guardrails
         fixed: list[ToolCall] = []
         for call in calls:
-            args = call.args
+            args = call.as_given  # the model's text, its key order and number forms kept
             if isinstance(args, str):
                 args = self._parse_or_repair(call, args, repairs)
             tool = self._tools.get(call.tool)

@@ -11,9 +11,13 @@ languages rely on them. `event_json_schema` gives the JSON Schema of the whole u
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
+
+from .canonical import loads_strict
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -42,6 +46,7 @@ __all__ = [
     "UserInput",
     "VerificationFailed",
     "VerificationStage",
+    "arguments_text",
     "event_json_schema",
 ]
 
@@ -148,11 +153,49 @@ class Usage(_Frozen):
 
 
 class ToolCall(_Frozen):
-    """One tool call as the model emitted it; ``args`` is the raw string when not valid JSON."""
+    """One tool call as the model emitted it.
+
+    ``args`` is the arguments as an object (the raw string when not valid JSON), what the
+    journal reads, hashes and compares; ``arguments`` is their text exactly as the model
+    wrote it (key order, number forms, spacing), which the canonical bytes of ``args``
+    cannot keep. A tool is given `as_given`: what the text says, in its own order.
+    """
 
     call_id: str
     tool: str
     args: dict[str, Json] | str = Field(default_factory=dict)
+    arguments: str | None = Field(
+        None, description="the arguments' text exactly as emitted (None: not recorded)"
+    )
+
+    def with_text(self) -> ToolCall:
+        """This call with the text of its arguments (written from ``args`` when it has none)."""
+        if self.arguments is not None:
+            return self
+        return self.model_copy(update={"arguments": arguments_text(self.args)})
+
+    @property
+    def as_given(self) -> dict[str, Any] | str:
+        """The arguments as the model gave them.
+
+        ``arguments`` parsed (keys in its order, numbers in its forms) when it is a JSON
+        object; ``args`` otherwise.
+        """
+        if self.arguments is not None:
+            try:
+                value = loads_strict(self.arguments)
+            except ValueError:
+                return self.args
+            if isinstance(value, dict):
+                return value
+        return self.args
+
+
+def arguments_text(args: Mapping[str, Any] | str) -> str:
+    """The text of arguments given as an object (its keys in their order), or the text itself."""
+    if isinstance(args, str):
+        return args
+    return json.dumps(args, ensure_ascii=False)
 
 
 class SessionStarted(EventModel):
@@ -186,8 +229,17 @@ class UserInput(EventModel):
 
 
 class ActionProposed(EventModel):
-    """The model's whole output as received, recorded before anything acts on it."""
+    """The model's whole output as received, recorded before anything acts on it.
 
+    v2 keeps each call's argument text (`ToolCall.arguments`) and, for code captured at
+    its model client, the ``request`` that got this output (its digest, the messages new
+    since the session's previous request, its other parameters: see
+    `journal.capture.requests`) and the raw ``response`` the client parsed (a list of
+    chunks for a stream). A v1 record upcasts with the arguments' text written from its
+    ``args`` and no request or response.
+    """
+
+    VERSION: ClassVar[int] = 2
     type: Literal["action_proposed"] = "action_proposed"
     calls: list[ToolCall] = Field(default_factory=list)
     text: str | None = None
@@ -196,6 +248,8 @@ class ActionProposed(EventModel):
     usage: Usage = Field(default_factory=Usage)
     latency_ms: float | None = None
     cost: float | None = None
+    request: dict[str, Json] | None = None
+    response: Json = None
 
 
 class RepairApplied(EventModel):
@@ -242,9 +296,13 @@ class ActionFailed(EventModel):
     took its outcome. An async tool is cancelled there; a sync tool's thread cannot be
     stopped and may run on. Either way what the call did is unknown, and a late result is
     never journaled. A v1 record upcasts to False (not recorded then).
+
+    ``error`` (v3): the exception a tool of captured code raised (its type, MRO, args and
+    attributes: `journal.capture.exception_record`), so a replay raises it again as its
+    own type; None for failures that were not exceptions, and in a v2 record.
     """
 
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     type: Literal["action_failed"] = "action_failed"
     call_id: str
     tool: str
@@ -253,6 +311,7 @@ class ActionFailed(EventModel):
     args: dict[str, Json] = Field(default_factory=dict)
     duration_ms: float | None = None
     abandoned: bool = False
+    error: dict[str, Json] | None = None
 
 
 class CircuitOpened(EventModel):
@@ -291,11 +350,18 @@ class AgentCompleted(EventModel):
 
 
 class AgentHalted(EventModel):
-    """A rule stopped the session; rule ``error`` marks a failed session."""
+    """A rule stopped the session; rule ``error`` marks a failed session.
 
+    v2 keeps the ``error`` that ended a failed session, when an exception did (its type,
+    MRO, args and attributes: `journal.capture.exception_record`), so a replay can raise
+    it again as its own type. A v1 record upcasts with none.
+    """
+
+    VERSION: ClassVar[int] = 2
     type: Literal["agent_halted"] = "agent_halted"
     rule: str
     reason: str
+    error: dict[str, Json] | None = None
 
 
 AgentEvent = Annotated[

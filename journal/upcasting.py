@@ -11,7 +11,12 @@ The project's own steps, registered here:
   reproduce how a v1 session ran (`PREDATED_SETTINGS`): no limit on identical failures,
   an empty reply taken as the answer, tool results recorded whole. So an old session,
   resumed or replayed, behaves as it did, while new sessions get the new defaults.
-* ``action_failed`` v1 -> v2: ``abandoned`` is False (v1 did not record it).
+* ``action_failed`` v1 -> v2: ``abandoned`` is False (v1 did not record it); v2 -> v3:
+  no ``error`` record (None).
+* ``action_proposed`` v1 -> v2: each call's ``arguments`` text is written from its
+  ``args`` (a v1 record kept only the object, its keys sorted by the canonical bytes);
+  ``request`` and ``response`` are absent (None).
+* ``agent_halted`` v1 -> v2: no ``error`` record (None).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import UnknownEventTypeError, UnknownVersionError
-from .events import EVENT_TYPES
+from .events import EVENT_TYPES, arguments_text
 
 __all__ = [
     "PREDATED_SETTINGS",
@@ -144,4 +149,27 @@ def _session_started_v2(payload: dict[str, Any]) -> dict[str, Any]:
 @register_upcaster("action_failed", 1)
 def _action_failed_v2(payload: dict[str, Any]) -> dict[str, Any]:
     payload.setdefault("abandoned", False)
+    return payload
+
+
+def _call_with_text(call: Any) -> Any:
+    """A v1 call with the text of its arguments written from them (keys sorted, as stored)."""
+    if isinstance(call, dict) and "arguments" not in call:
+        args = call.get("args", {})
+        if isinstance(args, (dict, str)):
+            return {**call, "arguments": arguments_text(args)}
+    return call
+
+
+@register_upcaster("action_proposed", 1)
+def _action_proposed_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    calls = payload.get("calls")
+    if isinstance(calls, list):
+        payload["calls"] = [_call_with_text(call) for call in calls]
+    return payload
+
+
+@register_upcaster("agent_halted", 1)
+@register_upcaster("action_failed", 2)
+def _no_error_record(payload: dict[str, Any]) -> dict[str, Any]:
     return payload

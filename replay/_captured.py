@@ -23,6 +23,7 @@ from .normalize import NormalizationRules
 __all__ = ["CAPTURED_REPLAYS", "CapturedReplay", "captured_replay"]
 
 CAPTURED_REPLAYS = {
+    "entry": "replay.entry_replay",
     "recorder": "replay.handwritten",
     "pydantic-ai": "replay.integrations.pydantic_ai",
     "openai-agents": "replay.integrations.openai_agents",

@@ -38,6 +38,7 @@ from agentloop import AgentLoadError, AgentLoopError, ToolOutcome
 from journal import (
     ActionCommitted,
     AgentHalted,
+    HaltSession,
     Journal,
     RecordedEvent,
     Recorder,
@@ -48,6 +49,7 @@ from journal import (
     describe_error,
     failure_of,
 )
+from journal.capture import rebuilt
 
 from ._follow import RecordingFollower
 from ._run import Drive, replay_session
@@ -75,13 +77,22 @@ LoopRun = Callable[[Any, Any, Recorder, list[str]], object]
 """A replayable loop: ``run(llm, tools, recorder, inputs)``, plain or a coroutine function."""
 
 
-def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, str]:
-    """Where the recorded loop crashed: the seq and reason of each halt with rule error."""
+def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, AgentHalted]:
+    """Where the recorded loop crashed: each halt with rule error, by seq."""
     return {
-        item.seq: item.event.reason
+        item.seq: item.event
         for item in recorded
         if isinstance(item.event, AgentHalted) and item.event.rule == "error"
     }
+
+
+def _crash(halt: AgentHalted) -> Exception:
+    """The recorded crash, raised again: its own exception when recorded, else its message."""
+    if halt.error is not None:
+        error = rebuilt(halt.error)
+        if isinstance(error, Exception):
+            return error
+    return ReplayedFailure(halt.reason, "infrastructure")
 
 
 class RecordedModel:
@@ -106,7 +117,7 @@ class RecordedModel:
         self.llm = RecordedLLM(
             recorded,
             follower=follower,
-            failure=lambda reason: ReplayedFailure(reason, "infrastructure"),
+            failure=_crash,
         )
         self._recorder = recorder
         self._live = live
@@ -138,8 +149,9 @@ class RecordedModel:
 class RecordedToolPort:
     """The tool port of a replayed loop: recorded outcomes, or live runs compared with them.
 
-    A recorded result is returned; a recorded failure is raised as a `ReplayedFailure`
-    with the recorded message and kind. A call the recording never ran is noted in
+    A recorded result is returned; a recorded exception is raised again as its own type
+    (`journal.capture.rebuilt`), and a failure recorded without one as a
+    `ReplayedFailure` with the recorded message and kind. A call the recording never ran is noted in
     ``tools.unrecorded`` and raised as an infrastructure failure.
 
     Args:
@@ -207,7 +219,7 @@ class RecordedToolPort:
             seq = self._recorder.next_seq
             on_record = self._follower is None or self._follower.fits()
             if on_record and seq in self._crashes:
-                raise ReplayedFailure(self._crashes[seq], "infrastructure")
+                raise _crash(self._crashes[seq])
             self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
             raise ReplayedFailure(
                 f"replay: the recording never ran {tool} with these arguments", "infrastructure"
@@ -215,6 +227,8 @@ class RecordedToolPort:
         event = recorded.event
         if isinstance(event, ActionCommitted):
             return event.result
+        if event.error is not None:
+            raise rebuilt(event.error)  # the loop's except clauses see the original type
         raise ReplayedFailure(event.message, event.kind)
 
     def _observe(
@@ -251,7 +265,7 @@ def _drive(
                 asyncio.run(_awaited(outcome))
     except StoreError:
         raise  # the journal refused the replay's write: a fault of the store, not a divergence
-    except Exception as error:  # the replay reports, never crashes
+    except (Exception, HaltSession) as error:  # the replay reports, never crashes
         return describe_error(error)
     return None
 

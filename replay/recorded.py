@@ -92,8 +92,8 @@ class RecordedModelFailure(ToolError):
     """
 
 
-def _model_failure(reason: str) -> Exception:
-    return RecordedModelFailure(reason.removeprefix(MODEL_FAILED))
+def _model_failure(halt: AgentHalted) -> Exception:
+    return RecordedModelFailure(halt.reason.removeprefix(MODEL_FAILED))
 
 
 class RecordedLLM:
@@ -115,7 +115,8 @@ class RecordedLLM:
         recorded: the recorded session.
         follower: tells whether the replay still matches the recording (None: always).
         live: the model that answers off the record, if any.
-        failure: builds the exception raised where the recording holds a crash.
+        failure: builds the exception raised where the recording holds a crash (from its
+            halt).
     """
 
     def __init__(
@@ -124,7 +125,7 @@ class RecordedLLM:
         *,
         follower: RecordingFollower | None = None,
         live: LLMProvider | None = None,
-        failure: Callable[[str], Exception] = _model_failure,
+        failure: Callable[[AgentHalted], Exception] = _model_failure,
     ) -> None:
         self._recorded = list(recorded)
         self._proposals = sum(isinstance(item.event, ActionProposed) for item in recorded)
@@ -165,7 +166,7 @@ class RecordedLLM:
             self.served += 1
             return response_of(event)
         if isinstance(event, AgentHalted) and event.rule == "error":
-            raise self._failure(event.reason)
+            raise self._failure(event)
         if self.served >= self._proposals:
             off: OffTheRecord = RecordingExhausted(
                 f"recording exhausted at seq {seq}: the code asked for model output "
@@ -209,9 +210,13 @@ class RecordedLLM:
 
 
 def response_of(event: ActionProposed) -> ModelResponse:
-    """The model output a recorded ``action_proposed`` holds."""
+    """The model output a recorded ``action_proposed`` holds.
+
+    Each call's ``args`` are as the model gave them (`journal.ToolCall.as_given`: the
+    recorded text's key order and number forms), so the code reads what it read then.
+    """
     return ModelResponse(
-        calls=list(event.calls),
+        calls=[call.model_copy(update={"args": call.as_given}) for call in event.calls],
         text=event.text,
         reasoning=event.reasoning,
         model=event.model,

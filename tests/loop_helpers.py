@@ -258,9 +258,12 @@ def sync_sleepy_tool(gauge: Gauge, name: str, delay: float, **options: Any) -> T
 
 
 def proposed(response: ModelResponse, model: str = "test-model") -> ActionProposed:
-    """The ``action_proposed`` the loop records for ``response`` (volatile fields cleared)."""
+    """The ``action_proposed`` the loop records for ``response`` (volatile fields cleared).
+
+    Each call keeps the text of its arguments (written from ``args`` when it came without).
+    """
     return ActionProposed(
-        calls=list(response.calls),
+        calls=[call.with_text() for call in response.calls],
         text=response.text,
         reasoning=response.reasoning,
         model=response.model or model,

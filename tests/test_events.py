@@ -211,7 +211,7 @@ OLD_BEHAVIOUR = {
 
 
 def test_the_settings_added_in_v2_are_those_a_v1_session_predates() -> None:
-    assert (SessionStarted.VERSION, ActionFailed.VERSION) == (2, 2)
+    assert SessionStarted.VERSION == 2 and ActionFailed.VERSION >= 2
     assert predated_settings(1) == PREDATED_SETTINGS[2] == OLD_BEHAVIOUR
     assert predated_settings(2) == {}
     new = Guardrails()
@@ -433,3 +433,45 @@ def test_every_separator_but_the_space_is_unprintable() -> None:
 )
 def test_clip_flattens_whitespace_to_single_spaces(text: str, line: str) -> None:
     assert clip(text) == line
+
+
+def test_a_v1_proposal_upcasts_with_the_text_of_its_arguments() -> None:
+    """v1 kept only the object (keys sorted by the canonical bytes): its text says as much."""
+    from journal.upcasting import upcast
+
+    payload = {
+        "type": "action_proposed",
+        "calls": [
+            {"call_id": "a", "tool": "t", "args": {"a": 1, "b": [1.5, "x"]}},
+            {"call_id": "b", "tool": "t", "args": "{not json"},
+        ],
+    }
+    lifted = ActionProposed.model_validate(upcast("action_proposed", 1, payload))
+    assert [call.arguments for call in lifted.calls] == ['{"a": 1, "b": [1.5, "x"]}', "{not json"]
+    assert (lifted.request, lifted.response) == (None, None)
+    assert ActionProposed.VERSION == 2
+
+
+def test_the_text_of_arguments_keeps_key_order_and_number_forms() -> None:
+    call = ToolCall(call_id="c", tool="t", args={"a": 2, "b": 1}, arguments='{"b": 1.0, "a": 2}')
+    assert list(call.as_given.items()) == [("b", 1.0), ("a", 2)]  # type: ignore[union-attr]
+    assert type(call.as_given["b"]) is float  # type: ignore[index]
+    bare = ToolCall(call_id="c", tool="t", args={"z": 1, "y": 2})
+    assert bare.as_given == {"z": 1, "y": 2} and bare.with_text().arguments == '{"z": 1, "y": 2}'
+    broken = ToolCall(call_id="c", tool="t", args="{oops", arguments="{oops")
+    assert broken.as_given == "{oops"
+
+
+@pytest.mark.parametrize(("event_type", "version"), [("action_failed", 2), ("agent_halted", 1)])
+def test_records_before_error_records_upcast_without_one(event_type: str, version: int) -> None:
+    from journal import EVENT_TYPES
+    from journal.upcasting import upcast
+
+    fields = {
+        "action_failed": {"call_id": "c", "tool": "t", "kind": "business", "message": "m"},
+        "agent_halted": {"rule": "error", "reason": "boom"},
+    }[event_type]
+    lifted = EVENT_TYPES[event_type].model_validate(
+        upcast(event_type, version, {"type": event_type, **fields})
+    )
+    assert lifted.error is None  # type: ignore[attr-defined]

@@ -290,7 +290,7 @@ def test_calls_written_out_are_scavenged(journal: Journal, where: str) -> None:
         RepairApplied(
             level="scavenge",
             detail="1 tool call(s) written out in the response were taken as calls",
-            after=[scavenged.model_dump(mode="json")],
+            after=[scavenged.model_dump(mode="json", exclude_none=True)],
         ),
         ActionCommitted(
             call_id="scavenged-2-1", tool="echo", args={"q": "hi"}, result={"echo": "hi"}

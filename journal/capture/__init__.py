@@ -1,7 +1,20 @@
-"""Capture of code the user owns: `Recorder` for a hand-written loop, and `JournaledOpenAI`,
-a wrapper of the official openai client that journals each model call."""
+"""Capture of code the user owns, replayable at its boundaries.
 
+* `Capture`: decorate the entry function and the tools, wrap the openai client; each entry
+  call is one session, its model requests and responses and its tool calls journaled as
+  they cross those boundaries (`journal.capture.scope`).
+* `Recorder`: a few typed calls to journal any hand-written loop.
+* `JournaledOpenAI`: a wrapper of the openai client that journals each model call.
+
+A replay runs the captured code again inside `replaying`, where a `Player` decides the
+outcomes of the calls (`journal.capture.play`); recorded exceptions come back as their own
+types (`exception_record`, `rebuilt`).
+"""
+
+from .exceptions import ReplayedException, exception_record, rebuilt
 from .openai_client import JournaledOpenAI
+from .order import InProposalOrder
+from .play import Player, ReplayTarget, ToolPlay, replay_target, replaying
 from .recorder import (
     HaltSession,
     ModelOutput,
@@ -10,13 +23,31 @@ from .recorder import (
     describe_error,
     failure_of,
 )
+from .requests import full_requests, request_record
+from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, current_session
 
 __all__ = [
+    "CAPTURED_WITH",
+    "Capture",
+    "CapturedSession",
     "HaltSession",
+    "InProposalOrder",
     "JournaledOpenAI",
     "ModelOutput",
+    "Player",
     "Recorder",
+    "ReplayTarget",
+    "ReplayedException",
     "ReplayedFailure",
+    "ToolInfo",
+    "ToolPlay",
+    "current_session",
     "describe_error",
+    "exception_record",
     "failure_of",
+    "full_requests",
+    "rebuilt",
+    "replay_target",
+    "replaying",
+    "request_record",
 ]

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Protocol, Self, get_args
+from typing import Any, Protocol, Self, TypeGuard, get_args
 
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -67,6 +67,7 @@ from ..fold import SessionState, apply
 from ..formats.openai_messages import prefix_hash, tool_specs_of
 from ..records import RecordedEvent
 from ..store import Journal
+from .exceptions import exception_record
 
 __all__ = [
     "HaltSession",
@@ -128,13 +129,14 @@ class ModelOutput(Protocol):
         ...
 
 
-class HaltSession(Exception):
+class HaltSession(BaseException):
     """Raised by a port to end the session with ``agent_halted`` of ``rule`` and ``reason``.
 
     The loop (the agentloop runtime, or a `Recorder` around a hand-written loop) records
     the halt with this rule instead of rule ``error``: a replay's recorded model raises it
     when no recorded output fits the context (rule ``replay_stopped``), so the session says
-    why it ended where it did.
+    why it ended where it did. A `BaseException`, like ``KeyboardInterrupt``: the user's
+    ``except Exception`` does not swallow it and carry on past the end of the record.
     """
 
     def __init__(self, rule: str, reason: str) -> None:
@@ -154,6 +156,14 @@ class ReplayedFailure(Exception):
         super().__init__(message)
         self.message = message
         self.kind: FailureKind = kind
+
+
+def _recordable(error: BaseException | str) -> TypeGuard[BaseException]:
+    """Whether a failure is an exception to keep the record of.
+
+    A `ReplayedFailure` stands in for a failure recorded without one: it gets none either.
+    """
+    return isinstance(error, BaseException) and not isinstance(error, ReplayedFailure)
 
 
 def _one_line(text: str) -> str:
@@ -387,12 +397,17 @@ class Recorder:
         usage: Usage | Mapping[str, int] | None = None,
         latency_ms: float | None = None,
         cost: float | None = None,
+        request: Mapping[str, Any] | None = None,
+        response: object = None,
     ) -> ActionProposed:
         """Record the model's whole output as received (``action_proposed``) and return it.
 
         Pass an object with the `ModelOutput` attributes, or the fields one by one (calls
-        as `ToolCall`s or ``{"call_id", "tool", "args"}`` mappings, arguments as emitted).
-        The model defaults to the session's.
+        as `ToolCall`s or ``{"call_id", "tool", "args"}`` mappings, arguments as emitted;
+        a call without its ``arguments`` text gets the text of its ``args``, keys in their
+        order). The model defaults to the session's. ``request`` and ``response`` are the
+        request record and the raw response of a captured client
+        (`journal.capture.requests`).
         """
         self._open("a model output")
         if self._state.status == "completed":
@@ -403,7 +418,7 @@ class Recorder:
             if text is not None or calls is not _NO_CALLS or reasoning is not None or usage:
                 raise TypeError("pass either a model output object or its fields, not both")
             event = ActionProposed(
-                calls=list(output.calls),
+                calls=[call.with_text() for call in output.calls],
                 text=output.text,
                 reasoning=output.reasoning,
                 model=output.model or model or self._state.model,
@@ -413,7 +428,10 @@ class Recorder:
             )
         else:
             event = ActionProposed(
-                calls=[c if isinstance(c, ToolCall) else ToolCall.model_validate(c) for c in calls],
+                calls=[
+                    (c if isinstance(c, ToolCall) else ToolCall.model_validate(c)).with_text()
+                    for c in calls
+                ],
                 text=text,
                 reasoning=reasoning,
                 model=model or self._state.model,
@@ -421,13 +439,28 @@ class Recorder:
                 latency_ms=latency_ms,
                 cost=cost,
             )
+        if request is not None or response is not None:
+            event = event.model_copy(
+                update={
+                    "request": _json_object(request, "the request"),
+                    "response": _json(response, "the response"),
+                }
+            )
         self._write(event)
         self._proposed = frozenset(call.call_id for call in event.calls)
         return event
 
-    def _answered(self, what: str, call_id: str, tool: str | None) -> ToolCall:
-        """The waiting call ``call_id`` answers, or the reason it cannot."""
+    def _answered(self, what: str, call_id: str | None, tool: str | None) -> ToolCall:
+        """The waiting call ``call_id`` answers, or the reason it cannot.
+
+        ``call_id`` None is a call the code made on its own (no model output proposed
+        it): it is given the id ``direct-<seq>``.
+        """
         self._open(what)
+        if call_id is None:
+            if tool is None:
+                raise self._refuse(what, "a call of the code's own needs its tool's name")
+            return ToolCall(call_id=f"direct-{self.next_seq}", tool=tool)
         for call in self._state.pending_calls:
             if call.call_id == call_id and (tool is None or call.tool == tool):
                 return call
@@ -447,7 +480,7 @@ class Recorder:
 
     def tool_result(
         self,
-        call_id: str,
+        call_id: str | None,
         result: object,
         *,
         tool: str | None = None,
@@ -458,7 +491,8 @@ class Recorder:
 
         ``result`` is any JSON value (pydantic models, dataclasses and dates are converted);
         an exception is recorded as a failure, as `tool_failure` would. ``args`` default to
-        the arguments the model proposed.
+        the arguments the model proposed. ``call_id`` None records a call the code made on
+        its own (``tool`` names it).
 
         Raises:
             RecordingOrderError: no waiting call has this id (never proposed, or answered).
@@ -468,7 +502,7 @@ class Recorder:
             return self.tool_failure(call_id, result, tool=tool, args=args, duration_ms=duration_ms)
         call = self._answered("a tool result", call_id, tool)
         event = ActionCommitted(
-            call_id=call_id,
+            call_id=call.call_id,
             tool=call.tool,
             args=self._args(call, args),
             result=_json(result, f"the result of {call.tool}"),
@@ -479,27 +513,33 @@ class Recorder:
 
     def tool_failure(
         self,
-        call_id: str,
+        call_id: str | None,
         error: BaseException | str,
         *,
         kind: FailureKind | None = None,
         tool: str | None = None,
         args: Mapping[str, Any] | None = None,
         duration_ms: float | None = None,
+        record: Mapping[str, Any] | None = None,
     ) -> ActionFailed:
         """Record that a waiting call's tool failed (``action_failed``).
 
-        The kind and the one-line message are those of `failure_of`.
+        The kind and the one-line message are those of `failure_of`. An exception is kept
+        as its `exception_record` (``record`` gives one already made), so a replay can
+        raise it again as its own type.
         """
         call = self._answered("a tool failure", call_id, tool)
         kind, message = failure_of(error, kind)
+        if record is None and _recordable(error):
+            record = exception_record(error)
         event = ActionFailed(
-            call_id=call_id,
+            call_id=call.call_id,
             tool=call.tool,
             kind=kind,
             message=message,
             args=self._args(call, args),
             duration_ms=duration_ms,
+            error=None if record is None else _json_object(record, "the error"),
         )
         self._write(event)
         return event
@@ -550,7 +590,16 @@ class Recorder:
         """
         if isinstance(error, HaltSession):
             return self.halt(error.rule, error.reason)
-        return self.halt("error", describe_error(error))
+        self._open("a halt")
+        event = AgentHalted(
+            rule="error",
+            reason=describe_error(error),
+            error=_json_object(exception_record(error), "the error")
+            if _recordable(error)
+            else None,
+        )
+        self._write(event)
+        return event
 
     # -- context manager -------------------------------------------------------------
 
@@ -563,7 +612,7 @@ class Recorder:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not isinstance(exc, Exception) or not self.started or self.ended:
+        if not isinstance(exc, (Exception, HaltSession)) or not self.started or self.ended:
             return
         try:
             self.fail(exc)

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..canonical import canonical_bytes, dumps_canonical, loads_strict
 from ..errors import InvalidEventError
-from ..events import ActionProposed, ToolCall, ToolSpec, Usage
+from ..events import ActionProposed, ToolCall, ToolSpec, Usage, arguments_text
 
 __all__ = [
     "MODEL_SETTINGS",
@@ -38,6 +38,7 @@ __all__ = [
     "prefix_hash",
     "proposal_from_completion",
     "proposal_from_message",
+    "proposal_from_response",
     "reasoning_of",
     "response_body",
     "system_prompt_of",
@@ -111,6 +112,11 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | str, bool]:
     return (value, True) if isinstance(value, dict) else (raw, False)
 
 
+def _text_of(raw: Any, args: dict[str, Any] | str) -> str:
+    """The arguments' text as emitted: the raw string, or the text of what was given."""
+    return raw if isinstance(raw, str) else arguments_text(args)
+
+
 @dataclass
 class ParsedCalls:
     """The tool calls of one assistant message, and what could not be read of them."""
@@ -147,10 +153,13 @@ def tool_calls_of(message: Mapping[str, Any], id_prefix: str = "call") -> Parsed
         if not isinstance(call_id, str) or not call_id:
             parsed.missing_ids += 1
             call_id = f"{id_prefix}-{index}"
-        args, valid = parse_arguments(function.get("arguments"))
+        raw = function.get("arguments")
+        args, valid = parse_arguments(raw)
         if not valid:
             parsed.invalid_arguments.append(call_id)
-        parsed.calls.append(ToolCall(call_id=call_id, tool=name, args=args))
+        parsed.calls.append(
+            ToolCall(call_id=call_id, tool=name, args=args, arguments=_text_of(raw, args))
+        )
     return parsed
 
 
@@ -256,6 +265,53 @@ def proposal_from_completion(
         id_prefix=id_prefix,
     )
     return proposal
+
+
+def proposal_from_response(
+    body: Mapping[str, Any], *, latency_ms: float | None = None
+) -> ActionProposed:
+    """Map a Responses API response (its ``output`` items, usage, model) to ``action_proposed``.
+
+    ``function_call`` items are the calls (``call_id``, ``name``, ``arguments`` text),
+    ``message`` items the text, ``reasoning`` items' summaries the reasoning.
+    """
+    calls: list[ToolCall] = []
+    texts: list[str] = []
+    thoughts: list[str] = []
+    for index, item in enumerate(body.get("output") or []):
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "function_call" and isinstance(item.get("name"), str):
+            call_id = item.get("call_id") or item.get("id") or f"call-{index}"
+            raw = item.get("arguments")
+            args, _ = parse_arguments(raw)
+            calls.append(
+                ToolCall(
+                    call_id=str(call_id),
+                    tool=item["name"],
+                    args=args,
+                    arguments=_text_of(raw, args),
+                )
+            )
+        elif kind == "message":
+            text, _ = content_text(item.get("content"))
+            texts.append(text)
+        elif kind == "reasoning":
+            summary, _ = content_text(item.get("summary"))
+            thoughts.append(summary)
+    model = body.get("model")
+    usage = body.get("usage")
+    text = "".join(texts)
+    return ActionProposed(
+        calls=calls,
+        text=text if text or not calls else None,
+        reasoning="\n".join(t for t in thoughts if t) or None,
+        model=model if isinstance(model, str) else None,
+        usage=usage_of(usage),
+        latency_ms=latency_ms,
+        cost=cost_of(usage, body),
+    )
 
 
 @dataclass

@@ -22,7 +22,8 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from agentloop import AgentLoopError
-from journal import Journal, JournalError, Recorder, canonical_bytes
+from journal import Journal, JournalError, canonical_bytes
+from journal.capture import InProposalOrder
 
 from .._captured import CapturedReplay
 from .._verdict import ReplayResult
@@ -93,36 +94,3 @@ def answer_text(output: object) -> str:
     if isinstance(output, str):
         return output
     return canonical_bytes(jsonable(output)).decode("utf-8")
-
-
-class InProposalOrder:
-    """Journals the outcomes of one response's calls in the order the model proposed them.
-
-    ``add`` takes a call's write (a result, a failure, a rejection) when the call finishes
-    and writes every waiting outcome whose earlier calls are journaled already; ``flush``
-    (when the step ends) writes the rest, skipping calls that never ran (an unknown tool,
-    a final-output call).
-    """
-
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
-        self._waiting: dict[str, list[Callable[[], object]]] = {}
-
-    def add(self, call_id: str, write: Callable[[], object]) -> None:
-        """Queue the write that answers ``call_id``; write what is in order now."""
-        self._waiting.setdefault(call_id, []).append(write)
-        self._write(complete=False)
-
-    def flush(self) -> None:
-        """Write every queued outcome, in proposal order."""
-        self._write(complete=True)
-        self._waiting.clear()
-
-    def _write(self, *, complete: bool) -> None:
-        for call in self.recorder.pending:
-            writes = self._waiting.get(call.call_id)
-            if not writes:
-                if complete:
-                    continue
-                return
-            writes.pop(0)()

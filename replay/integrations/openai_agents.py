@@ -30,7 +30,6 @@ was never recorded is a divergence naming the step. Streamed runs are not replay
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from functools import partial
@@ -86,7 +85,9 @@ def proposal_of(response: AgentsResponse) -> dict[str, Any]:
     for item in response.output:
         if isinstance(item, ResponseFunctionToolCall):
             args, _ = parse_arguments(item.arguments)
-            calls.append(ToolCall(call_id=item.call_id, tool=item.name, args=args))
+            calls.append(
+                ToolCall(call_id=item.call_id, tool=item.name, args=args, arguments=item.arguments)
+            )
         elif isinstance(item, ResponseOutputMessage):
             texts.extend(part.text for part in item.content if isinstance(part, ResponseOutputText))
         elif isinstance(item, ResponseReasoningItem):
@@ -258,7 +259,7 @@ class ReplayModel(Model):
             )
         items.extend(
             ResponseFunctionToolCall(
-                arguments=call.args if isinstance(call.args, str) else json.dumps(call.args),
+                arguments=call.with_text().arguments or "",
                 call_id=call.call_id,
                 name=call.tool,
                 type="function_call",

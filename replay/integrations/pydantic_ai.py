@@ -95,7 +95,12 @@ CAPTURED_WITH = "pydantic-ai"
 def proposal_of(response: ModelResponse) -> dict[str, Any]:
     """A pydantic-ai response as `Recorder.model_output` fields (calls, text, thinking, usage)."""
     calls = [
-        ToolCall(call_id=part.tool_call_id, tool=part.tool_name, args=parse_arguments(part.args)[0])
+        ToolCall(
+            call_id=part.tool_call_id,
+            tool=part.tool_name,
+            args=parse_arguments(part.args)[0],
+            arguments=part.args if isinstance(part.args, str) else None,
+        ).with_text()
         for part in response.parts
         if isinstance(part, ToolCallPart)
     ]
@@ -351,7 +356,9 @@ class ReplayModel(Model):
         if output.text:
             parts.append(TextPart(content=output.text))
         parts.extend(
-            ToolCallPart(tool_name=call.tool, args=call.args, tool_call_id=call.call_id)
+            ToolCallPart(
+                tool_name=call.tool, args=call.with_text().arguments, tool_call_id=call.call_id
+            )
             for call in output.calls
         )
         usage = output.usage

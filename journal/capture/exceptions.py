@@ -1,0 +1,91 @@
+"""Exceptions as recorded facts: what a tool raised, kept as JSON and raised again in a replay.
+
+A tool of the user's own code fails by raising; the code that called it catches by type
+(``except (ValueError, LookupError)``). So a recorded failure must come back as an
+exception of the same type, or the replay takes another path than the original run.
+
+`exception_record` keeps the exception's type (``module:qualname``), the names of the
+classes it derives from (its MRO, up to ``BaseException``), its ``args`` and the instance
+attributes that survive JSON. `rebuilt` makes it again:
+
+* the recorded class itself, when its module is already imported (the code that raised it
+  imported it; nothing is imported on a journal's say-so, so a journal cannot make a
+  replay run a module's top-level code), rebuilt without calling ``__init__`` (its
+  ``args`` and attributes set as recorded);
+* otherwise a stand-in: a class of the recorded name, derived from the first class of
+  the recorded MRO that is loaded (``builtins`` ones always are) and from
+  `ReplayedException`, so ``except ValueError`` in the user's code still catches a
+  recorded subclass of ``ValueError`` whose module is gone.
+
+Values that are not JSON are kept as their ``repr`` (the record stays JSON; the replayed
+exception then holds the text).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+__all__ = ["ReplayedException", "exception_record", "rebuilt"]
+
+
+class ReplayedException(Exception):
+    """Base of the stand-ins for recorded exceptions whose class is not loaded."""
+
+
+def _path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _jsonable(value: object) -> Any:
+    return to_jsonable_python(value, fallback=repr)
+
+
+def exception_record(error: BaseException) -> dict[str, Any]:
+    """The JSON record of an exception: type, MRO, args, attributes and message."""
+    attributes = {
+        name: _jsonable(value) for name, value in vars(error).items() if not name.startswith("_")
+    }
+    return {
+        "type": _path(type(error)),
+        "mro": [_path(cls) for cls in type(error).__mro__ if issubclass(cls, BaseException)],
+        "args": [_jsonable(arg) for arg in error.args],
+        "attributes": attributes,
+        "message": str(error),
+    }
+
+
+def _loaded(path: str) -> type[BaseException] | None:
+    """The class ``module:qualname`` names, when its module is loaded; never imports."""
+    module_name, _, qualname = path.partition(":")
+    found: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        if found is None or part == "<locals>":
+            return None
+        found = getattr(found, part, None)
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return found
+    return None
+
+
+def rebuilt(record: dict[str, Any]) -> BaseException:
+    """The exception a record describes, rebuilt as the module docstring says."""
+    path = str(record.get("type", "builtins:Exception"))
+    cls = _loaded(path)
+    if cls is None:
+        bases = [_loaded(str(name)) for name in record.get("mro", [])[1:]]
+        base = next((b for b in bases if b is not None and issubclass(b, Exception)), Exception)
+        name = path.rpartition(":")[2].rpartition(".")[2] or "RecordedError"
+        parents = (ReplayedException,) if base is Exception else (ReplayedException, base)
+        cls = type(name, parents, {})
+        cls.__module__ = path.partition(":")[0]
+    error = cls.__new__(cls)
+    error.args = tuple(record.get("args", ()))
+    for key, value in dict(record.get("attributes", {})).items():
+        try:
+            setattr(error, key, value)
+        except (AttributeError, TypeError):  # a read-only attribute: the args carry it
+            continue
+    return error

@@ -1,0 +1,91 @@
+"""Capturing or replaying: which session captured code is in, and where its outcomes come from.
+
+`journal.capture.Capture` journals the user's own code at its boundaries: the model client
+and the tools. In production each wrapped call runs for real and is journaled. A replay
+runs the same code, unchanged, inside `replaying`: the wrapped calls are journaled the
+same way, but a `Player` decides their outcomes (the recording's, or a live run it
+allows). Which applies is a context variable, so the user's code needs no replay-only
+branch, and sessions of concurrent requests (threads with their own context, asyncio
+tasks) never mix.
+
+Nothing here imports `replay`: the replay package implements `Player`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..store import Journal
+from .recorder import SeqClock
+
+__all__ = ["Player", "ReplayTarget", "ToolPlay", "replay_target", "replaying"]
+
+
+@dataclass(frozen=True)
+class ToolPlay:
+    """What a replay does with one tool call: run it for real, or give a recorded outcome.
+
+    ``live`` runs the tool. Otherwise ``error`` (an `exception_record`) is raised again, or
+    ``result`` is returned.
+    """
+
+    live: bool = False
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+class Player(Protocol):
+    """Where the outcomes of captured calls come from during a replay."""
+
+    def model(self, seq: int, request: dict[str, Any]) -> Any:
+        """The recorded response body to serve, or None to call the live model.
+
+        A stream's response is the list of its chunk bodies. ``seq`` is where the
+        response will be journaled; ``request`` is the request as the capture records it
+        (see `journal.capture.requests`).
+
+        Raises:
+            HaltSession: no recorded response fits and no live model may answer.
+        """
+        ...
+
+    def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
+        """What to do with a call of ``tool`` with ``args`` (exactly as the code passed them).
+
+        Raises:
+            HaltSession: the recording never ran this call and it may not run live.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class ReplayTarget:
+    """Where a replayed entry journals, and who decides its outcomes."""
+
+    journal: Journal
+    session_id: str
+    replay_of: str
+    clock: SeqClock
+    player: Player
+
+
+_TARGET: ContextVar[ReplayTarget | None] = ContextVar("agent_journal_replay", default=None)
+
+
+def replay_target() -> ReplayTarget | None:
+    """The replay the current context runs in, if any."""
+    return _TARGET.get()
+
+
+@contextmanager
+def replaying(target: ReplayTarget) -> Iterator[ReplayTarget]:
+    """Run captured code as a replay: its next entry journals into ``target``."""
+    token = _TARGET.set(target)
+    try:
+        yield target
+    finally:
+        _TARGET.reset(token)

@@ -1,0 +1,145 @@
+"""Model requests and responses as a capture journals them.
+
+A request is journaled beside the response it got (``action_proposed.request``) so that a
+replay can check that the code asks the same before it is given the recorded answer. A
+conversation is resent whole at every call, so a request is kept as: the digest of all of
+it (what a replay compares), the messages new since the session's previous request (from
+the first one that differs), and its other parameters. The journal of a long session grows
+with its messages, not with their square; `full_requests` rebuilds every request.
+
+Responses are kept as the raw JSON the client parsed (``action_proposed.response``): a
+replay rebuilds the very objects the code read. For a stream, the list of chunk bodies.
+`proposal_of` maps each shape (chat completion, chat stream, Responses API, its stream)
+to the fields of ``action_proposed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from ..canonical import canonical_bytes
+from ..events import ActionProposed
+from ..formats.openai_messages import proposal_from_completion, proposal_from_response
+
+__all__ = [
+    "UNCOMPARED_PARAMETERS",
+    "assembled_chat",
+    "full_requests",
+    "jsonable",
+    "proposal_of",
+    "request_record",
+]
+
+UNCOMPARED_PARAMETERS = frozenset({"timeout", "extra_headers", "extra_query"})
+"""Request parameters that change how the call is made, not what the model answers."""
+
+
+def jsonable(value: object) -> Any:
+    """A value as JSON: models and dataclasses as their fields, anything else as its repr."""
+    return to_jsonable_python(value, fallback=repr)
+
+
+def _messages_key(body: Mapping[str, Any]) -> str:
+    return "input" if "input" in body and "messages" not in body else "messages"
+
+
+def request_record(
+    kwargs: Mapping[str, Any], previous: Sequence[Any]
+) -> tuple[dict[str, Any], list[Any]]:
+    """The record of a request, and its messages (the ``previous`` of the next request).
+
+    Args:
+        kwargs: what the code passed to ``create``.
+        previous: the messages of the session's previous request (``[]`` at the first).
+    """
+    body = {k: jsonable(v) for k, v in kwargs.items() if k not in UNCOMPARED_PARAMETERS}
+    key = _messages_key(body)
+    given = body.pop(key, [])
+    messages = list(given) if isinstance(given, list) else [given]
+    start = 0
+    while start < min(len(previous), len(messages)) and canonical_bytes(
+        previous[start]
+    ) == canonical_bytes(messages[start]):
+        start += 1
+    whole = canonical_bytes({**body, key: given})
+    record = {
+        "digest": hashlib.sha256(whole).hexdigest(),
+        "messages_key": key,
+        "from": start,
+        "messages": messages[start:],
+        "params": body,
+    }
+    return record, messages
+
+
+def full_requests(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every request of a session, whole again, from its journaled records in order."""
+    requests: list[dict[str, Any]] = []
+    messages: list[Any] = []
+    for record in records:
+        messages = [*messages[: int(record.get("from", 0))], *record.get("messages", [])]
+        params = dict(record.get("params", {}))
+        requests.append({**params, str(record.get("messages_key", "messages")): list(messages)})
+    return requests
+
+
+def assembled_chat(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A chat completion body assembled from the chunk bodies of its stream."""
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    body: dict[str, Any] = {"choices": [{"index": 0, "message": {"role": "assistant"}}]}
+    for chunk in chunks:
+        for key in ("id", "model", "created", "system_fingerprint"):
+            if chunk.get(key) is not None:
+                body[key] = chunk[key]
+        if chunk.get("usage"):
+            body["usage"] = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                text.append(delta["content"])
+            for piece in delta.get("tool_calls") or []:
+                call = calls.setdefault(
+                    int(piece.get("index", 0)),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                call["id"] = piece.get("id") or call["id"]
+                function = piece.get("function") or {}
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                body["choices"][0]["finish_reason"] = choice["finish_reason"]
+    message = body["choices"][0]["message"]
+    message["content"] = "".join(text) or None
+    if calls:
+        message["tool_calls"] = [calls[index] for index in sorted(calls)]
+    return body
+
+
+def _completed_response(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The Responses API response a stream of its events ends with."""
+    for event in reversed(events):
+        response = event.get("response")
+        if isinstance(response, Mapping) and event.get("type", "").startswith("response."):
+            return dict(response)
+    return {}
+
+
+def proposal_of(
+    kind: str, response: Any, *, stream: bool, latency_ms: float | None
+) -> ActionProposed:
+    """The ``action_proposed`` of a response body (or chunk bodies, for a stream).
+
+    ``kind`` is ``chat`` (chat completions) or ``responses`` (the Responses API).
+    """
+    if kind == "chat":
+        body = assembled_chat(response) if stream else response
+        return proposal_from_completion(body, latency_ms=latency_ms)
+    body = _completed_response(response) if stream else response
+    return proposal_from_response(body, latency_ms=latency_ms)

@@ -1,0 +1,486 @@
+"""Capture of the user's own code: an entry function, its model client and its tools.
+
+Three wrappers, and the code between them stays as it is::
+
+    from openai import OpenAI
+    from journal.capture import Capture
+
+    capture = Capture("agent-journal.db")
+    client = capture.openai(OpenAI())          # chat.completions.create, responses.create
+
+    @capture.tool
+    def lookup_order(order_id: str) -> dict: ...
+
+    @capture.tool(side_effects=True)           # never run by a replay unless allowed
+    def send_email(to: str, body: str) -> str: ...
+
+    @capture.entry                             # each call is one session
+    def answer(question: str) -> str:
+        ...  # the loop you already have: client.chat.completions.create, your tools
+
+A call of ``answer(...)`` is one session, whose ``session_started`` names the entry
+(``module:qualname``, what ``agent-journal replay`` calls again, under the trust list) and
+keeps its arguments. Inside it, each model call is journaled as ``action_proposed`` with
+the request beside the raw response (`journal.capture.requests`), the user messages a
+request brings as ``user_input``, each decorated tool's call with its arguments exactly as
+received and its outcome (the value, or the exception with its type: `exception_record`),
+in the order the model proposed the calls; the entry's return value ends the turn
+(``agent_completed``) and an exception escaping it fails the session (``agent_halted``,
+rule ``error``) before it propagates. Outside an entry the wrappers call straight through.
+
+Inside `journal.capture.replaying` (what a replay sets up), the same calls are journaled
+the same way, but their outcomes come from the replay's `Player`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+from pydantic import TypeAdapter, ValidationError
+
+from ..canonical import canonical_bytes
+from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
+from ..store import Journal
+from .exceptions import rebuilt
+from .order import InProposalOrder
+from .play import Player, ToolPlay, replay_target
+from .recorder import HaltSession, Recorder
+from .requests import jsonable, proposal_of, request_record
+
+__all__ = [
+    "CAPTURED_WITH",
+    "Capture",
+    "CapturedSession",
+    "ToolInfo",
+    "current_session",
+    "reference_of",
+]
+
+CAPTURED_WITH = "entry"
+"""The ``captured_with`` metadata of sessions captured around an entry function."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SESSION: ContextVar[CapturedSession | None] = ContextVar("agent_journal_session", default=None)
+
+
+def current_session() -> CapturedSession | None:
+    """The captured session the current context is in, if any."""
+    return _SESSION.get()
+
+
+def reference_of(function: Callable[..., Any]) -> str:
+    """``module:qualname`` of a function, with ``__main__`` named as the file it runs from."""
+    module = function.__module__
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+        elif getattr(main, "__file__", None):
+            module = Path(str(getattr(main, "__file__", ""))).stem
+    return f"{module}:{function.__qualname__}"
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """A decorated tool: its name and whether running it touches the world."""
+
+    name: str
+    side_effects: bool
+
+
+@dataclass
+class CapturedSession:
+    """One session of captured code: its recorder, its requests so far, its tool outcomes.
+
+    Built by `Capture` for each entry call; the wrappers find it with `current_session`.
+    """
+
+    recorder: Recorder
+    entry: str | None
+    inputs: dict[str, Any]
+    metadata: dict[str, Any]
+    player: Player | None = None
+    timer: Callable[[], float] = time.perf_counter
+    _messages: list[Any] = field(default_factory=list)
+    _inputs: list[str] = field(default_factory=list)
+    _claimed: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._order = InProposalOrder(self.recorder)
+
+    # -- the session's start and end ---------------------------------------------------
+
+    def start(self, request: Mapping[str, Any] | None = None) -> None:
+        """Journal ``session_started`` once, with what the first request says of the model."""
+        if self.recorder.started:
+            return
+        request = request or {}
+        messages = request.get("messages") or []
+        prompt = system_prompt_of(messages)[0] if messages else request.get("instructions")
+        self.recorder.start(
+            agent=self.entry,
+            model=request.get("model"),
+            system_prompt=prompt if isinstance(prompt, str) else "",
+            tools=[tool for tool in request.get("tools") or () if isinstance(tool, Mapping)],
+            model_settings={k: request[k] for k in MODEL_SETTINGS if k in request},
+            metadata={**self.metadata, "entry_inputs": self.inputs},
+            captured_with=CAPTURED_WITH,
+        )
+
+    def settle(self) -> None:
+        """Journal every tool outcome still waiting for an earlier call's."""
+        self._order.flush()
+
+    def finish(self, result: object) -> None:
+        """The entry returned ``result``: journal it as the turn's answer."""
+        self.start()
+        self.settle()
+        answer = result if isinstance(result, str) else canonical_bytes(jsonable(result)).decode()
+        self.recorder.final(answer)
+
+    def fail(self, error: BaseException) -> None:
+        """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s)."""
+        if self.recorder.ended:
+            return
+        self.start()
+        self.settle()
+        self.recorder.fail(error)
+
+    # -- model calls -------------------------------------------------------------------
+
+    def before_model(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+        """Journal what a request brings (the start, results, user input).
+
+        Returns the request's record and the seq its response will take.
+        """
+        self.settle()
+        self.start(kwargs)
+        record, messages = request_record(kwargs, self._messages)
+        self._messages = messages
+        self._journal_messages(messages)
+        return record, self.recorder.next_seq
+
+    def _journal_messages(self, messages: list[Any]) -> None:
+        """The user messages after the last answer, and results no decorated tool gave."""
+        roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
+        last = max((i for i, role in enumerate(roles) if role == "assistant"), default=-1)
+        inputs: list[str] = []
+        for message in messages[last + 1 :]:
+            if isinstance(message, str):
+                inputs.append(message)
+                continue
+            if not isinstance(message, dict):
+                continue
+            text, _ = content_text(message.get("content"))
+            if message.get("role") == "user":
+                inputs.append(text)
+            elif message.get("role") == "tool":
+                call_id = message.get("tool_call_id")
+                if any(call.call_id == call_id for call in self.recorder.pending):
+                    self.recorder.tool_result(str(call_id), text)
+        seen = len(self._inputs)
+        fresh = inputs[seen:] if inputs[:seen] == self._inputs else inputs
+        for text in fresh:
+            self.recorder.user_input(text)
+        self._inputs = inputs
+
+    def after_model(
+        self,
+        kind: str,
+        record: dict[str, Any],
+        response: Any,
+        *,
+        stream: bool,
+        latency_ms: float | None,
+    ) -> None:
+        """Journal a response (a body, or a stream's chunk bodies) beside its request."""
+        proposal = proposal_of(kind, response, stream=stream, latency_ms=latency_ms)
+        self.recorder.model_output(proposal, request=record, response=response)
+        self._inputs = []
+        self._claimed = set()
+
+    # -- tool calls --------------------------------------------------------------------
+
+    def _pair(self, tool: str, args: dict[str, Any]) -> str | None:
+        """The waiting call a tool call answers: same tool and arguments, else same tool."""
+        waiting = [c for c in self.recorder.pending if c.call_id not in self._claimed]
+        same = canonical_bytes(args)
+        found = next(
+            (
+                c
+                for c in waiting
+                if c.tool == tool and isinstance(c.args, dict) and canonical_bytes(c.args) == same
+            ),
+            None,
+        ) or next((c for c in waiting if c.tool == tool), None)
+        if found is None:
+            return None
+        self._claimed.add(found.call_id)
+        return found.call_id
+
+    def _journal_outcome(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        result: Any = None,
+        error: BaseException | dict[str, Any] | None = None,
+        duration_ms: float | None = None,
+    ) -> None:
+        call_id = self._pair(tool, args)
+        recorder = self.recorder
+
+        def write() -> None:
+            if error is None:
+                recorder.tool_result(
+                    call_id, jsonable(result), tool=tool, args=args, duration_ms=duration_ms
+                )
+            elif isinstance(error, dict):
+                recorder.tool_failure(
+                    call_id,
+                    rebuilt(error),
+                    tool=tool,
+                    args=args,
+                    duration_ms=duration_ms,
+                    record=error,
+                )
+            else:
+                recorder.tool_failure(call_id, error, tool=tool, args=args, duration_ms=duration_ms)
+
+        if call_id is None:  # a call no model output proposed: journaled where it happens
+            self.settle()
+            write()
+        else:
+            self._order.add(call_id, write)
+
+    def call_tool(
+        self, info: ToolInfo, args: dict[str, Any], run: Callable[[], Any], returns: Any
+    ) -> Any:
+        """Run (or replay) one call of a decorated tool, and journal it."""
+        self.start()
+        play = self._play(info, args)
+        if not play.live:
+            return self._served(info, args, play, returns)
+        started = self.timer()
+        try:
+            result = run()
+        except Exception as error:
+            self._journal_outcome(info.name, args, error=error, duration_ms=self._since(started))
+            raise
+        self._journal_outcome(info.name, args, result=result, duration_ms=self._since(started))
+        return result
+
+    async def acall_tool(
+        self, info: ToolInfo, args: dict[str, Any], run: Callable[[], Any], returns: Any
+    ) -> Any:
+        """`call_tool` for a coroutine function."""
+        self.start()
+        play = self._play(info, args)
+        if not play.live:
+            return self._served(info, args, play, returns)
+        started = self.timer()
+        try:
+            result = await run()
+        except Exception as error:
+            self._journal_outcome(info.name, args, error=error, duration_ms=self._since(started))
+            raise
+        self._journal_outcome(info.name, args, result=result, duration_ms=self._since(started))
+        return result
+
+    def _play(self, info: ToolInfo, args: dict[str, Any]) -> ToolPlay:
+        if self.player is None:
+            return ToolPlay(live=True)
+        return self.player.tool(info.name, args, side_effects=info.side_effects)
+
+    def _served(self, info: ToolInfo, args: dict[str, Any], play: ToolPlay, returns: Any) -> Any:
+        if play.error is not None:
+            self._journal_outcome(info.name, args, error=play.error)
+            raise rebuilt(play.error)
+        self._journal_outcome(info.name, args, result=play.result)
+        return _typed(play.result, returns)
+
+    def _since(self, started: float) -> float:
+        return round((self.timer() - started) * 1000, 3)
+
+
+def _typed(value: Any, returns: Any) -> Any:
+    """A recorded result as the tool's declared return type, when it validates as one."""
+    if returns is inspect.Signature.empty or returns is Any:
+        return value
+    try:
+        return TypeAdapter(returns).validate_python(value)
+    except (ValidationError, TypeError, NameError):
+        return value
+
+
+class Capture:
+    """Captures entry functions, a model client and tools into a journal.
+
+    Args:
+        journal: a `Journal`, or where to open one (a path or a ``postgresql://`` URL),
+            opened at the first session.
+        metadata: kept in every session's ``session_started``.
+    """
+
+    def __init__(
+        self, journal: Journal | str | Path, *, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        self._journal = journal if isinstance(journal, Journal) else None
+        self._target = None if isinstance(journal, Journal) else str(journal)
+        self.metadata = dict(metadata or {})
+        self.tools: dict[str, ToolInfo] = {}
+        """The decorated tools by name (a replay checks its live tools against them)."""
+
+    @property
+    def journal(self) -> Journal:
+        """The journal sessions go to (opened on first use)."""
+        if self._journal is None:
+            assert self._target is not None
+            self._journal = Journal.open(self._target)
+        return self._journal
+
+    def openai(self, client: F) -> F:
+        """The openai client (``OpenAI`` or ``AsyncOpenAI``), journaling inside sessions."""
+        from .wrapped import captured_client
+
+        wrapped: F = captured_client(client)
+        return wrapped
+
+    # -- tools -------------------------------------------------------------------------
+
+    @overload
+    def tool(self, function: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self, function: None = None, /, *, name: str | None = None, side_effects: bool = False
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self, function: Any = None, /, *, name: str | None = None, side_effects: bool = False
+    ) -> Any:
+        """Decorate a tool: journal its calls inside sessions, replay them from the record.
+
+        ``side_effects=True`` marks a tool that changes the world (sends, writes, pays): a
+        replay never runs it for real unless allowed by name.
+        """
+
+        def decorate(function: F) -> F:
+            info = ToolInfo(name or function.__name__, side_effects)
+            self.tools[info.name] = info
+            signature = inspect.signature(function)
+            returns = signature.return_annotation
+
+            def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+                bound = signature.bind(*args, **kwargs)
+                return {key: jsonable(value) for key, value in bound.arguments.items()}
+
+            if inspect.iscoroutinefunction(function):
+
+                @functools.wraps(function)
+                async def arun(*args: Any, **kwargs: Any) -> Any:
+                    session = current_session()
+                    if session is None:
+                        return await function(*args, **kwargs)
+                    return await session.acall_tool(
+                        info, arguments(args, kwargs), lambda: function(*args, **kwargs), returns
+                    )
+
+                return arun  # type: ignore[return-value]
+
+            @functools.wraps(function)
+            def run(*args: Any, **kwargs: Any) -> Any:
+                session = current_session()
+                if session is None:
+                    return function(*args, **kwargs)
+                return session.call_tool(
+                    info, arguments(args, kwargs), lambda: function(*args, **kwargs), returns
+                )
+
+            return run  # type: ignore[return-value]
+
+        return decorate if function is None else decorate(function)
+
+    # -- entries -----------------------------------------------------------------------
+
+    @overload
+    def entry(self, function: F, /) -> F: ...
+
+    @overload
+    def entry(self, function: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def entry(self, function: Any = None, /, *, name: str | None = None) -> Any:
+        """Decorate the function that runs one session (one call, one session).
+
+        ``name`` overrides the recorded reference (``module:qualname``); a replay calls
+        what it names, with the recorded arguments (so they should be JSON values).
+        """
+
+        def decorate(function: F) -> F:
+            reference = name or reference_of(function)
+
+            def inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+                return {"args": jsonable(list(args)), "kwargs": jsonable(kwargs)}
+
+            if inspect.iscoroutinefunction(function):
+
+                @functools.wraps(function)
+                async def arun(*args: Any, **kwargs: Any) -> Any:
+                    if current_session() is not None:
+                        return await function(*args, **kwargs)
+                    with self._session(reference, inputs(args, kwargs)) as session:
+                        result = await function(*args, **kwargs)
+                        session.finish(result)
+                        return result
+
+                arun.__capture__ = self  # type: ignore[attr-defined]
+                return arun  # type: ignore[return-value]
+
+            @functools.wraps(function)
+            def run(*args: Any, **kwargs: Any) -> Any:
+                if current_session() is not None:
+                    return function(*args, **kwargs)
+                with self._session(reference, inputs(args, kwargs)) as session:
+                    result = function(*args, **kwargs)
+                    session.finish(result)
+                    return result
+
+            run.__capture__ = self  # type: ignore[attr-defined]
+            return run  # type: ignore[return-value]
+
+        return decorate if function is None else decorate(function)
+
+    @contextmanager
+    def _session(self, entry: str, inputs: dict[str, Any]) -> Iterator[CapturedSession]:
+        """Open the session of one entry call: in production, or in the replay around it."""
+        target = replay_target()
+        if target is None:
+            recorder = Recorder(self.journal)
+            player = None
+        else:
+            recorder = Recorder(
+                target.journal, target.session_id, clock=target.clock, replay_of=target.replay_of
+            )
+            player = target.player
+        session = CapturedSession(
+            recorder, entry=entry, inputs=inputs, metadata=self.metadata, player=player
+        )
+        token = _SESSION.set(session)
+        try:
+            yield session
+        except (Exception, HaltSession) as error:
+            session.fail(error)
+            raise
+        finally:
+            _SESSION.reset(token)

@@ -1,0 +1,254 @@
+"""The openai client, wrapped: ``chat.completions.create`` and ``responses.create`` journaled.
+
+`captured_client` returns a stand-in for an ``OpenAI`` or ``AsyncOpenAI`` client whose two
+creating calls go through the captured session the code runs in (`current_session`), and
+everything else straight to the client. Outside a session they call straight through.
+
+In a session, a call journals its request and the raw response (`CapturedSession`); with
+``stream=True`` the chunks reach the code as they arrive and the response is journaled
+once the stream is consumed or closed. In a replay the `Player` may serve a recorded
+response instead: the client's own types are rebuilt from the recorded JSON (a stream
+yields its recorded chunks in order), so the code reads what it read then.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Literal
+
+from .requests import jsonable
+from .scope import CapturedSession, current_session
+
+__all__ = ["captured_client"]
+
+Kind = Literal["chat", "responses"]
+
+
+def _body(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else jsonable(value)
+
+
+def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
+    """The openai object a recorded body was parsed into (the body itself without openai)."""
+    try:
+        if kind == "chat":
+            from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+            model: Any = ChatCompletionChunk if chunk else ChatCompletion
+        else:
+            from openai.types.responses import Response, ResponseStreamEvent
+
+            if chunk:
+                from pydantic import TypeAdapter
+
+                return TypeAdapter(ResponseStreamEvent).validate_python(body)
+            model = Response
+    except ImportError:  # pragma: no cover - a client-like object without the openai package
+        return body
+    return model.model_validate(body)
+
+
+class _Recording:
+    """Chunks of a live stream as they pass to the code; journaled once, at the end."""
+
+    def __init__(
+        self,
+        session: CapturedSession,
+        kind: Kind,
+        record: dict[str, Any],
+        started: float,
+    ) -> None:
+        self.session, self.kind, self.record, self.started = session, kind, record, started
+        self.chunks: list[Any] = []
+        self.done = False
+
+    def add(self, chunk: Any) -> Any:
+        self.chunks.append(_body(chunk))
+        return chunk
+
+    def end(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        latency = round((self.session.timer() - self.started) * 1000, 3)
+        self.session.after_model(
+            self.kind, self.record, self.chunks, stream=True, latency_ms=latency
+        )
+
+
+class _Stream:
+    """A stream the code iterates: live chunks recorded as they pass, or recorded ones."""
+
+    def __init__(self, source: Any, recording: _Recording) -> None:
+        self._source = source
+        self._iterator: Iterator[Any] = iter(source)
+        self._recording = recording
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return self._recording.add(next(self._iterator))
+        except StopIteration:
+            self._recording.end()
+            raise
+
+    def close(self) -> None:
+        """Close the stream; what arrived so far is journaled."""
+        self._recording.end()
+        close = getattr(self._source, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+
+class _AsyncStream:
+    """`_Stream` for ``AsyncOpenAI``."""
+
+    def __init__(self, source: Any, recording: _Recording) -> None:
+        self._source = source
+        self._iterator: AsyncIterator[Any] = aiter(source)
+        self._recording = recording
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return self._recording.add(await anext(self._iterator))
+        except StopAsyncIteration:
+            self._recording.end()
+            raise
+
+    async def close(self) -> None:
+        """Close the stream; what arrived so far is journaled."""
+        self._recording.end()
+        close = getattr(self._source, "close", None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+
+    async def __aenter__(self) -> _AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+
+class _Served:
+    """A recorded stream, served: its chunks rebuilt in order (iterable both ways)."""
+
+    def __init__(self, chunks: list[Any]) -> None:
+        self._chunks = iter(chunks)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._chunks
+
+    def __aiter__(self) -> _Served:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        """Nothing to close: the chunks are in memory."""
+
+
+class _Create:
+    """One creating call (``chat.completions.create`` or ``responses.create``), journaled."""
+
+    def __init__(self, kind: Kind, create: Callable[..., Any]) -> None:
+        self.kind = kind
+        self.create = create
+        self.is_async = inspect.iscoroutinefunction(create)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return self.create(**kwargs)
+        if self.is_async:
+            return self._acall(session, kwargs)
+        record, served, started = self._begin(session, kwargs)
+        if served is not None:
+            return self._serve(session, record, served, kwargs)
+        return self._after(session, record, self.create(**kwargs), kwargs, started)
+
+    async def _acall(self, session: CapturedSession, kwargs: dict[str, Any]) -> Any:
+        record, served, started = self._begin(session, kwargs)
+        if served is not None:
+            return self._serve(session, record, served, kwargs)
+        return self._after(session, record, await self.create(**kwargs), kwargs, started)
+
+    def _begin(
+        self, session: CapturedSession, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any, float]:
+        record, seq = session.before_model(kwargs)
+        player = session.player
+        served = None if player is None else player.model(seq, record)
+        return record, served, session.timer()
+
+    def _serve(
+        self, session: CapturedSession, record: dict[str, Any], served: Any, kwargs: dict[str, Any]
+    ) -> Any:
+        stream = bool(kwargs.get("stream"))
+        session.after_model(self.kind, record, served, stream=stream, latency_ms=None)
+        if stream:
+            return _Served([_rebuilt(self.kind, chunk, chunk=True) for chunk in served])
+        return _rebuilt(self.kind, served, chunk=False)
+
+    def _after(
+        self,
+        session: CapturedSession,
+        record: dict[str, Any],
+        response: Any,
+        kwargs: dict[str, Any],
+        started: float,
+    ) -> Any:
+        if kwargs.get("stream"):
+            recording = _Recording(session, self.kind, record, started)
+            return (_AsyncStream if self.is_async else _Stream)(response, recording)
+        latency = round((session.timer() - started) * 1000, 3)
+        session.after_model(self.kind, record, _body(response), stream=False, latency_ms=latency)
+        return response
+
+
+class _Proxy:
+    """An object whose attributes are the wrapped one's, but for those given."""
+
+    def __init__(self, wrapped: Any, **own: Any) -> None:
+        self._wrapped = wrapped
+        self.__dict__.update(own)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+
+def captured_client(client: Any) -> Any:
+    """``client`` with ``chat.completions.create`` and ``responses.create`` journaled."""
+    own: dict[str, Any] = {}
+    chat = getattr(client, "chat", None)
+    if chat is not None:
+        completions = _Proxy(chat.completions, create=_Create("chat", chat.completions.create))
+        own["chat"] = _Proxy(chat, completions=completions)
+    responses = getattr(client, "responses", None)
+    if responses is not None:
+        own["responses"] = _Proxy(responses, create=_Create("responses", responses.create))
+    return _Proxy(client, **own)

@@ -1,0 +1,304 @@
+"""Replay of code captured around an entry function: the user's own loop, unchanged.
+
+A session captured by `journal.capture.Capture` names its entry (``module:qualname``) and
+keeps the entry's arguments. A replay calls that function again with those arguments,
+inside `journal.capture.replaying`: the wrapped model client and the decorated tools
+journal into a scratch session as they did in production, and an `EntryPlayer` decides
+their outcomes:
+
+* **a model request** is compared with the request recorded at the same seq (its digest:
+  the messages, tools, model and parameters); the recorded response is served only when
+  they match and everything written before matches the recording. Otherwise, with a live
+  model (``live_model``: the client's real call) the code goes on live; without one the
+  replay stops (``agent_halted``, rule ``replay_stopped``, naming what differed).
+* **a tool call** gets its recorded outcome, paired by position and tool + canonical
+  arguments: the value is returned (as the tool's declared return type when it validates),
+  a recorded exception is raised again as its own type (`journal.capture.rebuilt`). A
+  call the recording never ran stops the replay. Tools named live run for real; a tool
+  declared with side effects runs for real only when also allowed by name, and past a
+  divergence with a live model every other tool runs for real.
+
+No server, no API key: nothing leaves the process unless a tool or the model is live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Collection, Iterable, Sequence
+from typing import Any
+
+from agentloop import AgentLoadError, AgentLoopError
+from journal import (
+    ActionCommitted,
+    ActionProposed,
+    HaltSession,
+    Journal,
+    RecordedEvent,
+    SessionStarted,
+    StoreError,
+    describe_error,
+)
+from journal.capture import Player, ReplayTarget, ToolPlay, replaying
+
+from ._follow import RecordingFollower
+from ._run import Drive, replay_session
+from ._verdict import ReplayResult, UnrecordedCall
+from .diff import field_changes
+from .normalize import DEFAULT_RULES, NormalizationRules
+from .recorded import REPLAY_STOPPED, RecordedClock, RecordedLLM, RecordedTools
+
+__all__ = ["CAPTURED_WITH", "EntryPlayer", "replay_captured", "replay_entry"]
+
+CAPTURED_WITH = "entry"
+"""The ``captured_with`` of sessions captured around an entry function."""
+
+
+async def _awaited(pending: Awaitable[object]) -> None:
+    await pending
+
+
+def _request_changes(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
+    """The first differences between a recorded request record and the one asked now."""
+    keep = ("from", "messages", "params")
+    changes = field_changes(
+        {key: recorded.get(key) for key in keep}, {key: asked.get(key) for key in keep}
+    )
+    if not changes:
+        return "its digest"
+    shown = []
+    for change in changes[:3]:
+        before, after = change.shown(60)
+        shown.append(f"{change.path}: {before} -> {after}")
+    return "; ".join(shown)
+
+
+class EntryPlayer(Player):
+    """The outcomes of a replayed entry's calls: recorded, or live where allowed.
+
+    Args:
+        recorded: the recorded session.
+        follower: whether the replay still matches the recording.
+        live_tools: tools to run for real (``True``: every tool without side effects).
+        allowed_side_effects: tools with side effects that may run for real.
+        live_model: the client's real model answers where no recorded response fits.
+    """
+
+    def __init__(
+        self,
+        recorded: Sequence[RecordedEvent],
+        follower: RecordingFollower,
+        *,
+        live_tools: bool | Collection[str] = False,
+        allowed_side_effects: Collection[str] = (),
+        live_model: bool = False,
+    ) -> None:
+        self.follower = follower
+        self.llm = RecordedLLM(recorded, follower=follower)
+        self.tools = RecordedTools(recorded, follower=follower if live_model else None)
+        self.live_tools = live_tools
+        self.allowed = frozenset(allowed_side_effects)
+        self.live_model = live_model
+        self._recorded = recorded
+
+    def model(self, seq: int, request: dict[str, Any]) -> Any:
+        """The recorded response when the request and the run so far match; see the module."""
+        item = self._recorded[seq] if seq < len(self._recorded) else None
+        event = item.event if item is not None else None
+        if (
+            isinstance(event, ActionProposed)
+            and event.request is not None
+            and event.request.get("digest") != request.get("digest")
+            and self.follower.fits()
+        ):
+            why = (
+                f"the request at seq {seq} differs from the recorded one: "
+                f"{_request_changes(event.request, request)}"
+            )
+            return self._off_record(seq, why)
+        try:
+            self.llm.next_response(seq)
+        except HaltSession:
+            raise
+        except Exception as off:  # off the record, or a recorded failure of the model
+            return self._off_record(seq, str(off))
+        assert isinstance(event, ActionProposed)
+        return event.response
+
+    def _off_record(self, seq: int, why: str) -> Any:
+        if self.live_model:
+            if self.llm.went_live_at is None:
+                self.llm.went_live_at = seq
+            return None
+        if self.llm.stopped_at is None:
+            self.llm.stopped_at = seq
+        raise HaltSession(
+            REPLAY_STOPPED,
+            f"replay stopped at seq {seq}: {why}; no live model to go on with (--live-model)",
+        )
+
+    def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
+        """The recorded outcome of a call, or a live run where allowed; see the module."""
+        named = not isinstance(self.live_tools, bool) and tool in self.live_tools
+        every = self.live_tools is True and not side_effects
+        past = self.tools.follower is not None and not self.follower.fits()
+        recorded = self.tools.take(tool, args)
+        if named or every or (past and (not side_effects or tool in self.allowed)):
+            if side_effects and tool not in self.allowed:
+                raise AgentLoopError(
+                    f"tool {tool} has side effects: it runs for real in a replay only when "
+                    f"allowed too (--allow-side-effects {tool})"
+                )
+            return ToolPlay(live=True)
+        if recorded is None:
+            self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
+            raise HaltSession(
+                REPLAY_STOPPED,
+                f"replay stopped: the code called {tool}({args}), which the recording never "
+                "ran (--live-tool runs it for real)",
+            )
+        event = recorded.event
+        if isinstance(event, ActionCommitted):
+            return ToolPlay(result=event.result)
+        error = event.error or {
+            "type": "journal.capture.exceptions:ReplayedException",
+            "mro": [],
+            "args": [event.message],
+            "attributes": {},
+            "message": event.message,
+        }
+        return ToolPlay(error=error)
+
+
+def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str]) -> None:
+    """Refuse bad tool names before anything runs.
+
+    A tool named live or allowed must be one the entry's capture decorated; a tool with
+    side effects named live must be allowed too.
+    """
+    capture = getattr(entry, "__capture__", None)
+    if capture is None:
+        return
+    known: dict[str, Any] = capture.tools
+    named = (set() if isinstance(live, bool) else set(live)) | set(allowed)
+    unknown = sorted(named - set(known))
+    if unknown:
+        raise AgentLoopError(
+            f"no tool {unknown[0]!r} is decorated with this entry's capture "
+            f"(tools: {', '.join(sorted(known)) or 'none'})"
+        )
+    risky = sorted(
+        name
+        for name in (set() if isinstance(live, bool) else set(live))
+        if known[name].side_effects and name not in allowed
+    )
+    if risky:
+        raise AgentLoopError(
+            f"tool {risky[0]} has side effects: it runs for real in a replay only when "
+            f"allowed too (--allow-side-effects {risky[0]})"
+        )
+
+
+def replay_entry(
+    journal: Journal,
+    session_id: str,
+    entry: Any,
+    *,
+    live_tools: bool | Iterable[str] = False,
+    allowed_side_effects: Iterable[str] = (),
+    live_model: bool = False,
+    save: bool = False,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> ReplayResult:
+    """Call a captured session's entry again with its recorded arguments, and compare.
+
+    Args:
+        journal: the journal holding the session.
+        session_id: the captured session.
+        entry: the entry function (decorated with `journal.capture.Capture.entry`).
+        live_tools: tools to run for real (``True``: every tool without side effects).
+        allowed_side_effects: tools with side effects that may run for real.
+        live_model: where no recorded response fits, call the client's real model.
+        save: keep the replay in ``journal``.
+        rules: what counts as volatile; see `replay.normalize`.
+
+    Raises:
+        AgentLoadError: ``entry`` is not callable, or the session keeps no arguments.
+    """
+    if not callable(entry):
+        raise AgentLoadError(f"{type(entry).__name__} is not an entry function")
+    live = live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
+    allowed = frozenset(allowed_side_effects)
+    _check_tools(entry, live, allowed)
+
+    def drive(
+        scratch: Journal,
+        replay_id: str,
+        follower: RecordingFollower,
+        recorded: Sequence[RecordedEvent],
+        started: SessionStarted,
+    ) -> Drive:
+        inputs = started.metadata.get("entry_inputs")
+        if not isinstance(inputs, dict):
+            raise AgentLoadError(
+                f"session {session_id} keeps no entry_inputs: it was not captured by "
+                "journal.capture.Capture.entry"
+            )
+        player = EntryPlayer(
+            recorded,
+            follower,
+            live_tools=live,
+            allowed_side_effects=allowed,
+            live_model=live_model,
+        )
+        target = ReplayTarget(
+            journal=scratch,
+            session_id=replay_id,
+            replay_of=session_id,
+            clock=RecordedClock(recorded),
+            player=player,
+        )
+        error = None
+        try:
+            with replaying(target):
+                outcome = entry(*inputs.get("args", []), **inputs.get("kwargs", {}))
+                if inspect.isawaitable(outcome):
+                    asyncio.run(_awaited(outcome))
+        except StoreError:
+            raise
+        except (Exception, HaltSession) as raised:  # journaled by the capture; reported here
+            error = describe_error(raised)
+        return Drive(llm=player.llm, tools=player.tools, error=error, agent=started.agent)
+
+    return replay_session(journal, session_id, drive, save=save, live_model=live_model, rules=rules)
+
+
+def replay_captured(
+    journal: Journal,
+    session_id: str,
+    target: object,
+    *,
+    reference: str | None,
+    live: bool | Iterable[str] = False,
+    live_model: object = None,
+    save: bool = False,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> ReplayResult:
+    """How `replay.Replayer` replays entry sessions (see `replay._captured`).
+
+    ``live_model`` ``agent`` (or True) lets the client's real model answer off the record.
+    """
+    del reference
+    if live_model not in (None, False, True, "agent"):
+        raise AgentLoopError(
+            "an entry session goes on live with the client it was captured with: --live-model agent"
+        )
+    return replay_entry(
+        journal,
+        session_id,
+        target,
+        live_tools=live,
+        live_model=bool(live_model),
+        save=save,
+        rules=rules,
+    )
