@@ -107,6 +107,11 @@ def _changed_columns(
     return names, [row[name] for name in names]
 
 
+def _head_after(plan: AppendPlan) -> SessionHead:
+    """The head a session is at once ``plan`` is written."""
+    return SessionHead(plan.rows[-1].seq, plan.head_hash, plan.state)
+
+
 class SQLJournal(Journal):
     """The `Journal` contract over SQL; subclasses supply the connection primitives."""
 
@@ -151,6 +156,18 @@ class SQLJournal(Journal):
 
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         """Serialise writers of one session until the transaction ends (SQLite: a no-op)."""
+
+    def _reserve_positions(self, tx: SqlTx, count: int) -> None:
+        """Take the global positions of the ``count`` events the transaction will insert.
+
+        Called once per write transaction that inserts events, before its first write
+        (SQLite: a no-op, its single writer numbers rows as they are inserted).
+        """
+
+    def _begin_append(self, tx: SqlTx, session_id: str, count: int) -> None:
+        """`_lock_session`, then `_reserve_positions` (PostgreSQL: in one round trip)."""
+        self._lock_session(tx, session_id)
+        self._reserve_positions(tx, count)
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
         """Insert rows; the database assigns their global positions."""
@@ -336,7 +353,7 @@ class SQLJournal(Journal):
         """Cache the head ``plan`` left the session at (the oldest entry makes room)."""
         if len(self._heads) >= _STATE_CACHE_SIZE:
             self._heads.pop(next(iter(self._heads)), None)
-        self._heads[session_id] = SessionHead(plan.rows[-1].seq, plan.head_hash, plan.state)
+        self._heads[session_id] = _head_after(plan)
 
     def append(
         self,
@@ -356,7 +373,7 @@ class SQLJournal(Journal):
                 session_id, head, events, expected_seq=expected_seq, ts=stamp, hasher=self.hasher
             )
 
-        plan = self._commit(session_id, lambda tx, head: planned(head), planned)
+        plan = self._commit(session_id, lambda tx, head: planned(head), planned, len(events))
         assert plan is not None
         return plan.rows[-1].seq
 
@@ -379,24 +396,37 @@ class SQLJournal(Journal):
     ) -> list[int]:
         """Import several sessions in one transaction; see `Journal.import_sessions`."""
         counts: list[int] = []
-        written: list[tuple[str, AppendPlan]] = []
+        planned: list[tuple[str, AppendPlan, tuple[Any, ...]]] = []
         with self._transaction() as tx:
             for session_id in sorted({session_id for session_id, _ in sessions}):
                 self._lock_session(tx, session_id)  # in one order: no deadlock between two
+            ahead: dict[str, tuple[SessionHead, dict[int, str]]] = {}
             for session_id, records in sessions:
-                head, indexed = self._locate(tx, session_id)
+                # Everything is planned before anything is written (positions are reserved
+                # before the first write); a session named twice is planned on its plan above.
+                head: SessionHead | None
+                if session_id in ahead:
+                    head, hashes = ahead[session_id]
+                    indexed: tuple[Any, ...] = ()
+                else:
+                    (head, indexed), hashes = self._locate(tx, session_id), {}
                 plan = plan_import(
                     session_id,
                     head,
                     records,
                     hasher=self.hasher,
-                    stored_hash_at=functools.partial(self._hash_at, tx, session_id),
+                    stored_hash_at=functools.partial(self._hash_in, tx, session_id, hashes),
                 )
                 counts.append(0 if plan is None else len(plan.rows))
                 if plan is not None:
-                    self._write(tx, session_id, plan, indexed)
-                    written.append((session_id, plan))
-        for session_id, plan in written:
+                    planned.append((session_id, plan, indexed))
+                    hashes = hashes | {row.seq: row.hash for row in plan.rows}
+                    ahead[session_id] = (_head_after(plan), hashes)
+            if planned:
+                self._reserve_positions(tx, sum(len(plan.rows) for _, plan, _ in planned))
+            for session_id, plan, indexed in planned:
+                self._write(tx, session_id, plan, indexed)
+        for session_id, plan, _ in planned:
             self._remember(session_id, plan)
         return counts
 
@@ -405,6 +435,7 @@ class SQLJournal(Journal):
         session_id: str,
         make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
         on_cached_head: Callable[[SessionHead], AppendPlan] | None = None,
+        count: int | None = None,
     ) -> AppendPlan | None:
         """Lock the session, plan against its head and write the plan, in one transaction.
 
@@ -412,7 +443,9 @@ class SQLJournal(Journal):
         connection's cached head and written by `_write_on_head` (no read of the head: one
         statement less, and the lock is held for less). When the cache turns out stale, or
         that plan fails (it may fail differently against the stored head), the session is
-        planned again against the stored head in the same transaction.
+        planned again against the stored head in the same transaction. ``count``, when every
+        plan has that many rows (an append), reserves their positions with the lock;
+        otherwise they are reserved once the plan is made.
         """
         cached = self._heads.get(session_id)
         guess = None
@@ -422,7 +455,10 @@ class SQLJournal(Journal):
             except JournalError:
                 pass  # decided against the stored head below, which may differ
         with self._transaction() as tx:
-            self._lock_session(tx, session_id)
+            if count is None:
+                self._lock_session(tx, session_id)
+            else:
+                self._begin_append(tx, session_id, count)
             if (
                 guess is not None
                 and cached is not None
@@ -435,6 +471,8 @@ class SQLJournal(Journal):
                 if found is None:
                     return None
                 plan = found
+                if count is None:
+                    self._reserve_positions(tx, len(plan.rows))
                 self._write(tx, session_id, plan, indexed)
         self._remember(session_id, plan)
         return plan
@@ -443,6 +481,11 @@ class SQLJournal(Journal):
     def _hash_at(tx: SqlTx, session_id: str, seq: int) -> str | None:
         row = tx.one("SELECT hash FROM events WHERE session_id = ? AND seq = ?", (session_id, seq))
         return None if row is None else str(row[0])
+
+    @classmethod
+    def _hash_in(cls, tx: SqlTx, session_id: str, planned: dict[int, str], seq: int) -> str | None:
+        """`_hash_at`, for a session whose rows ``planned`` (seq -> hash) are not written yet."""
+        return planned[seq] if seq in planned else cls._hash_at(tx, session_id, seq)
 
     # -- reading ---------------------------------------------------------------------
 
