@@ -341,13 +341,19 @@ class SQLJournal(Journal):
         columns are the ones this connection wrote. False (nothing written) when another
         writer got there first, or the row was changed or removed outside this connection.
         """
-        indexed = tuple(head.state.__dict__[name] for name in _INDEXED_COLUMNS)
-        names, params = _changed_columns(projection_row(plan.state, plan.head_hash), indexed)
-        params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
-        if not tx.changed(_guarded_update_sql(names, self.NULL_SAFE_EQUAL), params):
+        if not tx.changed(*self._guarded_update(session_id, plan, head)):
             return False
         self._insert_events(tx, plan.rows)
         return True
+
+    def _guarded_update(
+        self, session_id: str, plan: AppendPlan, head: SessionHead
+    ) -> tuple[str, list[Any]]:
+        """The projection UPDATE of `_write_on_head` and its parameters."""
+        indexed = tuple(head.state.__dict__[name] for name in _INDEXED_COLUMNS)
+        names, params = _changed_columns(projection_row(plan.state, plan.head_hash), indexed)
+        params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
+        return _guarded_update_sql(names, self.NULL_SAFE_EQUAL), params
 
     def _remember(self, session_id: str, plan: AppendPlan) -> None:
         """Cache the head ``plan`` left the session at (the oldest entry makes room)."""
@@ -447,13 +453,7 @@ class SQLJournal(Journal):
         plan has that many rows (an append), reserves their positions with the lock;
         otherwise they are reserved once the plan is made.
         """
-        cached = self._heads.get(session_id)
-        guess = None
-        if on_cached_head is not None and cached is not None:
-            try:
-                guess = on_cached_head(cached)
-            except JournalError:
-                pass  # decided against the stored head below, which may differ
+        cached, guess = self._guess(session_id, on_cached_head)
         with self._transaction() as tx:
             if count is None:
                 self._lock_session(tx, session_id)
@@ -476,6 +476,18 @@ class SQLJournal(Journal):
                 self._write(tx, session_id, plan, indexed)
         self._remember(session_id, plan)
         return plan
+
+    def _guess(
+        self, session_id: str, on_cached_head: Callable[[SessionHead], AppendPlan] | None
+    ) -> tuple[SessionHead | None, AppendPlan | None]:
+        """This connection's cached head of the session, and the plan made on it, if any."""
+        cached = self._heads.get(session_id)
+        if on_cached_head is None or cached is None:
+            return cached, None
+        try:
+            return cached, on_cached_head(cached)
+        except JournalError:
+            return cached, None  # decided against the stored head, which may differ
 
     @staticmethod
     def _hash_at(tx: SqlTx, session_id: str, seq: int) -> str | None:

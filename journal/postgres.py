@@ -41,9 +41,9 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import errors, sql
@@ -61,6 +61,7 @@ from .errors import (
     StoreError,
 )
 from .records import StoredEvent, stored_row
+from .sessions import AppendPlan, SessionHead
 from .store import Clock, Durability
 
 __all__ = ["PostgresJournal", "describe_url"]
@@ -85,17 +86,21 @@ held AS (
     SELECT min(pos) AS pos FROM edges, snap
     WHERE pos > prev_pos + 1 AND EXISTS (
         SELECT FROM pg_snapshot_xip(snap.s) AS x
-        WHERE x < edges.tx AND (edges.prev_tx IS NULL OR x > edges.prev_tx)))
-SELECT {{columns}} FROM edges
-WHERE pos < coalesce((SELECT pos FROM held), 9223372036854775807) ORDER BY pos
+        WHERE x < edges.tx AND (edges.prev_tx IS NULL OR x > edges.prev_tx))),
+safe AS (
+    SELECT * FROM edges WHERE pos < coalesce((SELECT pos FROM held), 9223372036854775807))
 """
-"""Rows after position ``after`` up to the first gap an in-flight transaction may hold.
+"""Rows after position ``after`` up to the first gap an in-flight transaction may hold
+(``safe``), in pages of ``limit`` rows (``page``).
 
 The rows on either side of a gap (``prev_tx``, ``tx``; for the first row, the row at or
 below ``after``) bound the transaction ids that can hold its positions; a gap is held when
 the snapshot has a transaction in flight strictly between them (any below the first row,
 when no row is at or below ``after``). Cost: the page, plus a scan of the in-flight list
 per gap in it."""
+
+_READ_AFTER = _SAFE_AFTER + f"SELECT {_ROW_COLUMNS} FROM safe ORDER BY pos"
+_PEEK = _SAFE_AFTER + "SELECT EXISTS (SELECT FROM safe), EXISTS (SELECT FROM page)"
 
 _SAFE_HEAD = """
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s)
@@ -117,18 +122,51 @@ below the lowest such gap, or the newest row. Cost: two index probes per transac
 server has in flight."""
 
 _RESERVE = (
-    "SELECT {lock}pg_current_xact_id_if_assigned() IS NULL, pg_advisory_lock(?), "
-    "pg_current_xact_id(), {take}, pg_advisory_unlock(?), set_config(?, 'on', true)"
+    "pg_current_xact_id_if_assigned() IS NULL AS fresh, pg_advisory_lock(?) AS held, "
+    "pg_current_xact_id() AS tx, {take} AS last, pg_advisory_unlock(?) AS released, "
+    "set_config(?, 'on', true) AS flag"
 )
 """Take the transaction id and positions under a lock released in the same statement.
 
 The lock covers the id and the positions only, for microseconds; the advisory xact lock on
 the session (for an append) comes first, so waiting for it holds no position. The target
-list is evaluated in order. The transaction must not have an id yet (the first item)."""
+list is evaluated in order. The transaction must not have an id yet (``fresh``)."""
 _TAKE_ONE = f"nextval('{schema.POSITIONS}')"
 _TAKE_MANY = f"setval('{schema.POSITIONS}', nextval('{schema.POSITIONS}') + ? - 1)"
-_LOCK_SESSION = "pg_advisory_xact_lock(hashtextextended(?, 0)), "
+_LOCK_SESSION = "pg_advisory_xact_lock(hashtextextended(?, 0)) AS locked, "
+
+_ONE_STATEMENT = """
+WITH r AS MATERIALIZED ({reserve}),
+u AS ({update} AND (SELECT last FROM r) IS NOT NULL RETURNING 1),
+i AS (
+    INSERT INTO events(pos, session_id, seq, ts, type, v, body, hash, summary)
+    SELECT (SELECT last FROM r) - ? + e.o, ?, e.seq, e.ts, e.type, e.v, e.body, e.hash, e.summary
+    FROM {rows} WHERE EXISTS (SELECT FROM u)
+    RETURNING pos)
+SELECT (SELECT last FROM r), (SELECT count(*) FROM i)
+"""
+"""An append on this connection's cached head as one statement, its own transaction.
+
+``r`` (the session lock and the positions) runs before the first write: the guarded UPDATE
+``u`` of the projection cannot change its row before evaluating its condition on ``r``,
+and the INSERT ``i`` writes only when ``u`` changed the row (otherwise the statement writes
+nothing and the append is planned again against the stored head). One round trip instead
+of six; a failed one leaves a gap in the positions."""
+_ONE_ROW = (
+    "(SELECT 1, ?::bigint, ?, ?, ?::integer, ?, ?, ?) "
+    "AS e(o, seq, ts, type, v, body, hash, summary)"
+)
+_ROWS = (  # binary arrays: the text format escapes every quote of every body
+    "unnest(%b::bigint[], %b::text[], %b::text[], %b::integer[], %b::text[], %b::text[], "
+    "%b::text[]) WITH ORDINALITY AS e(seq, ts, type, v, body, hash, summary, o)"
+)
+ONE_STATEMENT_EVENTS = 64
+"""Appends of up to this many events on a cached head take `_ONE_STATEMENT`; larger ones a
+transaction whose rows are loaded with COPY."""
 _NOTIFY = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)"
+NOTIFY_INTERVAL = 0.02
+"""Seconds between two NOTIFYs of one journal object: the appends committed meanwhile share
+the next one (each NOTIFY is a small transaction the server serialises with all others)."""
 _GAP_POLL = (0.01, 0.25)
 """Polling while a notified position waits behind a gap: first and longest delay (s)."""
 
@@ -195,6 +233,11 @@ class _PgTx(SqlTx):
         cursor = self.connection.execute(self.sql(text) if params else text, params or None)
         return list(cursor.fetchall()) if cursor.description else []
 
+    def one(self, text: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """Run a query and return its first row, or None."""
+        cursor = self.connection.execute(self.sql(text) if params else text, params or None)
+        return cast("tuple[Any, ...] | None", cursor.fetchone())
+
     def run(self, text: str, params: Sequence[Any] = ()) -> None:
         """Run a statement (text without parameters is sent as is: DDL holds ``%``)."""
         self.connection.execute(self.sql(text) if params else text, params or None)
@@ -209,6 +252,65 @@ class _PgTx(SqlTx):
         with self.connection.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
+
+
+class _Notifier:
+    """Sends the NOTIFY of committed appends from a thread of its own, after their commit.
+
+    `post` only records the newest committed position; the thread sends it, then waits
+    `NOTIFY_INTERVAL` before the next, so the appends committed meanwhile share one NOTIFY
+    and no append waits for one. A NOTIFY is a wake-up: one that fails is dropped (a
+    follower re-reads when its wait times out).
+    """
+
+    def __init__(self, pool: ConnectionPool[Any], channel: str) -> None:
+        self._pool = pool
+        self._channel = channel
+        self._changed = threading.Condition()
+        self._pending: int | None = None
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def post(self, position: int) -> None:
+        """Queue the NOTIFY of ``position`` (a newer one replaces it)."""
+        with self._changed:
+            if self._closed:
+                return
+            self._pending = max(position, self._pending or 0)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="agent-journal-notify", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while self._pending is None and not self._closed:
+                    self._changed.wait()
+                position, self._pending = self._pending, None
+                if position is None:
+                    return
+            self._send(position)
+            with self._changed:
+                self._changed.wait_for(lambda: self._closed, timeout=NOTIFY_INTERVAL)
+
+    def _send(self, position: int) -> None:
+        try:
+            with self._pool.connection() as conn:  # autocommit: the NOTIFY is a transaction
+                conn.execute(_NOTIFY, (self._channel, str(position)))
+        except (psycopg.Error, PoolTimeout):
+            pass
+
+    def close(self) -> None:
+        """Send what is queued, then stop the thread."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=10)
 
 
 class PostgresJournal(SQLJournal):
@@ -272,13 +374,14 @@ class PostgresJournal(SQLJournal):
         except PoolTimeout as e:
             self._pool.close()
             raise StoreError(f"{self._target}: cannot connect: the pool timed out") from e
+        self._notifier = _Notifier(self._pool, self._channel)
 
     # -- plumbing --------------------------------------------------------------------
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.autocommit = True  # transactions are explicit (`_pooled`): no BEGIN for one statement
         if self._durability == "full":
             conn.execute("SET synchronous_commit = on")
-            conn.commit()
 
     def _current_schema(self, conn: psycopg.Connection[Any]) -> str:
         row = conn.execute("SELECT current_schema()").fetchone()
@@ -317,47 +420,40 @@ class PostgresJournal(SQLJournal):
         return StoreError(f"{self._target}: {action} failed: {text}")
 
     @contextmanager
-    def _pooled(self, action: str, *, write: bool) -> Iterator[SqlTx]:
+    def _pooled(self, action: str, *, mode: str) -> Iterator[SqlTx]:
+        """A pooled connection for ``statement``s, or in a ``read`` or ``write`` transaction.
+
+        In ``statement`` mode each statement is its own transaction (autocommit). After a
+        write that inserted events, the NOTIFY of their last position is queued.
+        """
         try:
             with self._pool.connection() as conn:
-                if not write:
-                    yield _PgTx(conn)
-                    return
                 tx = _PgTx(conn)
                 try:
-                    with conn.transaction():
+                    if mode == "statement":
                         yield tx
+                    else:
+                        with conn.transaction():
+                            yield tx
                 finally:
                     if tx.reserving:  # failed between taking the positions lock and its release
                         conn.execute("SELECT pg_advisory_unlock_all()")
-                        conn.rollback()
                 if tx.next_position:
-                    self._notify(conn, tx.next_position - 1)
+                    self._notifier.post(tx.next_position - 1)
         except PoolTimeout as e:
             raise JournalBusyError(f"{self._target}: no free connection for {action}") from e
         except psycopg.Error as e:
             raise self._translate(e, action) from e
 
-    def _notify(self, conn: psycopg.Connection[Any], position: int) -> None:
-        """Tell listeners that ``position`` committed.
-
-        A wake-up only, so a failure is ignored (followers re-read when their wait times
-        out): the append has committed already.
-        """
-        conn.autocommit = True
-        try:
-            conn.execute(_NOTIFY, (self._channel, str(position)))
-        except psycopg.Error:
-            pass
-        finally:
-            if not conn.closed:
-                conn.autocommit = False
+    def _query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._pooled("read", mode="statement") as tx:
+            return tx.rows(text, params)
 
     def _reading(self) -> AbstractContextManager[SqlTx]:
-        return self._pooled("read", write=False)
+        return self._pooled("read", mode="read")
 
     def _transaction(self) -> AbstractContextManager[SqlTx]:
-        return self._pooled("write", write=True)
+        return self._pooled("write", mode="write")
 
     def _table_names(self, tx: SqlTx) -> set[str]:
         return {
@@ -390,21 +486,24 @@ class PostgresJournal(SQLJournal):
     def _begin_append(self, tx: SqlTx, session_id: str, count: int) -> None:
         self._reserve(tx, count, session_id)
 
-    def _reserve(self, tx: SqlTx, count: int, session_id: str | None) -> None:
-        """Take ``count`` positions (see `_RESERVE`), after locking ``session_id`` if given.
+    def _reservation(self, count: int, session_id: str | None) -> tuple[str, list[Any]]:
+        """The SELECT that takes ``count`` positions (`_RESERVE`), and its parameters.
+
+        With ``session_id``, the session's lock is taken first.
 
         The flag that lets our plain INSERTs past the per-row overwrite check rides along
         (schema.APPEND_FLAG).
         """
-        assert isinstance(tx, _PgTx) and count > 0 and not tx.end_position
-        text = _RESERVE.format(
-            lock=_LOCK_SESSION if session_id is not None else "",
-            take=_TAKE_ONE if count == 1 else _TAKE_MANY,
-        )
+        take = _RESERVE.format(take=_TAKE_ONE if count == 1 else _TAKE_MANY)
         params: list[Any] = [] if session_id is None else [self._session_key(session_id)]
-        params.append(self._positions_lock)
-        params += [] if count == 1 else [count]
+        params += [self._positions_lock, *([] if count == 1 else [count])]
         params += [self._positions_lock, schema.APPEND_FLAG]
+        lock = "" if session_id is None else _LOCK_SESSION
+        return f"SELECT {lock}{take}", params
+
+    def _reserve(self, tx: SqlTx, count: int, session_id: str | None) -> None:
+        assert isinstance(tx, _PgTx) and count > 0 and not tx.end_position
+        text, params = self._reservation(count, session_id)
         tx.reserving = True
         found = tx.one(text, params)
         tx.reserving = False
@@ -413,6 +512,49 @@ class PostgresJournal(SQLJournal):
         if not fresh:
             raise AssertionError("positions are taken before a transaction's first write")
         tx.next_position, tx.end_position = last - count + 1, last + 1
+
+    def _commit(
+        self,
+        session_id: str,
+        make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
+        on_cached_head: Callable[[SessionHead], AppendPlan] | None = None,
+        count: int | None = None,
+    ) -> AppendPlan | None:
+        """`SQLJournal._commit`, with a small append on a cached head in one statement."""
+        if count is not None and count <= ONE_STATEMENT_EVENTS:
+            cached, guess = self._guess(session_id, on_cached_head)
+            if cached is not None and guess is not None:
+                if self._append_in_one_statement(session_id, guess, cached):
+                    self._remember(session_id, guess)
+                    return guess
+            on_cached_head = None  # no plan on a cached head, or a stale one: the stored head
+        return super()._commit(session_id, make_plan, on_cached_head, count)
+
+    def _append_in_one_statement(
+        self, session_id: str, plan: AppendPlan, head: SessionHead
+    ) -> bool:
+        """Write ``plan`` with `_ONE_STATEMENT` if ``head`` is still the stored head."""
+        count = len(plan.rows)
+        reserve, params = self._reservation(count, session_id)
+        update, update_params = self._guarded_update(session_id, plan, head)
+        params += [*update_params, count, session_id]
+        if count == 1:
+            params += event_params(plan.rows[0])[1:]
+        else:
+            params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
+        text = _ONE_STATEMENT.format(
+            reserve=reserve, update=update, rows=_ONE_ROW if count == 1 else _ROWS
+        )
+        with self._pooled("write", mode="statement") as tx:
+            assert isinstance(tx, _PgTx)
+            tx.reserving = True
+            found = tx.one(text, params)
+            tx.reserving = False
+            assert found is not None
+            if found[1] != count:
+                return False
+            tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
+        return True
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
         assert isinstance(tx, _PgTx)
@@ -424,7 +566,8 @@ class PostgresJournal(SQLJournal):
             tx.copy(_EVENTS, params)
 
     def close(self) -> None:
-        """Close the pool and the listening connection (idempotent)."""
+        """Send the last NOTIFY, close the pool and the listening connection (idempotent)."""
+        self._notifier.close()
         self._pool.close()
         with self._listen_lock:
             if self._listen is not None:
@@ -440,7 +583,7 @@ class PostgresJournal(SQLJournal):
 
     def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
         """Rows after ``position`` that no in-flight append can precede (`_SAFE_AFTER`)."""
-        rows = self._query(_SAFE_AFTER.format(columns=_ROW_COLUMNS), (position, limit))
+        rows = self._query(_READ_AFTER, (position, limit))
         return [stored_row(row) for row in rows]
 
     def head_position(self) -> int:
@@ -450,33 +593,33 @@ class PostgresJournal(SQLJournal):
         """
         return int(self._query(_SAFE_HEAD)[0][0])
 
-    def _has_after(self, position: int) -> bool:
-        return bool(self._query(_SAFE_AFTER.format(columns="pos"), (position, 1)))
+    def _peek(self, position: int) -> tuple[bool, bool]:
+        """Whether an event after ``position`` can be read, and whether one has committed."""
+        ready, committed = self._query(_PEEK, (position, 1))[0]
+        return bool(ready), bool(committed)
 
     def wait_for_events(self, position: int, timeout: float) -> bool:
         """Wait for an event after ``position`` with LISTEN/NOTIFY; see `Journal`.
 
-        A notification of a later position may come while an earlier one is still in
-        flight (or was rolled back, which notifies nobody): the wait then polls, from 10 ms
-        up to 250 ms apart, until the event can be read.
+        An event may have committed and still wait behind one in flight, whose rollback
+        (or a killed client) notifies nobody: while one does, or a NOTIFY names a later
+        position that cannot be read yet, the wait polls, from 10 ms up to 250 ms apart.
         """
         deadline = time.monotonic() + timeout
-        delay: float | None = None  # polling: a notified position is not readable yet
         with self._listen_lock:
             try:
                 listener = self._listener()
-                if self._has_after(position):
-                    return True
-                while (remaining := deadline - time.monotonic()) > 0:
+                ready, committed = self._peek(position)
+                delay = _GAP_POLL[0] if committed else None  # None: sleep until notified
+                while not ready and (remaining := deadline - time.monotonic()) > 0:
                     wait = remaining if delay is None else min(remaining, delay)
                     for note in listener.notifies(timeout=wait, stop_after=1):
                         if note.payload.isdigit() and int(note.payload) > position:
                             delay = delay or _GAP_POLL[0]
                     if delay is not None:
-                        if self._has_after(position):
-                            return True
+                        ready, committed = self._peek(position)
                         delay = min(delay * 2, _GAP_POLL[1])
-                return self._has_after(position)
+                return ready or self._peek(position)[0]
             except psycopg.Error as e:
                 if self._listen is not None:
                     self._listen.close()
