@@ -527,7 +527,7 @@ class PostgresJournal(SQLJournal):
                 if self._append_in_one_statement(session_id, guess, cached):
                     self._remember(session_id, guess)
                     return guess
-            on_cached_head = None  # no plan on a cached head, or a stale one: the stored head
+            on_cached_head = None  # no plan on the cached head, or a stale one: the stored head
         return super()._commit(session_id, make_plan, on_cached_head, count)
 
     def _append_in_one_statement(

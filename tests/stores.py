@@ -57,10 +57,12 @@ V3_POSITIONS = (
     "DROP SEQUENCE event_positions",
     "DROP INDEX events_tx",
     "ALTER TABLE events DROP COLUMN tx",
+    "ALTER TABLE sessions RESET (fillfactor)",
     "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
 )
 """What turns a current PostgreSQL schema into what version 3 created: positions from the
-one-row counter (at the last position taken), no ``tx`` column, no sequence."""
+one-row counter (at the last position taken), no ``tx`` column, no sequence, and the
+default fill factor on ``sessions``."""
 
 
 def downgrade_pg_to_v3(url: str) -> None:

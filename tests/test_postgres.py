@@ -33,7 +33,7 @@ from journal import (
     StoreError,
     UserInput,
 )
-from journal._postgres_schema import SCHEMA_VERSION
+from journal._postgres_schema import SCHEMA_VERSION, SESSIONS_FILLFACTOR
 from journal.postgres import ONE_STATEMENT_EVENTS
 
 from .helpers import run_cli, short_session, worker
@@ -510,3 +510,6 @@ def test_a_version_3_schema_is_upgraded_and_followers_keep_their_place(
             _eventually(lambda: journal.read_after(before[-1].position or 0) == new)
             report = journal.verify()
             assert report.ok, report.problems
+    with psycopg.connect(url) as conn:
+        options = conn.execute("SELECT reloptions FROM pg_class WHERE oid = 'sessions'::regclass")
+        assert options.fetchone() == ([f"fillfactor={SESSIONS_FILLFACTOR}"],)
