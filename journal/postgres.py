@@ -37,6 +37,7 @@ default is weaker.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -160,13 +161,23 @@ _ROWS = (  # binary arrays: the text format escapes every quote of every body
     "unnest(%b::bigint[], %b::text[], %b::text[], %b::integer[], %b::text[], %b::text[], "
     "%b::text[]) WITH ORDINALITY AS e(seq, ts, type, v, body, hash, summary, o)"
 )
+
+
+@functools.cache
+def _one_statement(reserve: str, update: str, one_row: bool) -> str:
+    return _ONE_STATEMENT.format(
+        reserve=reserve, update=update, rows=_ONE_ROW if one_row else _ROWS
+    )
+
+
 ONE_STATEMENT_EVENTS = 64
 """Appends of up to this many events on a cached head take `_ONE_STATEMENT`; larger ones a
 transaction whose rows are loaded with COPY."""
 _NOTIFY = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)"
 NOTIFY_INTERVAL = 0.02
-"""Seconds between two NOTIFYs of one journal object: the appends committed meanwhile share
-the next one (each NOTIFY is a small transaction the server serialises with all others)."""
+"""Seconds between two NOTIFYs of one journal object (``notify_interval``): the appends
+committed meanwhile share the next one. Each NOTIFY is a small transaction the server
+serialises with all others (docs/postgres.md: a fleet of writers wants a longer one)."""
 _GAP_POLL = (0.01, 0.25)
 """Polling while a notified position waits behind a gap: first and longest delay (s)."""
 
@@ -187,6 +198,14 @@ def describe_url(url: str) -> str:
 def _lock_key(text: str) -> int:
     """A signed 64-bit advisory lock key for ``text`` (the same in every process)."""
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
+
+
+def _unlock_all(conn: psycopg.Connection[Any]) -> None:
+    """Release the session-level advisory locks of ``conn`` (a broken one holds none)."""
+    try:
+        conn.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        pass
 
 
 def _one_line(error: BaseException) -> str:
@@ -258,14 +277,15 @@ class _Notifier:
     """Sends the NOTIFY of committed appends from a thread of its own, after their commit.
 
     `post` only records the newest committed position; the thread sends it, then waits
-    `NOTIFY_INTERVAL` before the next, so the appends committed meanwhile share one NOTIFY
+    ``interval`` seconds before the next, so the appends committed meanwhile share one NOTIFY
     and no append waits for one. A NOTIFY is a wake-up: one that fails is dropped (a
     follower re-reads when its wait times out).
     """
 
-    def __init__(self, pool: ConnectionPool[Any], channel: str) -> None:
+    def __init__(self, pool: ConnectionPool[Any], channel: str, interval: float) -> None:
         self._pool = pool
         self._channel = channel
+        self._interval = interval
         self._changed = threading.Condition()
         self._pending: int | None = None
         self._closed = False
@@ -294,7 +314,7 @@ class _Notifier:
                     return
             self._send(position)
             with self._changed:
-                self._changed.wait_for(lambda: self._closed, timeout=NOTIFY_INTERVAL)
+                self._changed.wait_for(lambda: self._closed, timeout=self._interval)
 
     def _send(self, position: int) -> None:
         try:
@@ -314,7 +334,12 @@ class _Notifier:
 
 
 class PostgresJournal(SQLJournal):
-    """A journal in a PostgreSQL schema. Use `Journal.open` rather than this class directly."""
+    """A journal in a PostgreSQL schema; `Journal.open` opens one with the defaults.
+
+    Construct it directly for what `Journal.open` does not take: ``pool_size`` (connections
+    of this object), ``connect_timeout`` (seconds) and ``notify_interval`` (seconds between
+    two NOTIFYs of this object, `NOTIFY_INTERVAL` by default).
+    """
 
     SCHEMA = schema.SPEC
     KIND = "PostgreSQL schema"
@@ -330,6 +355,7 @@ class PostgresJournal(SQLJournal):
         hmac_key: bytes | None = None,
         pool_size: int = 4,
         connect_timeout: float = 5.0,
+        notify_interval: float = NOTIFY_INTERVAL,
     ) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key)
         self._url = url
@@ -374,7 +400,7 @@ class PostgresJournal(SQLJournal):
         except PoolTimeout as e:
             self._pool.close()
             raise StoreError(f"{self._target}: cannot connect: the pool timed out") from e
-        self._notifier = _Notifier(self._pool, self._channel)
+        self._notifier = _Notifier(self._pool, self._channel, notify_interval)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -426,24 +452,25 @@ class PostgresJournal(SQLJournal):
         In ``statement`` mode each statement is its own transaction (autocommit). After a
         write that inserted events, the NOTIFY of their last position is queued.
         """
-        try:
-            with self._pool.connection() as conn:
-                tx = _PgTx(conn)
-                try:
-                    if mode == "statement":
-                        yield tx
-                    else:
-                        with conn.transaction():
-                            yield tx
-                finally:
-                    if tx.reserving:  # failed between taking the positions lock and its release
-                        conn.execute("SELECT pg_advisory_unlock_all()")
-                if tx.next_position:
-                    self._notifier.post(tx.next_position - 1)
+        try:  # getconn/putconn: the pool's context manager adds a commit check per use
+            conn = self._pool.getconn()
         except PoolTimeout as e:
             raise JournalBusyError(f"{self._target}: no free connection for {action}") from e
+        tx = _PgTx(conn)
+        try:
+            if mode == "statement":
+                yield tx
+            else:
+                with conn.transaction():
+                    yield tx
         except psycopg.Error as e:
             raise self._translate(e, action) from e
+        finally:
+            if tx.reserving:  # failed between taking the positions lock and its release
+                _unlock_all(conn)
+            self._pool.putconn(conn)
+        if tx.next_position:
+            self._notifier.post(tx.next_position - 1)
 
     def _query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._pooled("read", mode="statement") as tx:
@@ -542,9 +569,7 @@ class PostgresJournal(SQLJournal):
             params += event_params(plan.rows[0])[1:]
         else:
             params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
-        text = _ONE_STATEMENT.format(
-            reserve=reserve, update=update, rows=_ONE_ROW if count == 1 else _ROWS
-        )
+        text = _one_statement(reserve, update, count == 1)
         with self._pooled("write", mode="statement") as tx:
             assert isinstance(tx, _PgTx)
             tx.reserving = True

@@ -34,7 +34,7 @@ from journal import (
     UserInput,
 )
 from journal._postgres_schema import SCHEMA_VERSION, SESSIONS_FILLFACTOR
-from journal.postgres import ONE_STATEMENT_EVENTS
+from journal.postgres import ONE_STATEMENT_EVENTS, PostgresJournal
 
 from .helpers import run_cli, short_session, worker
 from .pg_held import Held
@@ -349,6 +349,24 @@ def test_wait_for_events_wakes_on_another_writers_notify(pg_schema: PgSchema) ->
         assert time.monotonic() - began < 3
         timer.join()
         assert [r.seq for r in follower.read_after(head)] == [1]
+
+
+def test_appends_share_the_notify_sent_after_them_and_closing_sends_the_last(
+    pg_schema: PgSchema,
+) -> None:
+    """With an hour between two NOTIFYs, 21 appends send at most two: the first (of the
+    newest position when the thread got to it) and, on close, the newest."""
+    with (
+        PostgresJournal(pg_schema.url, notify_interval=3600) as writer,
+        psycopg.connect(pg_schema.url, autocommit=True) as listener,
+    ):
+        listener.execute(f"LISTEN {writer._channel}")  # type: ignore[attr-defined]
+        writer.append("a", [SessionStarted()])
+        for n in range(20):
+            writer.append("a", [UserInput(text=str(n))])
+        writer.close()
+        notes = [int(note.payload) for note in listener.notifies(timeout=2, stop_after=3)]
+    assert notes[-1] == 21 and len(notes) <= 2 and notes == sorted(set(notes))
 
 
 def test_one_journal_shared_by_threads(pg_schema: PgSchema) -> None:
