@@ -27,7 +27,10 @@ barrier to the last writer's last commit (medians of R rounds, the cases taking 
   (b) reference: raw UPDATE of a one-row counter for the position, INSERT, COMMIT (how
       this journal took positions before schema version 4);
   (c) ours: ``Journal.append`` of one event per call;
-  (d) ours: ``Journal.append`` of 100 events per call (events per second).
+  (d) ours: ``Journal.append`` of 100 events per call (events per second);
+  (e) the one thing our appends still do one at a time: the statement that takes the
+      transaction id and the positions under the journal's positions lock, in a transaction
+      rolled back (no commit, no flush): the ceiling that lock puts on appends per second.
 
 The server is ``--url`` (default ``AGENT_JOURNAL_TEST_PG`` or
 ``postgresql://127.0.0.1:5432/test``); every case writes into a fresh schema of its own,
@@ -173,6 +176,7 @@ WRITER_CASES = {
     "b": "(b) raw INSERT+COMMIT with a single counter row",
     "c": "(c) this journal, 1 event per append",
     "d": "(d) this journal, 100 events per append (events/s)",
+    "e": "(e) positions alone: our critical section, rolled back",
 }
 BATCH = 100
 """Events per append of case (d)."""
@@ -210,10 +214,25 @@ def _journal_writer(url: str, session_id: str, count: int, per: int, gate: Any) 
             journal.append(session_id, batch, ts=MOMENT)
 
 
+def _positions_only(url: str, count: int, gate: Any) -> None:
+    """``count`` reservations of one position each, each in a transaction rolled back, sent
+    as one simple query (``BEGIN; SELECT ...; ROLLBACK``): one round trip, no flush."""
+    with Journal.open(url, create=False) as journal:
+        text, params = journal._reservation(1, None)  # type: ignore[attr-defined]
+    literal = sql.SQL(text.replace("?", "{}")).format(*map(sql.Literal, params))
+    with psycopg.connect(url, autocommit=True) as conn:
+        query = sql.SQL("BEGIN; {}; ROLLBACK").format(literal).as_string(conn)
+        gate.wait()
+        for _ in range(count):
+            conn.execute(query)
+
+
 def _writer(case: str, url: str, index: int, count: int, gate: Any, done: Any) -> None:
     session_id = f"w{index:03d}"
     if case in _RAW:
         _raw_writer(case, url, session_id, count, gate)
+    elif case == "e":
+        _positions_only(url, count, gate)
     else:
         _journal_writer(url, session_id, count, BATCH if case == "d" else 1, gate)
     done.put(time.perf_counter())
@@ -254,6 +273,7 @@ def writers_main(args: argparse.Namespace) -> int:
     appends = args.appends or (40 if args.quick else 300)
     repeat = args.repeat or 3
     counts = {"a": appends, "b": appends, "c": appends, "d": max(1, appends // 20)}
+    counts["e"] = appends * 10
     sizes = (1, args.writers)
     rates: dict[tuple[str, int], list[float]] = {(c, w): [] for c in WRITER_CASES for w in sizes}
     schemas = Schemas(args.url)
