@@ -15,8 +15,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import psycopg
 import pytest
@@ -162,14 +163,22 @@ PATHS = {
 """The two ways an append is written, each given the URL and a journal that wrote before."""
 
 
+@contextmanager
+def _writers_and_follower(url: str) -> Iterator[tuple[Journal, Journal, Journal]]:
+    """A writer of session ``a``, another of ``b`` (each started: positions 1 and 2), and a
+    follower, each its own journal object."""
+    with Journal.open(url) as writer, Journal.open(url) as other, Journal.open(url) as follower:
+        writer.append("a", [SessionStarted()])
+        other.append("b", [SessionStarted()])
+        yield writer, other, follower
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_an_append_in_flight_holds_followers_back_and_no_other_writer(
     pg_schema: PgSchema, path: str
 ) -> None:
     url = pg_schema.url
-    with Journal.open(url) as writer, Journal.open(url) as other, Journal.open(url) as follower:
-        writer.append("a", [SessionStarted()])
-        other.append("b", [SessionStarted()])
+    with _writers_and_follower(url) as (writer, other, follower):
         with PATHS[path](url, writer) as slow, Held(url, slow, "a", [UserInput(text="s")]) as held:
             other.append("b", [UserInput(text="fast")])  # commits: writers do not queue
             assert _stored_positions(url) == [1, 2, 4]  # 3 is the slow append's, in flight
@@ -191,9 +200,7 @@ def test_a_follower_passes_the_gap_of_an_append_killed_in_flight(
     pg_schema: PgSchema, path: str
 ) -> None:
     url = pg_schema.url
-    with Journal.open(url) as writer, Journal.open(url) as other, Journal.open(url) as follower:
-        writer.append("a", [SessionStarted()])
-        other.append("b", [SessionStarted()])
+    with _writers_and_follower(url) as (writer, other, follower):
         with PATHS[path](url, writer) as slow, Held(url, slow, "a", [UserInput(text="x")]) as held:
             other.append("b", [UserInput(text="lives")])
             # The follower waits while position 3 is in flight; the kill notifies nobody.
