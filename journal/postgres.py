@@ -10,25 +10,10 @@ NOTHING``); the sessions projection written in the append's transaction. Writers
 session are serialised by a transaction-level advisory lock on the session id; writers of
 different sessions are not serialised at all: nothing is held from a write to the commit.
 
-Global positions, and why a follower never misses an event (docs/postgres.md has the whole
-argument and the alternatives). Positions come from a sequence, so transactions commit out
-of position order: a follower that read position 7 while 6 was still in flight would skip
-6. So an append takes its transaction id (``pg_current_xact_id()``, stored in ``events.tx``)
-and its positions in one short critical section (a session-level advisory lock taken and
-released within one statement, before the transaction's first write): among appends,
-positions grow with transaction ids, and the positions of an append still in flight lie in
-a gap between the visible rows of lower and higher transaction ids. A read takes one
-snapshot and returns rows in position order up to the first gap that could belong to a
-transaction the snapshot sees in flight (one of ``pg_snapshot_xip`` strictly between the
-transaction ids on either side of the gap). A gap whose transaction rolled back, or died
-with its client, is passed once it is no longer in flight. Transactions of other programs
-hold nothing up unless their ids fall inside such a gap.
-
-Each append sends a NOTIFY after its commit, in a transaction of its own at
-``synchronous_commit=off``: a NOTIFY inside the append would serialise every append's commit
-(PostgreSQL holds a lock from queueing a notification to the end of the commit).
-`PostgresJournal.wait_for_events` listens (live tailing without polling), and polls briefly
-while a notified position waits behind a gap.
+Global positions come from a sequence and followers read them up to a safe horizon:
+`journal._pg_positions` has how and why (docs/postgres.md, the whole argument). Each
+append's NOTIFY follows its commit, from a thread; `PostgresJournal.wait_for_events`
+listens (live tailing without polling).
 
 Durability: a commit is durable when the server says so (``synchronous_commit=on``, the
 server default); ``durability="full"`` sets it on for our connections even where the server
@@ -37,7 +22,6 @@ default is weaker.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import threading
@@ -52,6 +36,20 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import _postgres_schema as schema
+from ._pg_positions import (
+    GAP_POLL,
+    LOCK_SESSION,
+    NOTIFY_INTERVAL,
+    ONE_STATEMENT_EVENTS,
+    PEEK,
+    READ_AFTER,
+    RESERVE,
+    SAFE_HEAD,
+    TAKE_MANY,
+    TAKE_ONE,
+    Notifier,
+    one_statement,
+)
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState, event_params
 from .errors import (
@@ -69,117 +67,6 @@ __all__ = ["PostgresJournal", "describe_url"]
 
 _PASSWORD = re.compile(r"(://[^:@/]*):[^@/]*@")
 _EVENTS = "events(pos, session_id, seq, ts, type, v, body, hash, summary)"
-_ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
-
-_SAFE_AFTER = f"""
-WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s, ?::bigint AS after),
-below AS MATERIALIZED (
-    SELECT tx FROM events WHERE pos <= (SELECT after FROM snap) ORDER BY pos DESC LIMIT 1),
-page AS MATERIALIZED (
-    SELECT {_ROW_COLUMNS}, tx FROM events
-    WHERE pos > (SELECT after FROM snap) ORDER BY pos LIMIT ?),
-edges AS (
-    SELECT *, coalesce(lag(pos) OVER w, (SELECT after FROM snap)) AS prev_pos,
-           CASE WHEN lag(pos) OVER w IS NULL THEN (SELECT tx FROM below)
-                ELSE lag(tx) OVER w END AS prev_tx
-    FROM page WINDOW w AS (ORDER BY pos)),
-held AS (
-    SELECT min(pos) AS pos FROM edges, snap
-    WHERE pos > prev_pos + 1 AND EXISTS (
-        SELECT FROM pg_snapshot_xip(snap.s) AS x
-        WHERE x < edges.tx AND (edges.prev_tx IS NULL OR x > edges.prev_tx))),
-safe AS (
-    SELECT * FROM edges WHERE pos < coalesce((SELECT pos FROM held), 9223372036854775807))
-"""
-"""Rows after position ``after`` up to the first gap an in-flight transaction may hold
-(``safe``), in pages of ``limit`` rows (``page``).
-
-The rows on either side of a gap (``prev_tx``, ``tx``; for the first row, the row at or
-below ``after``) bound the transaction ids that can hold its positions; a gap is held when
-the snapshot has a transaction in flight strictly between them (any below the first row,
-when no row is at or below ``after``). Cost: the page, plus a scan of the in-flight list
-per gap in it."""
-
-_READ_AFTER = _SAFE_AFTER + f"SELECT {_ROW_COLUMNS} FROM safe ORDER BY pos"
-_PEEK = _SAFE_AFTER + "SELECT EXISTS (SELECT FROM safe), EXISTS (SELECT FROM page)"
-
-_SAFE_HEAD = """
-WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s)
-SELECT coalesce(
-    (SELECT min(coalesce(lo.pos, 0))
-     FROM snap, pg_snapshot_xip(snap.s) AS x
-     CROSS JOIN LATERAL (SELECT pos FROM events WHERE tx > x ORDER BY tx, pos LIMIT 1) AS hi
-     LEFT JOIN LATERAL (
-         SELECT pos FROM events WHERE tx < x ORDER BY tx DESC, pos DESC LIMIT 1) AS lo ON TRUE
-     WHERE hi.pos > coalesce(lo.pos, 0) + 1),
-    (SELECT max(pos) FROM events),
-    0)
-"""
-"""The newest position no in-flight transaction can still write below.
-
-For each transaction in flight, the visible rows with the next lower and higher ids (two
-probes of the ``(tx, pos)`` index) show whether it sits in a gap; the head is the last row
-below the lowest such gap, or the newest row. Cost: two index probes per transaction the
-server has in flight."""
-
-_RESERVE = (
-    "pg_current_xact_id_if_assigned() IS NULL AS fresh, pg_advisory_lock(?) AS held, "
-    "pg_current_xact_id() AS tx, {take} AS last, pg_advisory_unlock(?) AS released, "
-    "set_config(?, 'on', true) AS flag"
-)
-"""Take the transaction id and positions under a lock released in the same statement.
-
-The lock covers the id and the positions only, for microseconds; the advisory xact lock on
-the session (for an append) comes first, so waiting for it holds no position. The target
-list is evaluated in order. The transaction must not have an id yet (``fresh``)."""
-_TAKE_ONE = f"nextval('{schema.POSITIONS}')"
-_TAKE_MANY = f"setval('{schema.POSITIONS}', nextval('{schema.POSITIONS}') + ? - 1)"
-_LOCK_SESSION = "pg_advisory_xact_lock(hashtextextended(?, 0)) AS locked, "
-
-_ONE_STATEMENT = """
-WITH r AS MATERIALIZED ({reserve}),
-u AS ({update} AND (SELECT last FROM r) IS NOT NULL RETURNING 1),
-i AS (
-    INSERT INTO events(pos, session_id, seq, ts, type, v, body, hash, summary)
-    SELECT (SELECT last FROM r) - ? + e.o, ?, e.seq, e.ts, e.type, e.v, e.body, e.hash, e.summary
-    FROM {rows} WHERE EXISTS (SELECT FROM u)
-    RETURNING pos)
-SELECT (SELECT last FROM r), (SELECT count(*) FROM i)
-"""
-"""An append on this connection's cached head as one statement, its own transaction.
-
-``r`` (the session lock and the positions) runs before the first write: the guarded UPDATE
-``u`` of the projection cannot change its row before evaluating its condition on ``r``,
-and the INSERT ``i`` writes only when ``u`` changed the row (otherwise the statement writes
-nothing and the append is planned again against the stored head). One round trip instead
-of six; a failed one leaves a gap in the positions."""
-_ONE_ROW = (
-    "(SELECT 1, ?::bigint, ?, ?, ?::integer, ?, ?, ?) "
-    "AS e(o, seq, ts, type, v, body, hash, summary)"
-)
-_ROWS = (  # binary arrays: the text format escapes every quote of every body
-    "unnest(%b::bigint[], %b::text[], %b::text[], %b::integer[], %b::text[], %b::text[], "
-    "%b::text[]) WITH ORDINALITY AS e(seq, ts, type, v, body, hash, summary, o)"
-)
-
-
-@functools.cache
-def _one_statement(reserve: str, update: str, one_row: bool) -> str:
-    return _ONE_STATEMENT.format(
-        reserve=reserve, update=update, rows=_ONE_ROW if one_row else _ROWS
-    )
-
-
-ONE_STATEMENT_EVENTS = 64
-"""Appends of up to this many events on a cached head take `_ONE_STATEMENT`; larger ones a
-transaction whose rows are loaded with COPY."""
-_NOTIFY = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)"
-NOTIFY_INTERVAL = 0.02
-"""Seconds between two NOTIFYs of one journal object (``notify_interval``): the appends
-committed meanwhile share the next one. Each NOTIFY is a small transaction the server
-serialises with all others (docs/postgres.md: a fleet of writers wants a longer one)."""
-_GAP_POLL = (0.01, 0.25)
-"""Polling while a notified position waits behind a gap: first and longest delay (s)."""
 
 
 def describe_url(url: str) -> str:
@@ -273,66 +160,6 @@ class _PgTx(SqlTx):
                 copy.write_row(row)
 
 
-class _Notifier:
-    """Sends the NOTIFY of committed appends from a thread of its own, after their commit.
-
-    `post` only records the newest committed position; the thread sends it, then waits
-    ``interval`` seconds before the next, so the appends committed meanwhile share one NOTIFY
-    and no append waits for one. A NOTIFY is a wake-up: one that fails is dropped (a
-    follower re-reads when its wait times out).
-    """
-
-    def __init__(self, pool: ConnectionPool[Any], channel: str, interval: float) -> None:
-        self._pool = pool
-        self._channel = channel
-        self._interval = interval
-        self._changed = threading.Condition()
-        self._pending: int | None = None
-        self._closed = False
-        self._thread: threading.Thread | None = None
-
-    def post(self, position: int) -> None:
-        """Queue the NOTIFY of ``position`` (a newer one replaces it)."""
-        with self._changed:
-            if self._closed:
-                return
-            self._pending = max(position, self._pending or 0)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="agent-journal-notify", daemon=True
-                )
-                self._thread.start()
-            self._changed.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                while self._pending is None and not self._closed:
-                    self._changed.wait()
-                position, self._pending = self._pending, None
-                if position is None:
-                    return
-            self._send(position)
-            with self._changed:
-                self._changed.wait_for(lambda: self._closed, timeout=self._interval)
-
-    def _send(self, position: int) -> None:
-        try:
-            with self._pool.connection() as conn:  # autocommit: the NOTIFY is a transaction
-                conn.execute(_NOTIFY, (self._channel, str(position)))
-        except (psycopg.Error, PoolTimeout):
-            pass
-
-    def close(self) -> None:
-        """Send what is queued, then stop the thread."""
-        with self._changed:
-            self._closed = True
-            self._changed.notify()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout=10)
-
-
 class PostgresJournal(SQLJournal):
     """A journal in a PostgreSQL schema; `Journal.open` opens one with the defaults.
 
@@ -400,7 +227,7 @@ class PostgresJournal(SQLJournal):
         except PoolTimeout as e:
             self._pool.close()
             raise StoreError(f"{self._target}: cannot connect: the pool timed out") from e
-        self._notifier = _Notifier(self._pool, self._channel, notify_interval)
+        self._notifier = Notifier(self._pool, self._channel, notify_interval)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -514,18 +341,18 @@ class PostgresJournal(SQLJournal):
         self._reserve(tx, count, session_id)
 
     def _reservation(self, count: int, session_id: str | None) -> tuple[str, list[Any]]:
-        """The SELECT that takes ``count`` positions (`_RESERVE`), and its parameters.
+        """The SELECT that takes ``count`` positions (`RESERVE`), and its parameters.
 
         With ``session_id``, the session's lock is taken first.
 
         The flag that lets our plain INSERTs past the per-row overwrite check rides along
         (schema.APPEND_FLAG).
         """
-        take = _RESERVE.format(take=_TAKE_ONE if count == 1 else _TAKE_MANY)
+        take = RESERVE.format(take=TAKE_ONE if count == 1 else TAKE_MANY)
         params: list[Any] = [] if session_id is None else [self._session_key(session_id)]
         params += [self._positions_lock, *([] if count == 1 else [count])]
         params += [self._positions_lock, schema.APPEND_FLAG]
-        lock = "" if session_id is None else _LOCK_SESSION
+        lock = "" if session_id is None else LOCK_SESSION
         return f"SELECT {lock}{take}", params
 
     def _reserve(self, tx: SqlTx, count: int, session_id: str | None) -> None:
@@ -560,7 +387,7 @@ class PostgresJournal(SQLJournal):
     def _append_in_one_statement(
         self, session_id: str, plan: AppendPlan, head: SessionHead
     ) -> bool:
-        """Write ``plan`` with `_ONE_STATEMENT` if ``head`` is still the stored head."""
+        """Write ``plan`` with `ONE_STATEMENT` if ``head`` is still the stored head."""
         count = len(plan.rows)
         reserve, params = self._reservation(count, session_id)
         update, update_params = self._guarded_update(session_id, plan, head)
@@ -569,7 +396,7 @@ class PostgresJournal(SQLJournal):
             params += event_params(plan.rows[0])[1:]
         else:
             params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
-        text = _one_statement(reserve, update, count == 1)
+        text = one_statement(reserve, update, count == 1)
         with self._pooled("write", mode="statement") as tx:
             assert isinstance(tx, _PgTx)
             tx.reserving = True
@@ -607,20 +434,20 @@ class PostgresJournal(SQLJournal):
     # -- positions and tailing -------------------------------------------------------
 
     def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
-        """Rows after ``position`` that no in-flight append can precede (`_SAFE_AFTER`)."""
-        rows = self._query(_READ_AFTER, (position, limit))
+        """Rows after ``position`` that no in-flight append can precede (`SAFE_AFTER`)."""
+        rows = self._query(READ_AFTER, (position, limit))
         return [stored_row(row) for row in rows]
 
     def head_position(self) -> int:
         """The newest position a follower can start from; see `Journal.head_position`.
 
-        No event still being committed can take a position at or below it (`_SAFE_HEAD`).
+        No event still being committed can take a position at or below it (`SAFE_HEAD`).
         """
-        return int(self._query(_SAFE_HEAD)[0][0])
+        return int(self._query(SAFE_HEAD)[0][0])
 
     def _peek(self, position: int) -> tuple[bool, bool]:
         """Whether an event after ``position`` can be read, and whether one has committed."""
-        ready, committed = self._query(_PEEK, (position, 1))[0]
+        ready, committed = self._query(PEEK, (position, 1))[0]
         return bool(ready), bool(committed)
 
     def wait_for_events(self, position: int, timeout: float) -> bool:
@@ -635,15 +462,15 @@ class PostgresJournal(SQLJournal):
             try:
                 listener = self._listener()
                 ready, committed = self._peek(position)
-                delay = _GAP_POLL[0] if committed else None  # None: sleep until notified
+                delay = GAP_POLL[0] if committed else None  # None: sleep until notified
                 while not ready and (remaining := deadline - time.monotonic()) > 0:
                     wait = remaining if delay is None else min(remaining, delay)
                     for note in listener.notifies(timeout=wait, stop_after=1):
                         if note.payload.isdigit() and int(note.payload) > position:
-                            delay = delay or _GAP_POLL[0]
+                            delay = delay or GAP_POLL[0]
                     if delay is not None:
                         ready, committed = self._peek(position)
-                        delay = min(delay * 2, _GAP_POLL[1])
+                        delay = min(delay * 2, GAP_POLL[1])
                 return ready or self._peek(position)[0]
             except psycopg.Error as e:
                 if self._listen is not None:

@@ -34,8 +34,9 @@ from journal import (
     StoreError,
     UserInput,
 )
+from journal._pg_positions import ONE_STATEMENT_EVENTS
 from journal._postgres_schema import SCHEMA_VERSION, SESSIONS_FILLFACTOR
-from journal.postgres import ONE_STATEMENT_EVENTS, PostgresJournal
+from journal.postgres import PostgresJournal
 
 from .helpers import run_cli, short_session, worker
 from .pg_held import Held
