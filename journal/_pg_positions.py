@@ -38,8 +38,12 @@ from . import _postgres_schema as schema
 ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 """The columns of a `journal.records.StoredEvent`, in its order."""
 
+ORIGIN = f"coalesce((SELECT value FROM meta WHERE key = '{schema.POSITIONS_FROM}'), '0')::xid8"
+"""The transaction that created the positions: every one that takes positions comes after."""
+
 SAFE_AFTER = f"""
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s, ?::bigint AS after),
+origin AS MATERIALIZED (SELECT {ORIGIN} AS since),
 below AS MATERIALIZED (
     SELECT tx FROM events WHERE pos <= (SELECT after FROM snap) ORDER BY pos DESC LIMIT 1),
 page AS MATERIALIZED (
@@ -47,14 +51,15 @@ page AS MATERIALIZED (
     WHERE pos > (SELECT after FROM snap) ORDER BY pos LIMIT ?),
 edges AS (
     SELECT *, coalesce(lag(pos) OVER w, (SELECT after FROM snap)) AS prev_pos,
-           CASE WHEN lag(pos) OVER w IS NULL THEN (SELECT tx FROM below)
+           CASE WHEN lag(pos) OVER w IS NULL
+                THEN coalesce((SELECT tx FROM below), (SELECT since FROM origin))
                 ELSE lag(tx) OVER w END AS prev_tx
     FROM page WINDOW w AS (ORDER BY pos)),
 held AS (
     SELECT min(pos) AS pos FROM edges, snap
     WHERE pos > prev_pos + 1 AND EXISTS (
         SELECT FROM pg_snapshot_xip(snap.s) AS x
-        WHERE x < edges.tx AND (edges.prev_tx IS NULL OR x > edges.prev_tx))),
+        WHERE x < edges.tx AND x > edges.prev_tx)),
 safe AS (
     SELECT * FROM edges WHERE pos < coalesce((SELECT pos FROM held), 9223372036854775807))
 """
@@ -62,15 +67,15 @@ safe AS (
 (``safe``), in pages of ``limit`` rows (``page``).
 
 The rows on either side of a gap (``prev_tx``, ``tx``; for the first row, the row at or
-below ``after``) bound the transaction ids that can hold its positions; a gap is held when
-the snapshot has a transaction in flight strictly between them (any below the first row,
-when no row is at or below ``after``). Cost: the page, plus a scan of the in-flight list
-per gap in it."""
+below ``after``, or when there is none the transaction that created the positions,
+``meta.positions_from``) bound the transaction ids that can hold its positions; a gap is
+held when the snapshot has a transaction in flight strictly between them. Cost: the page,
+plus a scan of the in-flight list per gap in it."""
 
 READ_AFTER = SAFE_AFTER + f"SELECT {ROW_COLUMNS} FROM safe ORDER BY pos"
 PEEK = SAFE_AFTER + "SELECT EXISTS (SELECT FROM safe), EXISTS (SELECT FROM page)"
 
-SAFE_HEAD = """
+SAFE_HEAD = f"""
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s)
 SELECT coalesce(
     (SELECT min(coalesce(lo.pos, 0))
@@ -78,14 +83,15 @@ SELECT coalesce(
      CROSS JOIN LATERAL (SELECT pos FROM events WHERE tx > x ORDER BY tx, pos LIMIT 1) AS hi
      LEFT JOIN LATERAL (
          SELECT pos FROM events WHERE tx < x ORDER BY tx DESC, pos DESC LIMIT 1) AS lo ON TRUE
-     WHERE hi.pos > coalesce(lo.pos, 0) + 1),
+     WHERE hi.pos > coalesce(lo.pos, 0) + 1 AND x > {ORIGIN}),
     (SELECT max(pos) FROM events),
     0)
 """
 """The newest position no in-flight transaction can still write below.
 
-For each transaction in flight, the visible rows with the next lower and higher ids (two
-probes of the ``(tx, pos)`` index) show whether it sits in a gap; the head is the last row
+For each transaction in flight after the one that created the positions, the visible rows
+with the next lower and higher ids (two probes of the ``(tx, pos)`` index) show whether it
+sits in a gap; the head is the last row
 below the lowest such gap, or the newest row. Cost: two index probes per transaction the
 server has in flight."""
 

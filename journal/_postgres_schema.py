@@ -38,12 +38,21 @@ session's row (about 1.7 KB with the folded state), and an update that fits on t
 and changes no indexed column skips the indexes (HOT). 8 writers, 300 appends each: 67% of
 the updates HOT and 40 KB of table at 50, 54% and 1.2 MB at 100 (the default)."""
 
+POSITIONS_FROM = "positions_from"
+"""The ``meta`` key whose value is the id of the transaction that created the sequence (or
+upgraded the schema to it): every transaction that takes positions has a larger one, so it
+bounds from below who can hold a gap before the oldest row left (an erased beginning)."""
+POSITIONS_FROM_ROW = (
+    f"INSERT INTO meta(key, value) SELECT '{POSITIONS_FROM}', pg_current_xact_id()::text"
+)
+
 TABLES = (
     """CREATE TABLE meta (
         key TEXT COLLATE "C" PRIMARY KEY,
         value TEXT NOT NULL
     )""",
     f"CREATE SEQUENCE {POSITIONS} AS BIGINT MINVALUE 1 CACHE 1",
+    POSITIONS_FROM_ROW,
     """CREATE TABLE events (
         pos BIGINT NOT NULL UNIQUE,
         session_id TEXT COLLATE "C" NOT NULL,
@@ -244,6 +253,7 @@ SPEC = SchemaSpec(
             "CREATE INDEX events_tx ON events(tx, pos)",
             f"CREATE SEQUENCE {POSITIONS} AS BIGINT MINVALUE 1 CACHE 1",
             f"SELECT setval('{POSITIONS}', greatest(pos, 1), pos > 0) FROM global_position",
+            POSITIONS_FROM_ROW,
             "DROP TABLE global_position",
             f"ALTER TABLE sessions SET (fillfactor = {SESSIONS_FILLFACTOR})",
         ),

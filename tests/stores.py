@@ -55,6 +55,7 @@ V3_POSITIONS = (
     "INSERT INTO global_position(id, pos) "
     "SELECT TRUE, CASE WHEN is_called THEN last_value ELSE 0 END FROM event_positions",
     "DROP SEQUENCE event_positions",
+    "DELETE FROM meta WHERE key = 'positions_from'",
     "DROP INDEX events_tx",
     "ALTER TABLE events DROP COLUMN tx",
     "ALTER TABLE sessions RESET (fillfactor)",

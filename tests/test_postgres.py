@@ -233,6 +233,23 @@ def test_transactions_of_other_programs_hold_no_follower(pg_schema: PgSchema) ->
         assert journal.wait_for_events(stored[0], timeout=1) is True
 
 
+def test_an_erased_beginning_holds_no_follower_behind_older_transactions(
+    pg_schema: PgSchema,
+) -> None:
+    """Retention erases the oldest sessions: a follower from 0 starts at a gap with no row
+    below it, bounded by the transaction that created the positions, so a transaction older
+    than the journal holds nothing."""
+    with psycopg.connect(pg_schema.server) as older:
+        older.execute("SELECT pg_current_xact_id()")  # in flight from before the journal
+        with Journal.open(pg_schema.url) as journal:
+            journal.append("first", short_session())
+            journal.append("second", short_session())
+            journal.erase("first", reason="retention")
+            rows = journal.read_after(0)
+            assert [r.session_id for r in rows] == ["second"] * len(short_session())
+            assert journal.head_position() == rows[-1].position
+
+
 def test_a_gap_a_transaction_of_another_program_might_hold_waits_for_it(
     pg_schema: PgSchema,
 ) -> None:
