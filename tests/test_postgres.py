@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -36,9 +37,10 @@ from journal import (
 )
 from journal._pg_positions import ONE_STATEMENT_EVENTS
 from journal._postgres_schema import SCHEMA_VERSION, SESSIONS_FILLFACTOR
+from journal.canonical import loads_strict
 from journal.postgres import PostgresJournal
 
-from .helpers import run_cli, short_session, worker
+from .helpers import TS0, run_cli, sample_session, short_session, worker
 from .pg_held import Held
 from .stores import PgSchema, downgrade_pg_to_v3, fresh_schema, require_server, with_search_path
 
@@ -556,3 +558,28 @@ def test_a_version_3_schema_is_upgraded_and_followers_keep_their_place(
     with psycopg.connect(url) as conn:
         options = conn.execute("SELECT reloptions FROM pg_class WHERE oid = 'sessions'::regclass")
         assert options.fetchone() == ([f"fillfactor={SESSIONS_FILLFACTOR}"],)
+
+
+def test_a_session_named_twice_in_one_import_is_planned_on_its_first_part(
+    any_journal: Journal, tmp_path: Path
+) -> None:
+    """`import_sessions` plans every session before it writes (positions are reserved before
+    the first write, on PostgreSQL): a session given twice, a prefix then the whole, imports
+    the rest the second time, as two imports one after the other would (both stores)."""
+    with Journal.open(tmp_path / "source.db") as source:
+        source.append("s", sample_session(), ts=TS0)
+        source.append("t", short_session(), ts=TS0)
+        records = {
+            sid: [
+                (f"row {row.seq}", {**loads_strict(row.body), "hash": row.hash})
+                for row in source.stored_events(sid)
+            ]
+            for sid in ("s", "t")
+        }
+        expected = [row.line() for row in source.stored_events("s")]
+    whole = records["s"]
+    counts = any_journal.import_sessions([("s", whole[:4]), ("t", records["t"]), ("s", whole)])
+    assert counts == [4, len(records["t"]), len(whole) - 4]
+    assert [row.line() for row in any_journal.stored_events("s")] == expected
+    assert any_journal.import_sessions([("s", whole), ("s", whole[:2])]) == [0, 0]
+    assert any_journal.verify().ok
