@@ -50,6 +50,7 @@ from ._pg_positions import (
     Notifier,
     one_statement,
 )
+from ._planner import AppendPlan, SessionHead
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState, event_params
 from .errors import (
@@ -60,7 +61,6 @@ from .errors import (
     StoreError,
 )
 from .records import StoredEvent, stored_row
-from .sessions import AppendPlan, SessionHead
 from .store import Clock, Durability
 
 __all__ = ["PostgresJournal", "describe_url"]
