@@ -11,7 +11,14 @@ Build an `Agent` from a prompt, `Tool`s and a model port, then run it::
 """
 
 from .agent import Agent, call_factory, default_code_version, load_agent, load_object
-from .context import Context, estimate_tokens, plan_compaction, prefix_hash
+from .context import (
+    COMPACTED_RESULT,
+    Context,
+    compact_result,
+    estimate_tokens,
+    plan_compaction,
+    prefix_hash,
+)
 from .errors import (
     AgentDefinitionError,
     AgentLoadError,
@@ -20,7 +27,7 @@ from .errors import (
     SessionEndedError,
     UntrustedReferenceError,
 )
-from .gate import Accepted, Plan, Rejected, verify_call
+from .gate import Accepted, Plan, Rejected, verify_call, verify_reply
 from .openai_provider import OpenAIProvider
 from .ports import (
     Clock,
@@ -41,6 +48,7 @@ from .tools import ArgsInvalid, Tool, ToolError, classify_error
 from .trust import DEFAULT_TRUSTED, TRUST_ENV, TrustList
 
 __all__ = [
+    "COMPACTED_RESULT",
     "DEFAULT_TRUSTED",
     "TRANSITIONS",
     "TRUST_ENV",
@@ -73,6 +81,7 @@ __all__ = [
     "UntrustedReferenceError",
     "call_factory",
     "classify_error",
+    "compact_result",
     "counter_ids",
     "default_code_version",
     "estimate_tokens",
@@ -85,4 +94,5 @@ __all__ = [
     "system_clock",
     "uuid_ids",
     "verify_call",
+    "verify_reply",
 ]

@@ -10,6 +10,11 @@
 
 Compaction is decided by the pure `plan_compaction` from the log and the guardrails, and
 happens through events, so a replay rebuilds exactly the same context.
+
+Before that, a tool result too large to keep is compacted where it is recorded:
+`compact_result` turns a result whose canonical JSON is larger than ``max_result_bytes``
+into a stand-in of at most that size, so an ``action_committed`` stays well under the
+journal's event size limit.
 """
 
 from __future__ import annotations
@@ -39,7 +44,15 @@ from journal import (
     canonical_bytes,
 )
 
-__all__ = ["Context", "Message", "estimate_tokens", "plan_compaction", "prefix_hash"]
+__all__ = [
+    "COMPACTED_RESULT",
+    "Context",
+    "Message",
+    "compact_result",
+    "estimate_tokens",
+    "plan_compaction",
+    "prefix_hash",
+]
 
 _CHARS_PER_TOKEN = 4
 _FAILURE_RUN = 2
@@ -55,6 +68,46 @@ def prefix_hash(system_prompt: str, tool_specs: list[dict[str, Any]]) -> str:
     digest = hashlib.sha256(system_prompt.encode("utf-8"))
     digest.update(canonical_bytes(tool_specs))
     return digest.hexdigest()
+
+
+COMPACTED_RESULT = "compacted_result"
+"""The one key of the object that stands in for a compacted tool result."""
+
+_STAND_IN_ROOM = 200
+"""Bytes kept for the stand-in's own keys, size and digest besides its head."""
+
+
+def compact_result(result: Any, max_bytes: int | None) -> Any:
+    """Return ``result`` as it is recorded: itself, or a stand-in when it is too large.
+
+    A result whose canonical JSON is larger than ``max_bytes`` (None: never) becomes
+    ``{"compacted_result": {"bytes": N, "sha256": H, "head": T}}``: its size, the sha256 hex
+    of its canonical bytes, and the start of its text (a string as it is, anything else as
+    its JSON), cut so the stand-in's canonical JSON is at most ``max_bytes``. Pure and
+    deterministic, so a replay compacts a live result the same way, and a recorded
+    stand-in (under the limit) is kept as it is.
+    """
+    if max_bytes is None:
+        return result
+    size = len(orjson.dumps(result))  # compact JSON: as long as the canonical bytes
+    if size <= max_bytes:
+        return result
+    body = canonical_bytes(result)
+    text = result if isinstance(result, str) else body.decode("utf-8")
+    budget = max(0, max_bytes - _STAND_IN_ROOM)
+    cut = min(len(text), budget)
+    while cut:  # each round shrinks the cut: escapes and non-ASCII take several bytes
+        encoded = len(orjson.dumps(text[:cut]))
+        if encoded <= budget:
+            break
+        cut = cut * budget // encoded
+    return {
+        COMPACTED_RESULT: {
+            "bytes": len(body),
+            "sha256": hashlib.sha256(body).hexdigest(),
+            "head": text[:cut],
+        }
+    }
 
 
 @dataclass
@@ -174,6 +227,9 @@ class Context:
                     )
             case RepairApplied():
                 self._add_repair(seq, event)
+            case VerificationFailed() if event.stage == "empty_reply":
+                # no call to answer: a note to the model, before it is asked again
+                self.messages.append(Message(seq, "system", f"rejected: {event.message}"))
             case VerificationFailed():
                 self._answer(
                     seq, event.call_id, f"rejected ({event.stage}): {event.message}", event.tool

@@ -10,8 +10,13 @@
 
 The function reads the session state (the fold) plus what the current response already
 planned; it never mutates anything, never calls a tool, and never reads the clock.
-Consecutive failures are not a per-call stage: the loop halts when the fold's count
-reaches the limit after a failure.
+Consecutive failures and identical failures (one call failing the same way
+``max_identical_failures`` times, counted across turns) are not per-call stages: the loop
+halts when the fold's count reaches the limit after a failure.
+
+A reply without calls is decided by `verify_reply`: an empty one (no text, no calls) is
+rejected with stage ``empty_reply`` and the model is asked again, ``empty_reply_retries``
+times per turn, then the session halts (rule ``empty_reply``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,16 @@ from journal import SessionState, ToolCall, VerificationStage, call_key
 
 from .tools import ArgsInvalid, Tool, clean_message
 
-__all__ = ["Accepted", "Decision", "Plan", "Rejected", "guard_error_message", "verify_call"]
+__all__ = [
+    "EMPTY_REPLY",
+    "Accepted",
+    "Decision",
+    "Plan",
+    "Rejected",
+    "guard_error_message",
+    "verify_call",
+    "verify_reply",
+]
 
 
 @dataclass(frozen=True)
@@ -193,6 +207,37 @@ def verify_call(
             fallback=fallback,
         )
     return decision
+
+
+EMPTY_REPLY = ToolCall(call_id="", tool="")
+"""What a `Rejected` of stage ``empty_reply`` names as its call: there is none."""
+
+
+def verify_reply(text: str | None, state: SessionState) -> Rejected | None:
+    """Decide a reply without calls: None takes it as the turn's answer.
+
+    An empty reply (no text, or only whitespace) is rejected while the turn has
+    ``empty_reply_retries`` left (the model is told what to change and asked again), and
+    halts the session (rule ``empty_reply``) after that. With ``empty_reply_retries`` None
+    every reply is an answer, as in sessions recorded before the setting existed.
+    """
+    retries = state.guardrails.empty_reply_retries
+    if retries is None or (text is not None and text.strip()):
+        return None
+    if state.empty_replies >= retries:
+        return Rejected(
+            EMPTY_REPLY,
+            "empty_reply",
+            f"the model replied with nothing (no text, no tool call) {state.empty_replies + 1} "
+            f"times this turn (retries allowed: {retries})",
+            halt="empty_reply",
+        )
+    return Rejected(
+        EMPTY_REPLY,
+        "empty_reply",
+        "your reply was empty: no text and no tool call. Answer the user in text, or call "
+        "one of the tools",
+    )
 
 
 def guard_error_message(tool: Tool, error: BaseException) -> str:

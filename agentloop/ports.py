@@ -104,13 +104,18 @@ class LLMProvider(Protocol):
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """What running one tool call produced: a result, or a failure of some kind."""
+    """What running one tool call produced: a result, or a failure of some kind.
+
+    ``abandoned``: the executor stopped waiting for the call at its timeout and never took
+    its outcome (recorded on ``action_failed``); see `LiveToolExecutor`.
+    """
 
     ok: bool
     result: Any = None
     kind: FailureKind | None = None
     message: str = ""
     duration_ms: float | None = None
+    abandoned: bool = False
 
 
 class ToolExecutor(Protocol):
@@ -126,6 +131,15 @@ class ToolExecutor(Protocol):
 class LiveToolExecutor:
     """Runs tools for real: async tools awaited, sync tools in a worker thread, with timeouts.
 
+    At the timeout the call is abandoned: the outcome is a ``timeout`` failure with
+    ``abandoned`` set, and whatever the call does afterwards is never journaled. An async
+    tool is cancelled there (``CancelledError`` at its next ``await``). A sync tool cannot
+    be stopped: Python has no way to kill a thread, so its worker thread runs on until the
+    function returns, holding one thread of the loop's default executor (which
+    ``asyncio.run`` waits for when it closes the loop), and its late result (or error) is
+    dropped. A ``TimeoutError`` the tool raises itself is an ordinary failure of
+    kind ``timeout``: the tool finished, so it is not abandoned.
+
     ``timer`` measures durations (monotonic seconds); inject a fake one for tests.
     """
 
@@ -137,16 +151,21 @@ class LiveToolExecutor:
     ) -> ToolOutcome:
         """Run the tool; see `ToolExecutor.execute`."""
         started = self._timer()
+        # asyncio.timeout, not wait_for: no extra task per call (the hot path)
+        deadline = asyncio.timeout(timeout_s)
         try:
-            # asyncio.timeout, not wait_for: no extra task per call (the hot path)
-            async with asyncio.timeout(timeout_s):
+            async with deadline:
                 if inspect.iscoroutinefunction(tool.fn):
                     result = await tool.fn(args)
                 else:
                     result = await asyncio.to_thread(tool.fn, args)
-        except Exception as error:
-            if isinstance(error, TimeoutError) and not str(error):
-                error = TimeoutError(f"{tool.name} did not answer within {timeout_s:g} s")
+        except Exception as raised:
+            abandoned = deadline.expired()
+            error = (
+                TimeoutError(f"{tool.name} did not answer within {timeout_s:g} s")
+                if abandoned
+                else raised
+            )
             try:
                 kind = tool.classify(error)
             except Exception:
@@ -156,5 +175,6 @@ class LiveToolExecutor:
                 kind=kind,
                 message=clean_message(error),
                 duration_ms=(self._timer() - started) * 1000,
+                abandoned=abandoned,
             )
         return ToolOutcome(ok=True, result=result, duration_ms=(self._timer() - started) * 1000)

@@ -20,9 +20,23 @@ State diagram of a session's phase (`Phase`); any other change raises
   concurrently, at most ``max_parallel`` at once) and their outcomes are journaled in the
   order the model proposed them, whatever order they finished in.
 
-A response without calls ends the turn (``agent_completed``). A rule or an error ends the
-session (``agent_halted``); an exception in agent code (the model port, a guard) is
-rule ``error``, a failed session.
+A response without calls ends the turn (``agent_completed``), unless it is empty (no text,
+no calls): then it is rejected at Verify (``verification_failed``, stage ``empty_reply``,
+saying what to change) and the model is asked again, ``empty_reply_retries`` times per
+turn (propose ──► verify ──► observe). A rule or an error ends the session
+(``agent_halted``); an exception in agent code (the model port, a guard) is rule
+``error``, a failed session. After each failure the loop looks at the fold's counters:
+``max_consecutive_failures`` in a row, or one call failing the same way
+``max_identical_failures`` times across turns (rule ``identical_failures``), halt it.
+
+A tool result larger than ``max_result_bytes`` is recorded compacted
+(`agentloop.context.compact_result`), so it stays under the journal's event size limit;
+a call the executor gave up on at its timeout is recorded as ``abandoned``.
+
+The settings added with ``session_started`` v2 (``max_identical_failures``,
+``empty_reply_retries``, ``max_result_bytes``) are read from the session's folded state,
+the configuration its ``session_started`` records: a session recorded before them
+continues as it ran (see `journal.upcasting`).
 
 Two changes come from outside the loop: `AgentRuntime.greet` journals a greeting before
 the first user input (idle ──► completed, no model call), and `AgentRuntime.stop` ends a
@@ -66,9 +80,9 @@ from journal import (
 )
 
 from .agent import Agent, default_code_version
-from .context import Context, plan_compaction, prefix_hash
+from .context import Context, compact_result, plan_compaction, prefix_hash
 from .errors import IllegalTransitionError, SessionEndedError
-from .gate import Accepted, Plan, Rejected, guard_error_message, verify_call
+from .gate import Accepted, Plan, Rejected, guard_error_message, verify_call, verify_reply
 from .ports import (
     Clock,
     IdSource,
@@ -402,14 +416,21 @@ class AgentRuntime:
                 return
             response, proposal = proposed
             calls, repairs = self._recover(session, response)
+            # (the proposal and its repairs change nothing verify_reply reads)
+            refusal = None if calls else verify_reply(response.text, session.state)
             # The proposal, its repairs and (without calls) the answer go in one transaction:
             # nothing acts between them, and every tool runs after they are committed.
-            ending = [] if calls else [AgentCompleted(answer=response.text or "")]
+            answer = [] if calls or refusal else [AgentCompleted(answer=response.text or "")]
             try:
-                self._append(session, [proposal, *repairs, *ending])
+                self._append(session, [proposal, *repairs, *answer])
             except InvalidEventError as error:
                 self._halt(session, "error", f"the model's output cannot be recorded: {error}")
                 return
+            if refusal is not None:
+                session.move(Phase.VERIFY)
+                if await self._reject(session, refusal, Plan()):
+                    return
+                continue
             if not calls:
                 session.move(Phase.COMPLETED)
                 return
@@ -648,8 +669,9 @@ class AgentRuntime:
             outcomes = await asyncio.gather(*(run(accepted) for accepted in accepted_calls))
         plan.flushed()
         session.move(Phase.COMMIT)
+        max_result_bytes = session.state.guardrails.max_result_bytes
         for accepted, outcome in zip(accepted_calls, outcomes, strict=True):
-            event = _outcome_event(accepted, outcome)
+            event = _outcome_event(accepted, outcome, max_result_bytes)
             self._append(session, [event])
             if isinstance(event, ActionFailed) and event.kind != "business":
                 self._check_breaker(session, event.tool)
@@ -662,25 +684,45 @@ class AgentRuntime:
             self._append(session, [CircuitOpened(tool=tool, failures=failures)])
 
     def _check_failures(self, session: _Session) -> bool:
+        """After a failure: halt on the fold's failure counters; return True when halted.
+
+        Consecutive failures first; identical failures (`SessionState.identical_failures`)
+        catch the streaks the consecutive count cannot see, spread over turns and answers.
+        """
         state = session.state
         limit = self.agent.guardrails.max_consecutive_failures
-        if state.consecutive_failures < limit:
+        if state.consecutive_failures >= limit:
+            self._halt(
+                session,
+                "consecutive_failures",
+                f"{state.consecutive_failures} failures in a row (limit {limit}); "
+                f"last: {state.last_error}",
+            )
+            return True
+        identical = state.guardrails.max_identical_failures
+        if identical is None:
             return False
-        self._halt(
-            session,
-            "consecutive_failures",
-            f"{state.consecutive_failures} failures in a row (limit {limit}); "
-            f"last: {state.last_error}",
-        )
-        return True
+        for key, (reading, count) in state.identical_failures.items():
+            if count >= identical:
+                self._halt(
+                    session,
+                    "identical_failures",
+                    f"{key.rpartition(':')[0]} failed {count} times with the same arguments "
+                    f"and the same error, counted across turns (limit {identical}); {reading}",
+                )
+                return True
+        return False
 
 
-def _outcome_event(accepted: Accepted, outcome: ToolOutcome) -> ActionCommitted | ActionFailed:
+def _outcome_event(
+    accepted: Accepted, outcome: ToolOutcome, max_result_bytes: int | None
+) -> ActionCommitted | ActionFailed:
     call = accepted.call
     if outcome.ok:
         try:
             result = to_jsonable_python(outcome.result)
             check_json(result)
+            result = compact_result(result, max_result_bytes)
         except (InvalidEventError, ValueError, TypeError) as error:
             return ActionFailed(
                 call_id=call.call_id,
@@ -704,4 +746,5 @@ def _outcome_event(accepted: Accepted, outcome: ToolOutcome) -> ActionCommitted 
         message=outcome.message,
         args=accepted.args,
         duration_ms=outcome.duration_ms,
+        abandoned=outcome.abandoned,
     )

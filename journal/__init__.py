@@ -28,6 +28,7 @@ from .capture import (
 )
 from .errors import (
     ConflictError,
+    EventTooLargeError,
     InvalidEventError,
     InvalidInputError,
     JournalBusyError,
@@ -81,11 +82,12 @@ from .formats import (
 )
 from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
-from .store import Erasure, Journal, SchemaSetup
-from .upcasting import register_upcaster
+from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
+from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
 
 __all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLD_VERSION",
@@ -101,6 +103,7 @@ __all__ = [
     "ContextCompacted",
     "Erasure",
     "EventModel",
+    "EventTooLargeError",
     "FailureKind",
     "FallbackInvoked",
     "Guardrails",
@@ -159,6 +162,7 @@ __all__ = [
     "loads_strict",
     "otlp_document",
     "parse_ts",
+    "predated_settings",
     "read_jsonl",
     "register_upcaster",
     "write_jsonl",

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
-from .errors import ConflictError, InvalidEventError, SessionConflictError
+from .errors import ConflictError, EventTooLargeError, InvalidEventError, SessionConflictError
 from .events import AgentEvent, SessionStarted
 from .fold import SessionState, apply, fold
 from .records import RecordedEvent, StoredEvent, decode, encode, from_record, where
@@ -56,6 +56,32 @@ def _check_position(session_id: str, seq: int, event: AgentEvent) -> None:
     raise InvalidEventError(f"{where(session_id, seq)}: session_started is only allowed at seq 0")
 
 
+def _check_size(row: StoredEvent, limit: int | None, at: str | None = None) -> None:
+    """Raise unless ``row``'s canonical bytes (its body) are at most ``limit`` (None: any).
+
+    ``at`` (``file:line``) prefixes the message of an imported record. Costs nothing for an
+    event under a quarter of the limit (a character is at most four UTF-8 bytes).
+
+    Raises:
+        EventTooLargeError: naming the place, session, seq, type, size and limit.
+    """
+    if limit is None or len(row.body) * 4 <= limit:
+        return
+    size = len(row.body.encode("utf-8"))
+    if size <= limit:
+        return
+    place = f"{at}: " if at else ""
+    raise EventTooLargeError(
+        f"{place}{where(row.session_id, row.seq)}: the {row.type} event is {size:,} bytes of "
+        f"canonical JSON, over the journal's limit of {limit:,} (max_event_bytes); "
+        "nothing was written",
+        session_id=row.session_id,
+        seq=row.seq,
+        size=size,
+        limit=limit,
+    )
+
+
 def plan_append(
     session_id: str,
     head: SessionHead | None,
@@ -64,11 +90,13 @@ def plan_append(
     expected_seq: int | None,
     ts: datetime | str,
     hasher: Hasher,
+    max_event_bytes: int | None = None,
 ) -> AppendPlan:
     """Plan an append of ``events`` after ``head`` (None for a new session).
 
     Raises:
         ConflictError: ``expected_seq`` is not the next seq of the session.
+        EventTooLargeError: an event is larger than ``max_event_bytes``.
         InvalidEventError: a bad session id, an event out of place, or a non-canonical value.
     """
     if not valid_session_id(session_id):
@@ -90,6 +118,7 @@ def plan_append(
         seq = next_seq + offset
         _check_position(session_id, seq, event)
         row = encode(session_id, seq, stamp, event, chain, hasher)
+        _check_size(row, max_event_bytes)
         chain = row.hash
         rows.append(row)
         recorded.append(RecordedEvent(session_id, seq, stamp, row.v, chain, event))
@@ -103,6 +132,7 @@ def plan_import(
     *,
     hasher: Hasher,
     stored_hash_at: Callable[[int], str | None] = lambda seq: None,
+    max_event_bytes: int | None = None,
 ) -> AppendPlan | None:
     """Plan the import of a whole session's records (each with the place it came from).
 
@@ -112,6 +142,7 @@ def plan_import(
     a conflict. ``stored_hash_at(seq)`` reads the stored session's hash at a seq.
 
     Raises:
+        EventTooLargeError: a record is larger than ``max_event_bytes`` (names its place).
         InvalidEventError: a record is malformed, out of order, or its hash does not verify.
         SessionConflictError: the session exists with different content.
     """
@@ -121,6 +152,7 @@ def plan_import(
     stored_at_head: str | None = None
     for seq, (at, record) in enumerate(records):
         row = from_record(record, chain, hasher, at)
+        _check_size(row, max_event_bytes, at)
         if row.session_id != session_id:
             raise InvalidEventError(f"{at}: session_id {row.session_id!r}, expected {session_id!r}")
         if row.seq != seq:

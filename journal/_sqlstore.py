@@ -42,7 +42,7 @@ from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
 from .projection import PROJECTION_COLUMNS, SessionSummary, projection_row
 from .records import RecordedEvent, StoredEvent, decode, decode_body, stored_row
-from .store import Erasure, Journal, SchemaSetup, system_clock
+from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, system_clock
 from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
@@ -116,8 +116,14 @@ class SQLJournal(Journal):
 
     _setup: SchemaSetup
 
-    def __init__(self, *, clock: Any = None, hmac_key: bytes | None = None) -> None:
-        super().__init__(clock=clock, hmac_key=hmac_key)
+    def __init__(
+        self,
+        *,
+        clock: Any = None,
+        hmac_key: bytes | None = None,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._heads: dict[str, SessionHead] = {}
         self._snapshots_table = False
 
@@ -369,7 +375,13 @@ class SQLJournal(Journal):
 
         def planned(head: SessionHead | None) -> AppendPlan:
             return plan_append(
-                session_id, head, events, expected_seq=expected_seq, ts=stamp, hasher=self.hasher
+                session_id,
+                head,
+                events,
+                expected_seq=expected_seq,
+                ts=stamp,
+                hasher=self.hasher,
+                max_event_bytes=self.max_event_bytes,
             )
 
         plan = self._commit(session_id, lambda tx, head: planned(head), planned, len(events))
@@ -386,6 +398,7 @@ class SQLJournal(Journal):
                 records,
                 hasher=self.hasher,
                 stored_hash_at=lambda seq: self._hash_at(tx, session_id, seq),
+                max_event_bytes=self.max_event_bytes,
             ),
         )
         return 0 if plan is None else len(plan.rows)
@@ -415,6 +428,7 @@ class SQLJournal(Journal):
                     records,
                     hasher=self.hasher,
                     stored_hash_at=functools.partial(self._hash_in, tx, session_id, hashes),
+                    max_event_bytes=self.max_event_bytes,
                 )
                 counts.append(0 if plan is None else len(plan.rows))
                 if plan is not None:

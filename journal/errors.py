@@ -5,7 +5,8 @@ Hierarchy (one line per class: when it is raised)::
     JournalError                  base class; catch this to handle any of ours
     ├── InvalidEventError         an event or value breaks the canonical form (NaN, int64, schema)
     │   ├── UnknownEventTypeError a stored or imported record has a type nobody registered
-    │   └── UnknownVersionError   a record's version is newer than the code, or has no upcaster
+    │   ├── UnknownVersionError   a record's version is newer than the code, or has no upcaster
+    │   └── EventTooLargeError    an event's canonical bytes exceed the journal's size limit
     ├── InvalidInputError         a file or record from outside is malformed (names file:line)
     ├── ConflictError             an append lost a race: the expected seq was taken or moved on
     │   └── SessionConflictError  an import brings different content for an existing session
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConflictError",
+    "EventTooLargeError",
     "InvalidEventError",
     "InvalidInputError",
     "JournalBusyError",
@@ -55,6 +57,22 @@ class UnknownEventTypeError(InvalidEventError):
 
 class UnknownVersionError(InvalidEventError):
     """A record's ``v`` is newer than the code knows, or older with no upcaster registered."""
+
+
+class EventTooLargeError(InvalidEventError):
+    """An event's canonical bytes exceed the journal's ``max_event_bytes``; nothing was written.
+
+    Raised by an append and by an import (the whole call is refused). The message names the
+    place (``file:line`` on import), the session, the seq, the event's size and the limit;
+    the same facts are attributes.
+    """
+
+    def __init__(self, message: str, *, session_id: str, seq: int, size: int, limit: int):
+        super().__init__(message)
+        self.session_id = session_id
+        self.seq = seq
+        self.size = size
+        self.limit = limit
 
 
 class InvalidInputError(JournalError):

@@ -47,7 +47,14 @@ __all__ = [
 
 RepairLevel = Literal["flatten", "scavenge", "truncation", "storm"]
 VerificationStage = Literal[
-    "unknown_tool", "schema", "guard", "repeat", "storm", "circuit_open", "step_limit"
+    "unknown_tool",
+    "schema",
+    "guard",
+    "repeat",
+    "storm",
+    "circuit_open",
+    "step_limit",
+    "empty_reply",
 ]
 FailureKind = Literal["business", "infrastructure", "timeout"]
 
@@ -93,6 +100,24 @@ class Guardrails(_Frozen):
     compact_summary_tokens: int = Field(800, ge=1, description="longest summary of a result")
     compact_early: float = Field(0.4, gt=0, le=1, description="window share that starts compacting")
     compact_urgent: float = Field(0.8, gt=0, le=1, description="window share that forces it")
+    max_identical_failures: int | None = Field(
+        3,
+        ge=1,
+        description="business failures or rejections of one call (tool + canonical args) "
+        "with the same message, counted across turns, that halt the session; None: no limit",
+    )
+    empty_reply_retries: int | None = Field(
+        2,
+        ge=0,
+        description="empty replies (no text, no calls) sent back to the model per turn "
+        "before a halt; None: an empty reply is the turn's answer",
+    )
+    max_result_bytes: int | None = Field(
+        1_048_576,
+        ge=1024,
+        description="a tool result larger than this (canonical JSON bytes) is recorded "
+        "compacted; None: recorded whole",
+    )
 
 
 class ToolSpec(_Frozen):
@@ -131,8 +156,14 @@ class ToolCall(_Frozen):
 
 
 class SessionStarted(EventModel):
-    """Seq 0 of every session: who runs, with what configuration, prompt and model."""
+    """Seq 0 of every session: who runs, with what configuration, prompt and model.
 
+    v2 added the guardrails ``max_identical_failures``, ``empty_reply_retries`` and
+    ``max_result_bytes``; a v1 record upcasts to the values that reproduce how it ran
+    (`journal.upcasting.predated_settings`).
+    """
+
+    VERSION: ClassVar[int] = 2
     type: Literal["session_started"] = "session_started"
     agent: str | None = Field(None, description="`module:factory` that builds the agent")
     config: AgentConfig = Field(default_factory=AgentConfig)
@@ -180,7 +211,11 @@ class RepairApplied(EventModel):
 
 
 class VerificationFailed(EventModel):
-    """The gate rejected a call; ``message`` tells the model what to change."""
+    """The gate rejected a call; ``message`` tells the model what to change.
+
+    Stage ``empty_reply`` rejects a reply with no text and no calls: there is no call, so
+    ``call_id`` and ``tool`` are empty strings.
+    """
 
     type: Literal["verification_failed"] = "verification_failed"
     call_id: str
@@ -201,8 +236,15 @@ class ActionCommitted(EventModel):
 
 
 class ActionFailed(EventModel):
-    """A tool ran and failed; business errors go back to the model, others count to the breaker."""
+    """A tool ran and failed; business errors go back to the model, others count to the breaker.
 
+    ``abandoned`` (v2): the runtime stopped waiting for the call at its timeout and never
+    took its outcome. An async tool is cancelled there; a sync tool's thread cannot be
+    stopped and may run on. Either way what the call did is unknown, and a late result is
+    never journaled. A v1 record upcasts to False (not recorded then).
+    """
+
+    VERSION: ClassVar[int] = 2
     type: Literal["action_failed"] = "action_failed"
     call_id: str
     tool: str
@@ -210,6 +252,7 @@ class ActionFailed(EventModel):
     message: str
     args: dict[str, Json] = Field(default_factory=dict)
     duration_ms: float | None = None
+    abandoned: bool = False
 
 
 class CircuitOpened(EventModel):

@@ -7,7 +7,8 @@ so a live run and its replay cannot disagree.
 Counting rules (documented once, here):
 
 * a *step* is one tool call the gate decided on: committed, failed, or rejected at any
-  stage except ``step_limit`` (which is the refusal to take one more step);
+  stage except ``step_limit`` (which is the refusal to take one more step) and
+  ``empty_reply`` (a reply with no call at all);
 * a *failure* is an ``action_failed`` or a ``verification_failed``; a commit resets the
   consecutive count, and so do a new turn and a ``circuit_opened`` (the breaker takes over
   that streak of failures);
@@ -17,6 +18,16 @@ Counting rules (documented once, here):
   successful call done again duplicates its work and its side effects); ``storms``
   counts storm repairs in the turn; ``schema_retries`` counts schema rejections in a row
   (a commit, a failure or another rejection stage resets it);
+* ``identical_failures`` holds, per call key (tool + canonical args), how its last
+  failure read (``business: message``, or ``stage: message`` for a rejection at
+  ``unknown_tool``, ``schema`` or ``guard``) and how many times in a row the call failed
+  exactly so, counted across turns (no new turn resets it); the same call failing
+  differently starts again at 1, and a commit of it clears it. The args are those the
+  event records: validated for a tool failure, as proposed for a rejection. Infrastructure
+  and timeout failures are left to the breaker, which counts them per tool across the
+  session already (and routes to a fallback where counting them here would halt);
+* ``empty_replies`` counts, per turn, replies rejected for being empty (stage
+  ``empty_reply``: a failure, not a step);
 * status: ``running`` until an ending, ``completed`` after ``agent_completed`` (a new
   ``user_input`` makes it ``running`` again), ``halted`` after ``agent_halted``, ``failed``
   when the halt's rule is ``error``.
@@ -59,7 +70,7 @@ __all__ = [
     "fold",
 ]
 
-FOLD_VERSION = 2
+FOLD_VERSION = 3
 """Bumped whenever the meaning of events changes; stored snapshots of older versions are rebuilt."""
 
 SessionStatus = Literal["running", "completed", "halted", "failed"]
@@ -109,6 +120,8 @@ class SessionState(BaseModel):
     open_breakers: list[str] = Field(default_factory=list)
     fallbacks: int = 0
     repeats: dict[str, int] = Field(default_factory=dict)
+    identical_failures: dict[str, tuple[str, int]] = Field(default_factory=dict)
+    empty_replies: int = 0
     schema_retries: int = 0
     storms: int = 0
     repairs: int = 0
@@ -212,6 +225,18 @@ def _resolve(pending: list[ToolCall], call_id: str, tool: str) -> list[ToolCall]
     return pending
 
 
+def _pending(pending: list[ToolCall], call_id: str, tool: str) -> ToolCall | None:
+    """The first pending call (call_id, tool) names, if any."""
+    for call in pending:
+        if call.call_id == call_id and call.tool == tool:
+            return call
+    return None
+
+
+_CALL_STAGES = frozenset({"unknown_tool", "schema", "guard"})
+"""Rejection stages that are about the call itself, so count as its identical failures."""
+
+
 _State = dict[str, Any]
 """A state's field values: ``new`` is being built, ``old`` is the state before the event."""
 
@@ -226,6 +251,14 @@ def _failed(new: _State, message: str) -> None:
     new["failures"] += 1
     new["consecutive_failures"] += 1
     new["last_error"] = message
+
+
+def _failed_as(new: _State, old: _State, key: str, signature: str) -> None:
+    """Count one more failure of call ``key`` reading ``signature``; see the counting rules."""
+    failures = old["identical_failures"]
+    last = failures.get(key)
+    count = last[1] + 1 if last is not None and last[0] == signature else 1
+    new["identical_failures"] = {**failures, key: (signature, count)}
 
 
 def _session_started(new: _State, old: _State, event: SessionStarted) -> None:
@@ -246,6 +279,7 @@ def _user_input(new: _State, old: _State, event: UserInput) -> None:
         turns=old["turns"] + 1,
         turn_steps=0,
         repeats={},
+        empty_replies=0,
         schema_retries=0,
         storms=0,
         consecutive_failures=0,
@@ -278,13 +312,22 @@ def _repair_applied(new: _State, old: _State, event: RepairApplied) -> None:
 
 
 def _verification_failed(new: _State, old: _State, event: VerificationFailed) -> None:
+    stage = event.stage
     new["rejections"] += 1
-    new["schema_retries"] = old["schema_retries"] + 1 if event.stage == "schema" else 0
+    new["schema_retries"] = old["schema_retries"] + 1 if stage == "schema" else 0
     _failed(new, event.message)
-    if event.stage != "step_limit":
+    if stage == "empty_reply":  # no call: not a step
+        new["empty_replies"] = old["empty_replies"] + 1
+        return
+    if stage != "step_limit":
         new["steps"] += 1
         new["turn_steps"] += 1
-    new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
+    pending = old["pending_calls"]
+    if stage in _CALL_STAGES:
+        call = _pending(pending, event.call_id, event.tool)
+        if call is not None:
+            _failed_as(new, old, call_key(call.tool, call.args), f"{stage}: {event.message}")
+    new["pending_calls"] = _resolve(pending, event.call_id, event.tool)
 
 
 def _action_committed(new: _State, old: _State, event: ActionCommitted) -> None:
@@ -292,6 +335,9 @@ def _action_committed(new: _State, old: _State, event: ActionCommitted) -> None:
     key = call_key(event.tool, event.args)
     repeats = old["repeats"]
     new["repeats"] = {**repeats, key: repeats.get(key, 0) + 1}
+    failures = old["identical_failures"]
+    if key in failures:
+        new["identical_failures"] = {k: v for k, v in failures.items() if k != key}
     new["committed"] += 1
     new["consecutive_failures"] = 0
     new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
@@ -300,7 +346,9 @@ def _action_committed(new: _State, old: _State, event: ActionCommitted) -> None:
 def _action_failed(new: _State, old: _State, event: ActionFailed) -> None:
     _ran(new)
     _failed(new, event.message)
-    if event.kind != "business":
+    if event.kind == "business":
+        _failed_as(new, old, call_key(event.tool, event.args), f"business: {event.message}")
+    else:
         failures = old["tool_failures"]
         new["tool_failures"] = {**failures, event.tool: failures.get(event.tool, 0) + 1}
     new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)

@@ -61,7 +61,7 @@ from .errors import (
     StoreError,
 )
 from .records import StoredEvent, stored_row
-from .store import Clock, Durability
+from .store import DEFAULT_MAX_EVENT_BYTES, Clock, Durability
 
 __all__ = ["PostgresJournal", "describe_url"]
 
@@ -183,8 +183,9 @@ class PostgresJournal(SQLJournal):
         pool_size: int = 4,
         connect_timeout: float = 5.0,
         notify_interval: float = NOTIFY_INTERVAL,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        super().__init__(clock=clock, hmac_key=hmac_key)
+        super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._url = url
         self._target = describe_url(url)
         self._kwargs: dict[str, Any] = {"application_name": "agent-journal"}

@@ -28,7 +28,7 @@ from .errors import (
     NotAJournalError,
     StoreError,
 )
-from .store import Clock, Durability
+from .store import DEFAULT_MAX_EVENT_BYTES, Clock, Durability
 
 __all__ = ["SQLiteJournal"]
 
@@ -52,8 +52,9 @@ class SQLiteJournal(SQLJournal):
         clock: Clock | None = None,
         hmac_key: bytes | None = None,
         busy_timeout_ms: int = 5000,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        super().__init__(clock=clock, hmac_key=hmac_key)
+        super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._path = path
         self._lock = threading.RLock()
         self._identity: tuple[int, int] | None = None

@@ -25,10 +25,24 @@ from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode_body
 from .verify import VerifyReport
 
-__all__ = ["Clock", "Durability", "Erasure", "Journal", "SchemaSetup", "system_clock"]
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "Clock",
+    "Durability",
+    "Erasure",
+    "Journal",
+    "SchemaSetup",
+    "system_clock",
+]
 
 Durability = Literal["normal", "full"]
 Clock = Callable[[], datetime]
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""The largest event a journal takes by default: 16 MiB of canonical bytes (the record
+without its ``hash``). One runaway payload above it would slow every later read, export and
+view of its session; the agent runtime compacts large tool results well below it
+(`journal.Guardrails.max_result_bytes`)."""
 
 
 def system_clock() -> datetime:
@@ -80,8 +94,18 @@ class Journal(ABC):
     PAGE_SIZE = 500
     """Rows fetched per round trip when streaming."""
 
-    def __init__(self, *, clock: Clock | None = None, hmac_key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        hmac_key: bytes | None = None,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        if max_event_bytes is not None and max_event_bytes < 1:
+            raise ValueError(f"max_event_bytes must be positive, not {max_event_bytes}")
         self._clock: Clock = clock or system_clock
+        self.max_event_bytes = max_event_bytes
+        """The largest event (canonical bytes) an append or an import takes; None: any."""
         self.hasher: Callable[[str, bytes], str] = (
             chain_hash if hmac_key is None else functools.partial(chain_hash, key=hmac_key)
         )
@@ -94,6 +118,7 @@ class Journal(ABC):
         durability: Durability = "normal",
         clock: Clock | None = None,
         hmac_key: bytes | None = None,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> Journal:
         """Open the journal at ``target``: a SQLite path, ``":memory:"``, or a PostgreSQL URL.
 
@@ -106,8 +131,13 @@ class Journal(ABC):
                 survives a power loss (an fsync per commit).
             clock: the source of event timestamps (the recorded clock in a replay).
             hmac_key: turn the hash chain into an HMAC chain (rewriting it needs the key).
+            max_event_bytes: the largest event an append or an import takes, in canonical
+                bytes (default 16 MiB; None: no limit); a larger one raises
+                `EventTooLargeError` and nothing of that call is written. Reading is not
+                limited: events stored before stay readable.
         """
         text = str(target)
+        store: type[Journal]
         if text.startswith(("postgresql://", "postgres://")):
             try:
                 from .postgres import PostgresJournal
@@ -115,13 +145,18 @@ class Journal(ABC):
                 raise StoreError(
                     "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
                 ) from e
-            return PostgresJournal(
-                text, create=create, durability=durability, clock=clock, hmac_key=hmac_key
-            )
-        from .sqlite import SQLiteJournal
+            store = PostgresJournal
+        else:
+            from .sqlite import SQLiteJournal
 
-        return SQLiteJournal(
-            text, create=create, durability=durability, clock=clock, hmac_key=hmac_key
+            store = SQLiteJournal
+        return store(
+            text,
+            create=create,
+            durability=durability,
+            clock=clock,
+            hmac_key=hmac_key,
+            max_event_bytes=max_event_bytes,
         )
 
     # -- context manager -------------------------------------------------------------

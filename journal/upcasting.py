@@ -4,6 +4,14 @@ A stored record keeps the version it was written at (``v``). Reading it runs the
 registered upcasters ``v -> v+1 -> ... -> current`` over the payload before validation, so
 the stored bytes never change. A type nobody registered, a version newer than the code,
 or an old version with a missing step are errors that name the type and the version.
+
+The project's own steps, registered here:
+
+* ``session_started`` v1 -> v2: the guardrails that v2 added take the values that
+  reproduce how a v1 session ran (`PREDATED_SETTINGS`): no limit on identical failures,
+  an empty reply taken as the answer, tool results recorded whole. So an old session,
+  resumed or replayed, behaves as it did, while new sessions get the new defaults.
+* ``action_failed`` v1 -> v2: ``abandoned`` is False (v1 did not record it).
 """
 
 from __future__ import annotations
@@ -15,8 +23,10 @@ from .errors import UnknownEventTypeError, UnknownVersionError
 from .events import EVENT_TYPES
 
 __all__ = [
+    "PREDATED_SETTINGS",
     "Upcaster",
     "current_version",
+    "predated_settings",
     "register_upcaster",
     "unregister_upcaster",
     "upcast",
@@ -89,4 +99,49 @@ def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, 
             )
         payload = step(dict(payload))
         version += 1
+    return payload
+
+
+# -- the project's own upcasters -------------------------------------------------------
+
+PREDATED_SETTINGS: dict[int, dict[str, Any]] = {
+    2: {"max_identical_failures": None, "empty_reply_retries": None, "max_result_bytes": None},
+}
+"""Per ``session_started`` version, the guardrails it added, at the values that reproduce
+how a session recorded before them ran."""
+
+
+def predated_settings(version: int) -> dict[str, Any]:
+    """The guardrails a ``session_started`` of ``version`` predates, at their old values.
+
+    What a replay of such a session runs with (and compares with) for those settings; empty
+    for a current record.
+    """
+    found: dict[str, Any] = {}
+    for added_in, settings in PREDATED_SETTINGS.items():
+        if version < added_in:
+            found.update(settings)
+    return found
+
+
+def _with_settings(payload: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with ``settings`` in its ``config.guardrails`` (nested dicts copied)."""
+    config = payload.get("config", {})
+    if not isinstance(config, dict):
+        return payload  # validation names what is wrong
+    guardrails = config.get("guardrails", {})
+    if not isinstance(guardrails, dict):
+        return payload
+    payload["config"] = {**config, "guardrails": {**settings, **guardrails}}
+    return payload
+
+
+@register_upcaster("session_started", 1)
+def _session_started_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    return _with_settings(payload, PREDATED_SETTINGS[2])
+
+
+@register_upcaster("action_failed", 1)
+def _action_failed_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    payload.setdefault("abandoned", False)
     return payload

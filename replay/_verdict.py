@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from journal import AgentCompleted, AgentHalted, JournalError, RecordedEvent
+from journal import AgentCompleted, AgentHalted, JournalError, RecordedEvent, predated_settings
 
 from .diff import Change, behaviour_rules, config_changes, field_changes
 from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize, record_of
@@ -189,7 +189,10 @@ def judge(
 
     The configurations are compared by `replay.diff.config_changes`, the behaviour by
     `compare`. Besides, a complete recording whose replay called a tool the recording
-    never ran diverges at the replay's last event.
+    never ran diverges at the replay's last event. The guardrails a recording's
+    ``session_started`` predates (`journal.predated_settings`) are not compared: a replay
+    through the runtime runs with their recorded values, but a loop the runtime does not
+    run (a recorder's, a framework's) records what it records today.
 
     Args:
         recorded: the recording.
@@ -205,6 +208,10 @@ def judge(
         stopped_at: where the replay stopped for want of a fitting recorded output.
         live_from: where a live model took over.
     """
+    predated = predated_settings(recorded[0].v) if recorded else {}
+    if predated:  # settings a recording predates: it cannot disagree about them
+        paths = [f"config.guardrails.{name}" for name in predated]
+        rules = rules.extended({"session_started": paths})
     changed_config = config_changes(
         record_of(recorded[0]), record_of(replayed[0]) if replayed else None, rules
     )

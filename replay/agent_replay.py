@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from agentloop import (
     Agent,
@@ -36,6 +37,7 @@ from journal import (
     SessionStarted,
     StoreError,
     UserInput,
+    predated_settings,
 )
 
 from ._follow import RecordingFollower
@@ -151,7 +153,7 @@ def replay_agent_session(
             follower=follower if live_model is not None else None,
         )
         runtime = AgentRuntime(
-            agent,
+            _with_recorded_rules(agent, started, recorded[0].v),
             scratch,
             llm=llm,
             tools=tools,
@@ -164,6 +166,23 @@ def replay_agent_session(
     return replay_session(
         journal, session_id, drive, save=save, live_model=live_model is not None, rules=rules
     )
+
+
+def _with_recorded_rules(agent: Agent, started: SessionStarted, version: int) -> Agent:
+    """``agent`` with the guardrails added since ``session_started`` v1 as the recording ran.
+
+    ``max_identical_failures``, ``empty_reply_retries`` and ``max_result_bytes`` take the
+    recorded values (a v1 record's are the upcast ones that reproduce how it ran), so a
+    replay finds those rules firing where they fired, and a saved replay or a copy of an old
+    session replays the same way again. An import records no configuration of its own (it
+    has no agent): its replay keeps the agent's values, but for those a v1 import predates.
+    """
+    names = predated_settings(1 if started.agent is not None else version)  # 1: all of them
+    recorded = started.config.guardrails
+    update = {name: getattr(recorded, name) for name in names}
+    if all(getattr(agent.guardrails, name) == value for name, value in update.items()):
+        return agent
+    return replace(agent, guardrails=agent.guardrails.model_copy(update=update))
 
 
 def _is_greeting(recorded: Sequence[RecordedEvent], index: int) -> bool:

@@ -217,9 +217,12 @@ def config_changes(
     if expected is None or actual is None or not (_configured(expected) and _configured(actual)):
         return ()
     pick = [name for name in CONFIG_FIELDS if name not in rules.paths_for("session_started")]
+    # (typed, so that nested paths the rules ignore, session_started.config.x, are dropped)
     return field_changes(
-        normalize({name: expected.get(name) for name in pick}, rules),
-        normalize({name: actual.get(name) for name in pick}, rules),
+        normalize(
+            {"type": "session_started", **{name: expected.get(name) for name in pick}}, rules
+        ),
+        normalize({"type": "session_started", **{name: actual.get(name) for name in pick}}, rules),
     )
 
 

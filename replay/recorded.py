@@ -236,7 +236,11 @@ class RecordedOutcome:
         if isinstance(event, ActionCommitted):
             return ToolOutcome(ok=True, result=event.result, duration_ms=event.duration_ms)
         return ToolOutcome(
-            ok=False, kind=event.kind, message=event.message, duration_ms=event.duration_ms
+            ok=False,
+            kind=event.kind,
+            message=event.message,
+            duration_ms=event.duration_ms,
+            abandoned=event.abandoned,
         )
 
 

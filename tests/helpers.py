@@ -33,6 +33,7 @@ from journal import (
     Journal,
     RepairApplied,
     SessionStarted,
+    StoredEvent,
     ToolCall,
     ToolSpec,
     Usage,
@@ -212,6 +213,13 @@ def rechain(conn: sqlite3.Connection, session_id: str, key: bytes | None = None)
 def jsonl_lines(data: bytes) -> list[dict[str, Any]]:
     """Parse a JSONL document into its objects (header first)."""
     return [orjson.loads(line) for line in data.splitlines()]
+
+
+def stored(event_type: str, version: int, fields: dict[str, Any], seq: int = 1) -> StoredEvent:
+    """A stored row of session ``s`` as another writer could have left it (body taken as is)."""
+    body = {"session_id": "s", "seq": seq, "ts": TS0, "type": event_type, "v": version, **fields}
+    text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+    return StoredEvent("s", seq, TS0, event_type, version, text, GENESIS_HASH, "")
 
 
 def write_lines(path: Path, objects: list[dict[str, Any] | bytes]) -> Path:

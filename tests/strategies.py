@@ -61,7 +61,16 @@ __all__ = [
     "tool_calls",
 ]
 
-HALT_RULES = ("step_limit", "repeat", "consecutive_failures", "storm", "circuit_open", "error")
+HALT_RULES = (
+    "step_limit",
+    "repeat",
+    "consecutive_failures",
+    "identical_failures",
+    "empty_reply",
+    "storm",
+    "circuit_open",
+    "error",
+)
 
 texts = st.text(max_size=40)
 """Any text: unicode, control characters and terminal escapes included (never surrogates)."""
@@ -131,6 +140,9 @@ guardrails = st.builds(
     compact_summary_tokens=st.integers(1, 10_000),
     compact_early=st.floats(min_value=0.01, max_value=1),
     compact_urgent=st.floats(min_value=0.01, max_value=1),
+    max_identical_failures=_optional(st.integers(1, 10)),
+    empty_reply_retries=_optional(st.integers(0, 5)),
+    max_result_bytes=_optional(st.integers(1024, 10**9)),
 )
 
 tool_specs = st.builds(
@@ -218,6 +230,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[EventModel]] = {
         message=texts,
         args=json_objects,
         duration_ms=_optional(non_negative_floats),
+        abandoned=st.booleans(),
     ),
     "circuit_opened": st.builds(CircuitOpened, tool=names, failures=st.integers(1, 100)),
     "fallback_invoked": st.builds(
@@ -242,6 +255,10 @@ events = st.one_of(
 """Any event that may follow seq 0."""
 
 
+_CALL_STAGES = [stage for stage in get_args(VerificationStage) if stage != "empty_reply"]
+"""The stages that reject a call (``empty_reply`` rejects a reply without one)."""
+
+
 def _call_outcome(
     draw: st.DrawFn, call: ToolCall, fallbacks: dict[str, str], failures: dict[str, int]
 ) -> list[EventModel]:
@@ -259,7 +276,7 @@ def _call_outcome(
             )
         ]
     if outcome == "reject":
-        stage = draw(st.sampled_from(get_args(VerificationStage)))
+        stage = draw(st.sampled_from(_CALL_STAGES))
         return [VerificationFailed(call_id=call.call_id, tool=call.tool, stage=stage, message="no")]
     if outcome == "repair":
         level = draw(st.sampled_from(get_args(RepairLevel)))
@@ -327,6 +344,10 @@ def sessions_with_status(
             )
             for call in calls:
                 written.extend(_call_outcome(draw, call, fallbacks, failures))
+            if not calls and draw(st.integers(0, 3)) == 0:  # an empty reply, sent back
+                written.append(
+                    VerificationFailed(call_id="", tool="", stage="empty_reply", message="empty")
+                )
             if draw(st.integers(0, 4)) == 0:
                 written.append(ContextCompacted(from_seq=1, to_seq=len(written) - 1, summary="s"))
         ending = draw(st.sampled_from(["completed", "completed", "halted", "failed", "cut"]))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +18,9 @@ from journal import (
     AgentHalted,
     Journal,
     SessionStarted,
+    SessionState,
     UserInput,
+    apply,
     import_openai,
 )
 from replay import Replayer, ReplayResult
@@ -55,13 +59,13 @@ def test_every_real_session_replays_without_a_crash(airline_journal: Journal) ->
     assert len(results) == 50
     # The verdict table of the README ("What would our guardrails have done?").
     assert Counter(_category(r) for r in results.values()) == {
-        "identical": 22,
+        "identical": 21,
         "action_failed -> verification_failed schema": 14,
         "action_failed -> verification_failed guard": 1,
         "agent_completed -> repair_applied scavenge": 6,
-        "agent_halted -> agent_completed": 5,
+        "agent_halted -> verification_failed empty_reply": 5,
         "action_committed -> verification_failed step_limit": 1,
-        "agent_halted -> agent_halted replay_stopped": 1,
+        "action_proposed -> agent_halted identical_failures": 2,
     }
     # Only calls scavenged from text ran past the recording (the real run never made them).
     assert sorted(k for k, r in results.items() if r.unrecorded_calls) == [
@@ -110,10 +114,56 @@ def test_a_tool_call_written_as_text_is_scavenged(airline_journal: Journal) -> N
 
 
 def test_a_harness_stop_after_errors_is_named(airline_journal: Journal) -> None:
-    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-43")
+    patient = build()
+    patient.guardrails = patient.guardrails.model_copy(update={"max_identical_failures": None})
+    result = Replayer(agent=patient).replay(airline_journal, "airline-qwen2.5-7b-43")
     divergence = result.first_divergence
     assert divergence is not None
     assert divergence.reason.startswith("the recording stops here (too_many_errors)")
+
+
+def test_a_failing_call_repeated_once_per_turn_is_stopped(airline_journal: Journal) -> None:
+    # the recording makes the same failing call once per turn for ten turns (seq 7 to 97)
+    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-43")
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.actual is not None
+    assert (divergence.seq, divergence.actual["rule"]) == (30, "identical_failures")
+    assert divergence.actual["reason"] == (
+        "update_reservation_passengers failed 3 times with the same arguments and the same "
+        "error, counted across turns (limit 3); business: Error: Number of passengers does "
+        "not match"
+    )
+
+
+def test_an_empty_reply_is_sent_back_to_the_model(airline_journal: Journal) -> None:
+    # the harness cut this run on the model's empty message (agent_error)
+    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-33")
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.actual is not None
+    assert divergence.seq == 7
+    assert (divergence.actual["stage"], divergence.actual["tool"]) == ("empty_reply", "")
+
+
+def test_the_fold_of_the_real_sessions_finds_their_identical_failures(
+    airline_journal: Journal,
+) -> None:
+    """Where the recordings themselves repeat a failing call (no gate involved)."""
+    most = {}
+    for summary in airline_journal.sessions():
+        state, peak = SessionState(), 0
+        for item in airline_journal.events(summary.session_id):
+            state = apply(state, item)
+            peak = max([peak, *(count for _, count in state.identical_failures.values())])
+        most[summary.session_id.rpartition("-")[2]] = peak
+    assert {n: peak for n, peak in most.items() if peak >= 3} == {
+        "20": 3,
+        "22": 5,
+        "23": 3,
+        "31": 3,
+        "40": 5,
+        "43": 10,
+        "47": 3,
+    }
 
 
 def test_the_shipped_sample_with_the_cli(tmp_path: Path) -> None:
@@ -240,3 +290,19 @@ class _NoModel:
         from agentloop import ModelResponse
 
         return ModelResponse(text="ok")
+
+
+def test_the_transcript_rules_script_counts_where_the_rules_fire() -> None:
+    script = Path(__file__).resolve().parents[1] / "bench" / "transcript_rules.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(SAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [" ".join(line.split()) for line in done.stdout.splitlines()]
+    assert "largest event: 1,074 bytes (the journal's limit: 16,777,216)" in rows
+    assert "empty reply 1 1" in rows  # in the recording of airline-task-11
+    assert rows[-2:] == ["in the replays times sessions", "(no rule fired)"]  # past a divergence

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
 
-from agentloop import Context, Tool, estimate_tokens, plan_compaction, prefix_hash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentloop import (
+    COMPACTED_RESULT,
+    Context,
+    Tool,
+    compact_result,
+    estimate_tokens,
+    plan_compaction,
+    prefix_hash,
+)
 from journal import (
     ActionCommitted,
     ActionFailed,
@@ -16,6 +28,7 @@ from journal import (
     Journal,
     ToolCall,
     UserInput,
+    canonical_bytes,
     fold,
 )
 
@@ -33,6 +46,7 @@ from .loop_helpers import (
     run_turns,
     runtime_for,
 )
+from .strategies import json_values
 
 WORDS = "word " * 400
 
@@ -224,3 +238,48 @@ def test_an_urgent_window_compacts_the_earlier_steps_of_a_long_current_turn() ->
     assert [m.role for m in context.messages] == ["user", "system", "assistant", "tool"]
     assert context.messages[-1].content == "x" * 2000
     assert (compaction.tokens_after or 0) < (compaction.tokens_before or 0)
+
+
+# -- results too large to record whole --------------------------------------------------------
+
+limits = st.integers(1024, 6000)
+
+
+@settings(max_examples=200)
+@given(
+    result=json_values
+    | st.text(min_size=1000, max_size=5000)
+    | st.lists(st.text(min_size=50, max_size=300), min_size=5, max_size=40),
+    limit=limits,
+)
+def test_a_compacted_result_fits_its_limit_and_keeps_its_size_digest_and_start(
+    result: Any, limit: int
+) -> None:
+    recorded = compact_result(result, limit)
+    body = canonical_bytes(result)
+    if len(body) <= limit:
+        assert recorded is result
+        return
+    stand_in = recorded[COMPACTED_RESULT]
+    assert list(recorded) == [COMPACTED_RESULT]
+    assert len(canonical_bytes(recorded)) <= limit
+    assert stand_in["bytes"] == len(body)
+    assert stand_in["sha256"] == hashlib.sha256(body).hexdigest()
+    text = result if isinstance(result, str) else body.decode()
+    assert text.startswith(stand_in["head"])
+    assert compact_result(recorded, limit) is recorded  # a replay keeps a recorded stand-in
+
+
+@settings(max_examples=50)
+@given(text=st.text(alphabet='\x00\x1f"\\é😀a', min_size=3000, max_size=6000), limit=limits)
+def test_escapes_and_wide_characters_never_push_a_stand_in_over_its_limit(
+    text: str, limit: int
+) -> None:
+    recorded = compact_result(text, limit)
+    assert len(canonical_bytes(recorded)) <= limit
+    assert len(recorded[COMPACTED_RESULT]["head"]) > 0
+
+
+def test_without_a_limit_a_result_is_kept_whole() -> None:
+    big = {"rows": ["x" * 1000] * 100}
+    assert compact_result(big, None) is big

@@ -204,3 +204,20 @@ def test_diff_of_a_session_and_a_jsonl_file(tmp_path: Path) -> None:
     result = run_cli("diff", "p", "q", "--db", path, "--json")
     first = json.loads(result.stdout)["first_divergence"]
     assert first["seq"] == 1 and first["changes"][0]["path"] == "text"
+
+
+def test_a_nested_configuration_path_the_rules_ignore_is_not_a_config_change() -> None:
+    from replay import DEFAULT_RULES, config_changes
+
+    def started(max_steps: int) -> dict[str, Any]:
+        return {
+            "type": "session_started",
+            "agent": "a:b",
+            "config": {"guardrails": {"max_steps": max_steps}},
+        }
+
+    assert [c.path for c in config_changes(started(10), started(4))] == [
+        "config.guardrails.max_steps"
+    ]
+    ignoring = DEFAULT_RULES.extended({"session_started": ["config.guardrails.max_steps"]})
+    assert config_changes(started(10), started(4), ignoring) == ()

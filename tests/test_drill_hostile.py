@@ -28,7 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from textual.pilot import Pilot
 
-from journal import Journal, export_session
+from journal import Journal, export_session, import_file
+from journal.canonical import dumps_canonical
 
 from .drill_agent import drill_journal
 from .helpers import REPO, drop_triggers, foreign, one_error_line, run_cli, snapshot
@@ -448,7 +449,9 @@ def _big_file(path: Path, text: str, tail: bytes = b"") -> Path:
     return path
 
 
-def test_a_50_mb_payload_imports_whole_or_is_refused_naming_its_line(tmp_path: Path) -> None:
+def test_a_50_mb_payload_is_refused_naming_its_line_or_imported_whole_without_a_limit(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "journal.db"
     Journal.open(db).close()
     big = "x" * (50 * 2**20)
@@ -463,12 +466,20 @@ def test_a_50_mb_payload_imports_whole_or_is_refused_naming_its_line(tmp_path: P
     )
     assert snapshot(db) == before
     whole = tmp_path / "whole.jsonl"
-    assert run_cli("import", whole, "--db", db).exit_code == 0
-    with Journal.open(db) as journal:
+    size = len(dumps_canonical(json.loads(whole.read_bytes().splitlines()[2])))
+    refused = (
+        f"agent-journal: {whole}:3: session big seq 1: the user_input event is {size:,} bytes "
+        "of canonical JSON, over the journal's limit of 16,777,216 (max_event_bytes); nothing "
+        "was written"
+    )
+    assert _outcome(run_cli("import", whole, "--db", db), whole) == refused
+    assert snapshot(db) == before
+    other = _big_file(tmp_path / "other.jsonl", big[:-1] + "y")
+    assert _outcome(run_cli("diff", whole, other), whole) == refused  # files are read as imports
+    with Journal.open(db, max_event_bytes=None) as journal:  # no limit: it is taken whole
+        import_file(journal, whole)
         assert journal.verify().ok and journal.require("big").events == 2
     assert run_cli("export", "big", "--db", db, "-o", tmp_path / "again.jsonl").exit_code == 0
-    other = _big_file(tmp_path / "other.jsonl", big[:-1] + "y")
-    assert _outcome(run_cli("diff", whole, other), whole, (1,)) is None
 
 
 # -- coverage-guided, with atheris (opt-in: slow) ----------------------------------------------

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from journal import (
     EVENT_ADAPTER,
     EVENT_TYPES,
+    Guardrails,
     InvalidEventError,
     Journal,
     StoredEvent,
@@ -28,6 +29,7 @@ from journal import (
     event_json_schema,
     export_session,
     import_file,
+    predated_settings,
     register_upcaster,
 )
 from journal._event_summary import SUMMARY_WIDTH, clip, summarize
@@ -46,19 +48,21 @@ from journal.events import (
     ToolCall,
     VerificationFailed,
 )
-from journal.upcasting import unregister_upcaster
+from journal.upcasting import PREDATED_SETTINGS, unregister_upcaster, upcast
 
-from .helpers import TS0, make_journal, run_cli, sample_session, schema_errors, write_lines
+from .helpers import (
+    REPO,
+    TS0,
+    make_journal,
+    run_cli,
+    sample_session,
+    schema_errors,
+    stored,
+    write_lines,
+)
 from .strategies import EVENT_STRATEGIES, timestamps
 
 ZEROS = "0" * 64
-
-
-def stored(event_type: str, version: int, fields: dict[str, Any], seq: int = 1) -> StoredEvent:
-    """A stored row as another writer could have left it (its body is taken as is)."""
-    body = {"session_id": "s", "seq": seq, "ts": TS0, "type": event_type, "v": version, **fields}
-    text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
-    return StoredEvent("s", seq, TS0, event_type, version, text, ZEROS, "")
 
 
 def test_there_is_a_strategy_for_every_event_type() -> None:
@@ -197,6 +201,75 @@ def test_unregistering_restores_the_error() -> None:
         decode(stored("agent_completed", 0, {"answer": "a"}))
 
 
+# -- the project's own upcasters -------------------------------------------------------------
+
+OLD_BEHAVIOUR = {
+    "max_identical_failures": None,
+    "empty_reply_retries": None,
+    "max_result_bytes": None,
+}
+
+
+def test_the_settings_added_in_v2_are_those_a_v1_session_predates() -> None:
+    assert (SessionStarted.VERSION, ActionFailed.VERSION) == (2, 2)
+    assert predated_settings(1) == PREDATED_SETTINGS[2] == OLD_BEHAVIOUR
+    assert predated_settings(2) == {}
+    new = Guardrails()
+    assert (new.max_identical_failures, new.empty_reply_retries, new.max_result_bytes) == (
+        3,
+        2,
+        1_048_576,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "guardrails"),
+    [
+        ({}, Guardrails(**OLD_BEHAVIOUR)),
+        ({"config": {}}, Guardrails(**OLD_BEHAVIOUR)),
+        (
+            {"config": {"guardrails": {"max_steps": 4}, "tools": [{"name": "t"}]}},
+            Guardrails(max_steps=4, **OLD_BEHAVIOUR),
+        ),
+    ],
+)
+def test_a_v1_session_started_reads_with_the_settings_it_ran_with(
+    fields: dict[str, Any], guardrails: Guardrails
+) -> None:
+    old = decode(stored("session_started", 1, fields, seq=0))
+    assert old.v == 1  # the record keeps the version it was written at
+    assert isinstance(old.event, SessionStarted)
+    assert old.event.config.guardrails == guardrails
+    assert decode(stored("session_started", 2, {}, seq=0)).event == SessionStarted()
+
+
+def test_upcasting_a_session_started_leaves_the_payload_it_was_given_as_it_was() -> None:
+    payload = {"config": {"guardrails": {"max_steps": 4}}, "type": "session_started"}
+    before = orjson.dumps(payload)
+    lifted = upcast("session_started", 1, payload)
+    assert lifted["config"]["guardrails"] == {"max_steps": 4, **OLD_BEHAVIOUR}
+    assert orjson.dumps(payload) == before
+
+
+def test_a_v1_action_failed_reads_as_not_abandoned_and_v2_records_it() -> None:
+    fields = {"call_id": "c", "tool": "t", "kind": "timeout", "message": "slow"}
+    assert decode(stored("action_failed", 1, fields)).event == ActionFailed(**fields)
+    abandoned = decode(stored("action_failed", 2, {**fields, "abandoned": True}))
+    assert abandoned.event == ActionFailed(**fields, abandoned=True)
+
+
+def test_a_v1_journal_keeps_its_bytes_through_import_and_export(tmp_path: Path) -> None:
+    fixture = REPO / "fixtures" / "incidents-breaker-fallback.jsonl"
+    with Journal.open(tmp_path / "j.db") as journal:
+        session_id = import_file(journal, fixture).session_id
+        [started] = [e for e in journal.events(session_id, stop=1)]
+        assert started.v == 1
+        assert isinstance(started.event, SessionStarted)
+        assert started.event.config.guardrails.empty_reply_retries is None
+        exported = export_session(journal, session_id).splitlines()
+    assert exported[1:] == fixture.read_bytes().splitlines()[1:]  # every event, byte for byte
+
+
 # -- the JSON Schema ---------------------------------------------------------------------
 
 
@@ -310,6 +383,14 @@ def test_schema_rejects_an_unknown_type_and_a_missing_envelope(
         ),
         (ActionCommitted(call_id="c", tool="t", result={"b": 2, "a": [1]}), 't -> {"a":[1],"b":2}'),
         (ActionFailed(call_id="c", tool="t", kind="timeout", message="slow"), "timeout t: slow"),
+        (
+            ActionFailed(call_id="c", tool="t", kind="timeout", message="slow", abandoned=True),
+            "timeout t abandoned: slow",
+        ),
+        (
+            VerificationFailed(call_id="", tool="", stage="empty_reply", message="say something"),
+            "empty_reply: say something",
+        ),
         (CircuitOpened(tool="t", failures=3), "t open after 3 failures"),
         (FallbackInvoked(tool="t", fallback="u"), "t -> u"),
         (ContextCompacted(from_seq=2, to_seq=9, summary="sum"), "seq 2..9: sum"),

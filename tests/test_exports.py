@@ -14,6 +14,7 @@ TOP = ("journal", "agentloop", "replay", "tui")
 
 PUBLIC: dict[str, list[str]] = {
     "journal": [
+        "DEFAULT_MAX_EVENT_BYTES",
         "EVENT_ADAPTER",
         "EVENT_TYPES",
         "FOLD_VERSION",
@@ -29,6 +30,7 @@ PUBLIC: dict[str, list[str]] = {
         "ContextCompacted",
         "Erasure",
         "EventModel",
+        "EventTooLargeError",
         "FailureKind",
         "FallbackInvoked",
         "Guardrails",
@@ -87,6 +89,7 @@ PUBLIC: dict[str, list[str]] = {
         "loads_strict",
         "otlp_document",
         "parse_ts",
+        "predated_settings",
         "read_jsonl",
         "register_upcaster",
         "write_jsonl",
@@ -132,6 +135,7 @@ PUBLIC: dict[str, list[str]] = {
         "failure_of",
     ],
     "agentloop": [
+        "COMPACTED_RESULT",
         "DEFAULT_TRUSTED",
         "TRANSITIONS",
         "TRUST_ENV",
@@ -164,6 +168,7 @@ PUBLIC: dict[str, list[str]] = {
         "UntrustedReferenceError",
         "call_factory",
         "classify_error",
+        "compact_result",
         "counter_ids",
         "default_code_version",
         "estimate_tokens",
@@ -176,6 +181,7 @@ PUBLIC: dict[str, list[str]] = {
         "system_clock",
         "uuid_ids",
         "verify_call",
+        "verify_reply",
     ],
     "agentloop.examples": [
         "SCENARIOS",

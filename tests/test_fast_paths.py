@@ -136,7 +136,7 @@ def _plainly_encoded(event: AgentEvent, seq: int) -> str:
         check_json(payload)
     except InvalidEventError as e:
         return f"{where('s', seq)}: {event.type}: {e}"
-    payload.update(session_id="s", seq=seq, ts="2026-11-29T23:00:00.000000Z", v=1)
+    payload.update(session_id="s", seq=seq, ts="2026-11-29T23:00:00.000000Z", v=event.VERSION)
     return dumps_canonical(payload).decode()
 
 

@@ -33,16 +33,18 @@ from journal import (
     apply,
     call_key,
     canonical_bytes,
+    decode,
     fold,
     format_ts,
 )
 from journal.events import EventModel
 from journal.fold import _HANDLERS
 
-from .helpers import T0, sample_session
+from .helpers import REFUND_MESSAGE, T0, sample_session, stored
 from .strategies import sessions, sessions_with_status
 
 START = SessionStarted(agent="app:build")
+REFUSED = call_key("refund", {"amount": 150, "order": 7})  # the call sample_session's guard refuses
 ASK = UserInput(text="go")
 DONE = AgentCompleted(answer="done")
 
@@ -70,8 +72,10 @@ def committed(tool: str = "t", args: dict[str, Any] | None = None, call_id: str 
     return ActionCommitted(call_id=call_id, tool=tool, args=args or {}, result="ok")
 
 
-def failed(kind: Any = "business", tool: str = "t", message: str = "no") -> ActionFailed:
-    return ActionFailed(call_id="c", tool=tool, kind=kind, message=message)
+def failed(
+    kind: Any = "business", tool: str = "t", message: str = "no", args: dict[str, Any] | None = None
+) -> ActionFailed:
+    return ActionFailed(call_id="c", tool=tool, kind=kind, message=message, args=args or {})
 
 
 def rejected(stage: Any = "guard", tool: str = "t", message: str = "no") -> VerificationFailed:
@@ -107,6 +111,7 @@ def test_fold_of_a_whole_session_is_exactly_this_state() -> None:
         open_breakers=["refund"],
         fallbacks=1,
         repeats={},
+        identical_failures={REFUSED: (f"guard: {REFUND_MESSAGE}", 1)},
         repairs=1,
         compactions=1,
         pending_calls=[],
@@ -145,6 +150,7 @@ def test_state_after_the_first_turn_is_exactly_this_state() -> None:
         open_breakers=["refund"],
         fallbacks=1,
         repeats={search: 1},
+        identical_failures={REFUSED: (f"guard: {REFUND_MESSAGE}", 1)},
         repairs=1,
         compactions=1,
         model_calls=2,
@@ -199,6 +205,7 @@ BASE = fold([START, ASK])
                 "failures": 1,
                 "consecutive_failures": 1,
                 "last_error": "no",
+                "identical_failures": {call_key("t", {}): ("business: no", 1)},
             },
         ),
         (
@@ -226,6 +233,16 @@ BASE = fold([START, ASK])
         (
             rejected("step_limit"),
             {"failures": 1, "rejections": 1, "consecutive_failures": 1, "last_error": "no"},
+        ),
+        (
+            VerificationFailed(call_id="", tool="", stage="empty_reply", message="no"),
+            {
+                "failures": 1,
+                "rejections": 1,
+                "consecutive_failures": 1,
+                "last_error": "no",
+                "empty_replies": 1,
+            },
         ),
         (
             rejected("schema"),
@@ -316,11 +333,13 @@ def test_status_follows_turns_and_endings(
 
 def test_a_new_turn_resets_the_turn_counters_but_not_the_totals() -> None:
     storm = RepairApplied(level="storm", detail="x")
-    first = [START, ASK, committed(), failed(), rejected("schema"), storm]
+    empty = VerificationFailed(call_id="", tool="", stage="empty_reply", message="say it")
+    first = [START, ASK, committed(), failed(), rejected("schema"), storm, empty]
     state = fold([*first, UserInput(text="again")])
     assert (state.turn_steps, state.repeats, state.storms) == (0, {}, 0)
-    assert (state.consecutive_failures, state.schema_retries) == (0, 0)
-    assert (state.steps, state.failures, state.repairs) == (3, 2, 1)
+    assert (state.consecutive_failures, state.schema_retries, state.empty_replies) == (0, 0, 0)
+    assert (state.steps, state.failures, state.repairs) == (3, 3, 1)
+    assert state.identical_failures == {call_key("t", {}): ("business: no", 1)}  # not per turn
 
 
 # -- counters ----------------------------------------------------------------------------
@@ -382,6 +401,59 @@ def test_repeats_count_committed_calls_by_tool_and_canonical_args() -> None:
         call_key("t", {"a": 2, "b": [1, 2]}): 1,
         call_key("u", args): 1,
     }
+
+
+def _asked(tool: str, args: dict[str, Any] | str) -> ActionProposed:
+    return ActionProposed(calls=[ToolCall(call_id="c", tool=tool, args=args)])
+
+
+def test_identical_failures_count_one_call_failing_the_same_way_across_turns() -> None:
+    a, b = {"q": "a"}, {"q": "b"}
+    key_a, key_b = call_key("t", a), call_key("t", b)
+    steps: list[tuple[EventModel, dict[str, tuple[str, int]]]] = [
+        (failed(message="gone", args=a), {key_a: ("business: gone", 1)}),
+        (UserInput(text="again"), {key_a: ("business: gone", 1)}),  # a new turn keeps it
+        (failed(message="gone", args=a), {key_a: ("business: gone", 2)}),
+        (
+            failed(message="gone", args=b),
+            {key_a: ("business: gone", 2), key_b: ("business: gone", 1)},
+        ),
+        (
+            failed(message="moved", args=a),
+            {key_a: ("business: moved", 1), key_b: ("business: gone", 1)},
+        ),
+        (
+            failed("infrastructure", args=a),
+            {key_a: ("business: moved", 1), key_b: ("business: gone", 1)},
+        ),
+        (failed("timeout", args=a), {key_a: ("business: moved", 1), key_b: ("business: gone", 1)}),
+        (committed(args=a), {key_b: ("business: gone", 1)}),  # a commit of the call clears it
+        (_asked("t", b), {key_b: ("business: gone", 1)}),
+        (rejected("guard", message="gone"), {key_b: ("guard: gone", 1)}),  # args as proposed
+        (_asked("t", b), {key_b: ("guard: gone", 1)}),
+        (rejected("guard", message="gone"), {key_b: ("guard: gone", 2)}),
+        (_asked("t", b), {key_b: ("guard: gone", 2)}),
+        (rejected("step_limit", message="gone"), {key_b: ("guard: gone", 2)}),  # not the call's
+        (_asked("nope", "{bad"), {key_b: ("guard: gone", 2)}),
+        (
+            rejected("unknown_tool", tool="nope", message="no such tool"),
+            {
+                key_b: ("guard: gone", 2),
+                call_key("nope", "{bad"): ("unknown_tool: no such tool", 1),
+            },
+        ),
+    ]
+    events: list[EventModel] = [START, ASK]
+    for event, expected in steps:
+        events.append(event)
+        assert fold(events).identical_failures == expected, event
+
+
+def test_a_v1_session_started_folds_with_the_settings_it_ran_with() -> None:
+    old = decode(stored("session_started", 1, {}, seq=0))
+    assert fold([old]).guardrails == Guardrails(
+        max_identical_failures=None, empty_reply_retries=None, max_result_bytes=None
+    )
 
 
 def test_call_key_is_the_tool_and_a_sha256_prefix_of_the_canonical_args() -> None:

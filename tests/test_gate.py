@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from agentloop import Accepted, Plan, Rejected, Tool, verify_call
+from agentloop import Accepted, ModelResponse, Plan, Rejected, Tool, verify_call, verify_reply
 from agentloop.examples.sloppy import SHIPMENT_SCHEMA
+from agentloop.gate import EMPTY_REPLY
 from journal import (
     ActionCommitted,
     ActionFailed,
@@ -32,11 +33,15 @@ from journal.events import EventModel
 from .loop_helpers import (
     Amount,
     Args,
+    Script,
+    after_start,
+    agent_of,
     answer,
     ok_tool,
     propose,
     proposed,
     run_events,
+    run_turns,
     tc,
 )
 
@@ -531,3 +536,103 @@ def test_repair_retries_halt(journal: Journal) -> None:
 
 def _refused(args: Args) -> Any:
     raise ConnectionError("connection refused")
+
+
+# -- replies without calls: empty ones are sent back ---------------------------------------
+
+EMPTY = VerificationFailed(
+    call_id="",
+    tool="",
+    stage="empty_reply",
+    message="your reply was empty: no text and no tool call. Answer the user in text, or call "
+    "one of the tools",
+)
+
+
+@pytest.mark.parametrize("text", [None, "", " \n\t "])
+def test_an_empty_reply_is_rejected_while_retries_last_then_halts(text: str | None) -> None:
+    state = state_of([])
+    first = verify_reply(text, state)
+    assert first == Rejected(EMPTY_REPLY, "empty_reply", EMPTY.message)
+    assert verify_reply(text, state_of([], EMPTY)) == first
+    assert verify_reply(text, state_of([], EMPTY, EMPTY)) == Rejected(
+        EMPTY_REPLY,
+        "empty_reply",
+        "the model replied with nothing (no text, no tool call) 3 times this turn "
+        "(retries allowed: 2)",
+        halt="empty_reply",
+    )
+    assert verify_reply(text, state_of([], EMPTY, UserInput(text="next"))) == first
+    assert verify_reply(text, state_of([], empty_reply_retries=0)).halt == "empty_reply"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("retries", [None, 2])
+def test_a_reply_with_text_is_the_answer_and_without_retries_so_is_an_empty_one(
+    retries: int | None,
+) -> None:
+    state = state_of([], empty_reply_retries=retries)
+    assert verify_reply("done", state) is None
+    assert (verify_reply("", state) is None) is (retries is None)
+
+
+def test_an_empty_reply_is_sent_back_and_the_model_told(journal: Journal) -> None:
+    script = Script(answer(""), answer())
+    run_turns(agent_of(ok_tool()), journal, script, "go")
+    assert after_start(journal) == [
+        ASK,
+        proposed(answer("")),
+        EMPTY,
+        proposed(answer()),
+        DONE,
+    ]
+    assert script.requests[1].messages[-1] == {
+        "role": "system",
+        "content": f"rejected: {EMPTY.message}",
+    }
+    state = journal.state("s")
+    assert (state.status, state.failures, state.steps, state.empty_replies) == (
+        "completed",
+        1,
+        0,
+        1,
+    )
+
+
+def test_empty_replies_past_the_retries_halt(journal: Journal) -> None:
+    silent = ModelResponse(reasoning="nothing to say")  # no text, no calls, nothing to scavenge
+    events = run_events(ok_tool(), steps=[silent] * 3, journal=journal, rails=PATIENT)
+    assert events == [
+        ASK,
+        proposed(silent),
+        EMPTY,
+        proposed(silent),
+        EMPTY,
+        proposed(silent),
+        EMPTY.model_copy(
+            update={
+                "message": "the model replied with nothing (no text, no tool call) 3 times "
+                "this turn (retries allowed: 2)"
+            }
+        ),
+        AgentHalted(
+            rule="empty_reply",
+            reason="the model replied with nothing (no text, no tool call) 3 times this turn "
+            "(retries allowed: 2)",
+        ),
+    ]
+
+
+def test_empty_replies_count_as_consecutive_failures(journal: Journal) -> None:
+    events = run_events(
+        ok_tool(), steps=[answer("")] * 3, journal=journal, rails={"empty_reply_retries": 5}
+    )
+    assert events[-1] == AgentHalted(
+        rule="consecutive_failures", reason=f"3 failures in a row (limit 3); last: {EMPTY.message}"
+    )
+
+
+def test_an_empty_reply_can_be_accepted_as_the_answer(journal: Journal) -> None:
+    events = run_events(
+        ok_tool(), steps=[answer("")], journal=journal, rails={"empty_reply_retries": None}
+    )
+    assert events == [ASK, proposed(answer("")), AgentCompleted(answer="")]

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from journal import (
+    EventTooLargeError,
     InvalidInputError,
     Journal,
     SessionConflictError,
@@ -28,6 +29,8 @@ from .helpers import (
     dump_tables,
     jsonl_lines,
     make_journal,
+    one_error_line,
+    run_cli,
     sample_session,
     short_session,
     write_lines,
@@ -74,7 +77,7 @@ def test_export_is_a_header_then_one_canonical_record_per_line(exported: bytes) 
         "fork_seq": None,
     }
     assert [(r["session_id"], r["seq"], r["type"], r["v"]) for r in records] == [
-        ("s", seq, event.type, 1) for seq, event in enumerate(sample_session())
+        ("s", seq, event.type, event.VERSION) for seq, event in enumerate(sample_session())
     ]
     for line in lines[:-1]:
         assert line == orjson.dumps(orjson.loads(line), option=orjson.OPT_SORT_KEYS)
@@ -314,3 +317,25 @@ def test_a_missing_file_or_a_directory_is_rejected(tmp_path: Path, target: Path)
             import_file(journal, tmp_path / "nope.jsonl")
         with pytest.raises(InvalidInputError, match="is a directory, not a JSONL file"):
             import_file(journal, tmp_path)
+
+
+def test_an_event_over_the_journals_limit_is_one_error_line_and_nothing_is_imported(
+    tmp_path: Path,
+) -> None:
+    big = UserInput(text="x" * (16 * 1024 * 1024))  # a 16 MiB text: over the default limit
+    with Journal.open(tmp_path / "source.db", max_event_bytes=None) as source:
+        source.append("s", [*short_session()[:2], big])
+        path = tmp_path / "big.jsonl"
+        write_jsonl(source, "s", path)
+        size = len(next(source.stored_events("s", start=2)).body.encode())
+    result = run_cli("import", path, "--db", tmp_path / "j.db")
+    assert one_error_line(result) == (
+        f"agent-journal: {path}:4: session s seq 2: the user_input event is {size:,} bytes of "
+        "canonical JSON, over the journal's limit of 16,777,216 (max_event_bytes); nothing "
+        "was written"
+    )
+    with Journal.open(tmp_path / "j.db") as journal:
+        assert list(journal.sessions()) == []
+        with pytest.raises(EventTooLargeError) as caught:
+            import_file(journal, path)
+    assert (caught.value.session_id, caught.value.seq, caught.value.size) == ("s", 2, size)

@@ -2,10 +2,11 @@
 
 A random policy proposes calls among tools that succeed, fail (business, infrastructure,
 timeout), refuse in their guard or crash in it, with duplicates, wrong types, truncated and
-broken JSON, calls written into the reasoning, unknown tools, and a model that may raise.
-For every event the loop wrote, the fold of the events before it justifies it: a step limit
-at the limit, a repeat at the repeat count, a halt at the failure streak, a breaker at its
-threshold, a storm on a duplicate; and the final states agree: the runtime's, the fold's
+broken JSON, calls written into the reasoning, unknown tools, empty replies, and a model
+that may raise. For every event the loop wrote, the fold of the events before it justifies
+it: a step limit at the limit, a repeat at the repeat count, a halt at the failure streak or
+at a call's identical failures, a breaker at its threshold, a storm on a duplicate, an empty
+reply sent back while retries last; and the final states agree: the runtime's, the fold's
 and the journal's. ``LOOP_PROPERTY_EXAMPLES=5000`` runs a longer hunt.
 """
 
@@ -110,6 +111,8 @@ calls = st.tuples(st.sampled_from(TOOL_NAMES), st.sampled_from(WORDS), st.sample
 def _response(kind: str, spec: list[tuple[str, str, str]]) -> ModelResponse | BaseException:
     if kind == "answer":
         return answer("ok")
+    if kind == "empty":
+        return answer(" ")
     if kind == "raise":
         return RuntimeError("model down")
     if kind == "burst":  # one sound call sent twice (or more), among the others
@@ -135,7 +138,9 @@ def _json(args: dict[str, Any] | str) -> str:
 
 responses = st.builds(
     _response,
-    st.sampled_from(["calls"] * 6 + ["burst"] * 3 + ["answer"] * 2 + ["scavenge", "raise"]),
+    st.sampled_from(
+        ["calls"] * 6 + ["burst"] * 3 + ["answer"] * 2 + ["scavenge", "raise", "empty"]
+    ),
     st.lists(calls, min_size=1, max_size=5),
 )
 rails = st.builds(
@@ -148,6 +153,8 @@ rails = st.builds(
     storm_window=st.integers(2, 5),
     max_parallel=st.integers(1, 3),
     serial=st.booleans(),
+    max_identical_failures=st.none() | st.integers(1, 3),
+    empty_reply_retries=st.none() | st.integers(0, 2),
 )
 
 
@@ -192,6 +199,7 @@ class Oracle:
                 assert not state.ended_session
             case ActionProposed():
                 assert state.consecutive_failures < rails.max_consecutive_failures
+                assert self._identical(state) is None
                 self.args = {c.call_id: c.args for c in event.calls}
                 self.order = [c.call_id for c in event.calls]
                 self.handled, self.ran = 0, []
@@ -211,6 +219,13 @@ class Oracle:
                 key = call_key(event.tool, self.args[event.call_id])
                 assert key in self.ran[-(rails.storm_window - 1) :]
                 assert self.storms_at_proposal == 0
+            case VerificationFailed(stage="empty_reply"):
+                assert (event.call_id, event.tool, self.order) == ("", "", [])
+                assert rails.empty_reply_retries is not None
+                out = state.empty_replies >= rails.empty_reply_retries
+                assert out == (
+                    isinstance(following, AgentHalted) and following.rule == "empty_reply"
+                )
             case VerificationFailed():
                 self._in_order(event.call_id)
                 self.rejected(event, following)
@@ -266,10 +281,21 @@ class Oracle:
 
     previous: Any = None
 
+    def _identical(self, state: SessionState) -> str | None:
+        """The call key whose identical failures reached the limit, if any."""
+        limit = self.rails.max_identical_failures
+        if limit is None:
+            return None
+        return next((k for k, (_, n) in state.identical_failures.items() if n >= limit), None)
+
     def halted(self, event: AgentHalted) -> None:
         state, rails = self.state, self.rails
         if event.rule == "consecutive_failures":
             assert state.consecutive_failures >= rails.max_consecutive_failures
+        elif event.rule == "identical_failures":
+            assert state.consecutive_failures < rails.max_consecutive_failures
+            key = self._identical(state)
+            assert key is not None and event.reason.startswith(key.rpartition(":")[0])
         elif event.rule == "error":
             assert event.reason in (
                 "the model call failed: RuntimeError: model down",

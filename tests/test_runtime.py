@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentloop import (
+    COMPACTED_RESULT,
     TRANSITIONS,
     AgentRuntime,
     IllegalTransitionError,
@@ -20,6 +22,7 @@ from agentloop import (
     Tool,
     ToolError,
     classify_error,
+    compact_result,
 )
 from agentloop.runtime import _Session
 from agentloop.tools import clean_message
@@ -30,6 +33,7 @@ from journal import (
     AgentHalted,
     CircuitOpened,
     ContextCompacted,
+    EventTooLargeError,
     FallbackInvoked,
     Journal,
     RepairApplied,
@@ -37,9 +41,13 @@ from journal import (
     StoreError,
     UserInput,
     VerificationFailed,
+    apply,
+    canonical_bytes,
     fold,
+    loads_strict,
 )
 
+from .helpers import stored
 from .loop_helpers import (
     Amount,
     Args,
@@ -62,11 +70,25 @@ from .loop_helpers import (
 
 ASK = UserInput(text="go")
 DONE = AgentCompleted(answer="done")
-PATIENT = {"max_consecutive_failures": 9}
+PATIENT = {"max_consecutive_failures": 9, "max_identical_failures": None}
 
 
-def failed(tool: str, kind: str, message: str, q: str = "a", call_id: str = "c1") -> ActionFailed:
-    return ActionFailed(call_id=call_id, tool=tool, kind=kind, message=message, args={"q": q})  # type: ignore[arg-type]
+def failed(
+    tool: str,
+    kind: str,
+    message: str,
+    q: str = "a",
+    call_id: str = "c1",
+    abandoned: bool = False,
+) -> ActionFailed:
+    return ActionFailed(
+        call_id=call_id,
+        tool=tool,
+        kind=kind,  # type: ignore[arg-type]
+        message=message,
+        args={"q": q},
+        abandoned=abandoned,
+    )
 
 
 def ok(tool: str, q: str, call_id: str = "c1", result: Any = None) -> ActionCommitted:
@@ -107,7 +129,12 @@ def test_consecutive_failures_halt(journal: Journal) -> None:
 def test_a_commit_resets_the_failure_streak(journal: Journal) -> None:
     bad, good = propose(("f", {"q": "a"})), propose(("echo", {"q": "b"}))
     tools = failing_tool("f", ToolError("no")), ok_tool()
-    events = run_events(*tools, steps=[bad, bad, good, bad, bad], journal=journal)
+    events = run_events(
+        *tools,
+        steps=[bad, bad, good, bad, bad],
+        journal=journal,
+        rails={"max_identical_failures": None},  # (which would halt at the third)
+    )
     assert events[-1] == DONE
     assert journal.state("s").failures == 4
 
@@ -143,7 +170,9 @@ def test_timeouts_count_towards_the_breaker(journal: Journal) -> None:
     (slow,) = sleepy_tools(gauge, {"slow": 10.0}, timeout_s=0.02)
     call = propose(("slow", {"q": "a"}))
     events = run_events(slow, steps=[call] * 3, journal=journal, rails=PATIENT)
-    timed_out = failed("slow", "timeout", "TimeoutError: slow did not answer within 0.02 s")
+    timed_out = failed(
+        "slow", "timeout", "TimeoutError: slow did not answer within 0.02 s", abandoned=True
+    )
     assert [e for e in events if isinstance(e, (ActionFailed, CircuitOpened))] == [
         timed_out,
         timed_out,
@@ -159,7 +188,9 @@ def test_a_slow_sync_tool_times_out(journal: Journal) -> None:
     events = run_events(
         slow, steps=[propose(("slow", {"q": "a"}))], journal=journal, rails={"tool_timeout_s": 0.02}
     )
-    assert events[2] == failed("slow", "timeout", "TimeoutError: slow did not answer within 0.02 s")
+    assert events[2] == failed(
+        "slow", "timeout", "TimeoutError: slow did not answer within 0.02 s", abandoned=True
+    )
     assert events[-1] == DONE
 
 
@@ -169,7 +200,9 @@ def test_the_default_timeout_comes_from_the_guardrails(journal: Journal) -> None
     events = run_events(
         slow, steps=[propose(("slow", {"q": "a"}))], journal=journal, rails={"tool_timeout_s": 0.01}
     )
-    assert events[2] == failed("slow", "timeout", "TimeoutError: slow did not answer within 0.01 s")
+    assert events[2] == failed(
+        "slow", "timeout", "TimeoutError: slow did not answer within 0.01 s", abandoned=True
+    )
 
 
 # -- the error classifier -------------------------------------------------------------
@@ -696,3 +729,232 @@ def test_a_call_interrupted_before_its_outcome_is_answered_not_run_again(
         AgentCompleted(answer="sorry"),
     ]
     assert results[-1].state.pending_calls == []
+
+
+# -- a failing call repeated across turns ---------------------------------------------------
+
+LOST = "user 7 not found"
+
+
+def _lost_then_answer(q: str = "a") -> list[ModelResponse]:
+    """One turn of a model that makes the same failing call, then gives up and answers."""
+    return [propose(("f", {"q": q})), answer("sorry")]
+
+
+def _identical_halt(tool: str, count: int, reading: str) -> AgentHalted:
+    return AgentHalted(
+        rule="identical_failures",
+        reason=f"{tool} failed {count} times with the same arguments and the same error, "
+        f"counted across turns (limit 3); {reading}",
+    )
+
+
+def test_the_same_failing_call_once_per_turn_halts_at_its_third_failure(
+    journal: Journal,
+) -> None:
+    script = Script(*_lost_then_answer() * 5)
+    tool = failing_tool("f", ToolError(LOST))
+    _, results = run_turns(agent_of(tool), journal, script, *["try again"] * 5)
+    assert [r.status for r in results] == ["completed", "completed", "halted"]
+    events = after_start(journal)
+    assert events[-2:] == [
+        failed("f", "business", LOST),
+        _identical_halt("f", 3, f"business: {LOST}"),
+    ]
+    states = itertools.accumulate(journal.events("s"), apply, initial=SessionState())
+    assert max(state.consecutive_failures for state in states) == 1  # no streak to see
+
+
+def test_a_guard_refusing_the_same_call_every_turn_halts_too(journal: Journal) -> None:
+    script = Script(*[propose(("pay", {"amount": 500})), answer("sorry")] * 4)
+    refusal = "amount 500 exceeds 100; propose at most 100"
+    guarded = Tool(
+        "pay",
+        lambda a: "paid",
+        "pay",
+        Amount,
+        guard=lambda a, s: refusal if a.amount > 100 else None,
+    )
+    _, results = run_turns(agent_of(guarded), journal, script, *["pay it"] * 4)
+    assert [r.halt_rule for r in results] == [None, None, "identical_failures"]
+    assert after_start(journal)[-1] == _identical_halt("pay", 3, f"guard: {refusal}")
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "args", "rails", "halted_in_turn"),
+    [
+        # the same call succeeding in between clears its count
+        ([LOST, LOST, None, LOST, LOST], "aaaaa", {}, None),
+        # failing differently starts it again
+        ([LOST, LOST, "moved", LOST, LOST], "aaaaa", {}, None),
+        # another call has its own count: f(a) fails the third time in the fourth turn
+        ([LOST] * 5, "aabaa", {}, 4),
+        # no limit, as in sessions recorded before the setting existed
+        ([LOST] * 5, "aaaaa", {"max_identical_failures": None}, None),
+    ],
+    ids=["a-commit-clears", "another-error", "other-args", "no-limit"],
+)
+def test_what_counts_as_identical_failures(
+    journal: Journal,
+    outcomes: list[str | None],
+    args: str,
+    rails: dict[str, Any],
+    halted_in_turn: int | None,
+) -> None:
+    told = iter(outcomes)
+
+    def find(a: Args) -> str:
+        error = next(told)
+        if error is None:
+            return "found"
+        raise ToolError(error)
+
+    turns = [step for q in args for step in _lost_then_answer(q)]
+    agent = agent_of(Tool("f", find, "finds a user", Args), rails=rails)
+    _, results = run_turns(agent, journal, Script(*turns), *["again"] * len(args))
+    halted = [n for n, r in enumerate(results, 1) if r.halt_rule == "identical_failures"]
+    assert halted == ([] if halted_in_turn is None else [halted_in_turn])
+
+
+def test_infrastructure_failures_are_left_to_the_breaker(journal: Journal) -> None:
+    script = Script(*[propose(("f", {"q": "a"})), answer("sorry")] * 4)
+    tool = failing_tool("f", ConnectionError("connection refused"), fallback="echo")
+    run_turns(agent_of(tool, ok_tool()), journal, script, *["again"] * 4)
+    state = journal.state("s")
+    assert state.identical_failures == {}
+    assert state.open_breakers == ["f"]
+    assert state.status == "completed"  # the fourth turn's call went to the fallback
+
+
+# -- timeouts: the call is abandoned ----------------------------------------------------------
+
+
+def test_a_timed_out_sync_call_is_abandoned_and_its_late_result_never_journaled(
+    journal: Journal,
+) -> None:
+    release, finished = threading.Event(), threading.Event()
+
+    def slow(args: Args) -> str:
+        release.wait(10)
+        finished.set()
+        return "late"
+
+    tool = Tool("slow", slow, "slow", Args, timeout_s=0.01)
+    runtime = runtime_for(agent_of(tool), journal, Script(propose(("slow", {"q": "a"}))))
+
+    async def turn_then_let_the_thread_finish() -> list[Any]:
+        await runtime.run_turn("s", "go")
+        assert not finished.is_set()  # the turn ended while the thread runs on
+        written = after_start(journal)
+        release.set()
+        assert await asyncio.to_thread(finished.wait, 10)
+        await asyncio.sleep(0.05)  # time for anything that would record the late result
+        return written
+
+    events = asyncio.run(turn_then_let_the_thread_finish())
+    assert events[2] == failed(
+        "slow", "timeout", "TimeoutError: slow did not answer within 0.01 s", abandoned=True
+    )
+    assert events[-1] == DONE
+    assert after_start(journal) == events  # what it returned late was dropped
+
+
+def test_a_timed_out_async_call_is_cancelled(journal: Journal) -> None:
+    seen: list[str] = []
+
+    async def slow(args: Args) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "late"
+
+    tool = Tool("slow", slow, "slow", Args, timeout_s=0.01)
+    events = run_events(tool, steps=[propose(("slow", {"q": "a"}))], journal=journal)
+    assert seen == ["cancelled"]
+    assert isinstance(events[2], ActionFailed) and events[2].abandoned
+
+
+def test_a_timeout_the_tool_raises_itself_is_not_abandoned(journal: Journal) -> None:
+    tool = failing_tool("f", TimeoutError("upstream timed out"))
+    events = run_events(tool, steps=[propose(("f", {"q": "a"}))], journal=journal)
+    assert events[2] == failed("f", "timeout", "TimeoutError: upstream timed out")
+
+
+# -- large results and the journal's event size limit -------------------------------------
+
+
+def _big_tool(size: int) -> Tool:
+    return Tool("big", lambda a: {"rows": "r" * size}, "returns a lot", Args)
+
+
+def test_a_result_over_max_result_bytes_is_recorded_compacted(journal: Journal) -> None:
+    call = propose(("big", {"q": "a"}))
+    rails = {"max_result_bytes": 4096}
+    events = run_events(_big_tool(100_000), steps=[call], journal=journal, rails=rails)
+    result = {"rows": "r" * 100_000}
+    assert events[2] == ok("big", "a", result=compact_result(result, 4096))
+    recorded = events[2].result  # type: ignore[union-attr]
+    assert recorded[COMPACTED_RESULT]["bytes"] == len(canonical_bytes(result))
+    assert len(canonical_bytes(recorded)) <= 4096
+
+
+def test_without_max_result_bytes_a_result_is_recorded_whole(journal: Journal) -> None:
+    rails = {"max_result_bytes": None}
+    events = run_events(
+        _big_tool(100_000), steps=[propose(("big", {"q": "a"}))], journal=journal, rails=rails
+    )
+    assert events[2] == ok("big", "a", result={"rows": "r" * 100_000})
+
+
+def test_an_event_over_the_journals_limit_stops_the_loop_with_one_clear_error(
+    db_path: Path,
+) -> None:
+    with Journal.open(db_path, max_event_bytes=8192) as small:
+        big = _big_tool(20_000)
+        # a result: compacted by max_result_bytes, it fits
+        run_turns(
+            agent_of(big, rails={"max_result_bytes": 4096}),
+            small,
+            Script(propose(("big", {"q": "a"}))),
+            "go",
+        )
+        assert small.state("s").status == "completed"
+        # whole, it does not: the append is refused and nothing of it is written
+        runtime = runtime_for(
+            agent_of(big, rails={"max_result_bytes": None}),
+            small,
+            Script(propose(("big", {"q": "a"}))),
+        )
+        with pytest.raises(
+            EventTooLargeError, match=r"^session t seq 3: the action_committed event is 20,"
+        ):
+            asyncio.run(runtime.run_turn("t", "go"))
+        assert [e.type for e in events_of(small, "t")] == [
+            "session_started",
+            "user_input",
+            "action_proposed",
+        ]
+        # a model output too large to record halts the session (rule error)
+        runtime = runtime_for(agent_of(big), small, Script(answer("x" * 10_000)))
+        result = asyncio.run(runtime.run_turn("u", "go"))
+        assert (result.status, result.halt_rule) == ("failed", "error")
+        assert result.halt_reason is not None
+        assert result.halt_reason.startswith(
+            "the model's output cannot be recorded: session u seq 2: the action_proposed event is"
+        )
+
+
+# -- sessions recorded before the settings existed ---------------------------------------
+
+
+def test_a_session_recorded_before_the_settings_continues_as_it_ran(journal: Journal) -> None:
+    old = [stored("session_started", 1, {"agent": "tests.loop_helpers:agent_of"}, seq=0)]
+    journal.import_records("s", [("old", {**loads_strict(row.body)}) for row in old])
+    run_turns(agent_of(ok_tool()), journal, Script(answer("")), "go")
+    assert after_start(journal) == [ASK, proposed(answer("")), AgentCompleted(answer="")]
+    assert journal.state("s").guardrails.empty_reply_retries is None
+    # a new session of the same agent gets the new defaults
+    run_turns(agent_of(ok_tool()), journal, Script(answer(""), answer()), "go", session_id="n")
+    assert [e.type for e in events_of(journal, "n")][3] == "verification_failed"

@@ -8,6 +8,7 @@ test_postgres.py.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -15,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from journal import (
+    DEFAULT_MAX_EVENT_BYTES,
     AgentCompleted,
     AgentHalted,
     ConflictError,
+    EventTooLargeError,
     InvalidEventError,
     InvalidInputError,
     Journal,
@@ -27,8 +30,9 @@ from journal import (
     UserInput,
     fold,
 )
-from journal.canonical import loads_strict
+from journal.canonical import chain_hash, loads_strict
 from journal.formats.jsonl import export_session
+from journal.records import encode
 
 from .helpers import TS0, sample_session, short_session
 from .stores import StoreUnderTest, open_store
@@ -41,6 +45,60 @@ def _records(journal: Journal, session_id: str, stop: int | None = None) -> list
 
 def _started(agent: str = "tests:contract") -> SessionStarted:
     return SessionStarted(agent=agent, model="m")
+
+
+# -- the event size limit ---------------------------------------------------------------------
+
+_LIMIT = 4096
+_WIDE = UserInput(text="é" * 3000)  # about 3,000 characters but 6,000 bytes: over by bytes
+_LONG = UserInput(text="a" * 1500)  # about 1,500 bytes: four times its characters is over
+
+
+def _size(event: UserInput, seq: int, session_id: str = "s") -> int:
+    return len(encode(session_id, seq, TS0, event, "0" * 64, chain_hash).body.encode())
+
+
+def test_an_event_over_the_size_limit_is_refused_naming_it_and_nothing_is_written(
+    any_store: StoreUnderTest,
+) -> None:
+    assert any_store.journal.max_event_bytes == DEFAULT_MAX_EVENT_BYTES == 16 * 1024 * 1024
+    with Journal.open(any_store.target, max_event_bytes=_LIMIT) as small:
+        small.append("s", [_started()], ts=TS0)
+        with pytest.raises(EventTooLargeError) as caught:
+            small.append("s", [UserInput(text="fits"), _WIDE], expected_seq=1, ts=TS0)
+        size = _size(_WIDE, 2)
+        assert size > _LIMIT > len(_WIDE.text)
+        error = caught.value
+        assert (error.session_id, error.seq, error.size, error.limit) == ("s", 2, size, _LIMIT)
+        assert str(error) == (
+            f"session s seq 2: the user_input event is {size:,} bytes of canonical JSON, over "
+            "the journal's limit of 4,096 (max_event_bytes); nothing was written"
+        )
+        assert small.last_seq("s") == 0  # neither event of the refused call
+        assert small.append("s", [_LONG], expected_seq=1) == 1  # 1,5xx bytes: it fits
+    with Journal.open(any_store.target, max_event_bytes=None) as unlimited:
+        assert unlimited.append("s", [_WIDE]) == 2
+    assert [e.event for e in any_store.journal.events("s", start=1)] == [_LONG, _WIDE]
+
+
+def test_an_import_over_the_size_limit_names_its_place_and_imports_nothing(
+    any_store: StoreUnderTest,
+) -> None:
+    with Journal.open(":memory:") as source:
+        source.append("fine", [_started(), UserInput(text="fits")], ts=TS0)
+        source.append("wide", [_started(), UserInput(text="fits"), _WIDE], ts=TS0)
+        fine, wide = _records(source, "fine"), _records(source, "wide")
+    with Journal.open(any_store.target, max_event_bytes=_LIMIT) as small:
+        message = (
+            f"row 2: session wide seq 2: the user_input event is {_size(_WIDE, 2, 'wide'):,} "
+            "bytes of canonical JSON, over the journal's limit of 4,096"
+        )
+        with pytest.raises(EventTooLargeError, match=f"^{re.escape(message)}"):
+            small.import_records("wide", wide)
+        with pytest.raises(EventTooLargeError, match=f"^{re.escape(message)}"):
+            small.import_sessions([("fine", fine), ("wide", wide)])  # all or nothing
+        assert small.summary("wide") is None and small.summary("fine") is None
+        assert small.import_records("fine", fine) == 2
 
 
 # -- appending ------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 In one turn its model: writes a call into its reasoning instead of ``tool_calls``
 (scavenged) with a wrong argument type (schema rejection), sends arguments cut off by a
 token limit (truncation repair), calls a tool that does not exist (unknown tool), fills a
-deeply nested schema in its flattened form (flatten repair) and sends the same call twice
-in one response (storm, suppressed). The session still completes.
+deeply nested schema in its flattened form (flatten repair), sends the same call twice
+in one response (storm, suppressed) and first replies with nothing at all (an empty reply,
+sent back with what to change). The session still completes.
 """
 
 from __future__ import annotations
@@ -101,7 +102,11 @@ def _policy(turn: Turn, rng: random.Random) -> Any:
         return reply(
             None, call(turn, "create_shipment", flat, 0), call(turn, "create_shipment", flat, 1)
         )
-    return reply("Shipment SHP-1001 is booked.")
+    told = any(
+        m["role"] == "system" and m["content"].startswith("rejected:")
+        for m in turn.request.messages
+    )
+    return reply("Shipment SHP-1001 is booked." if told else "")
 
 
 def build(seed: int = 0) -> Agent:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..canonical import dumps_canonical, loads_strict
-from ..errors import InvalidEventError, InvalidInputError, SessionConflictError
+from ..errors import EventTooLargeError, InvalidEventError, InvalidInputError, SessionConflictError
 from ..store import Journal
 from .redact import Redactor, rechain
 
@@ -242,6 +242,8 @@ def import_file(journal: Journal, path: str | Path) -> ImportResult:
 
     Raises:
         InvalidInputError: a malformed file, a bad event or hash (names file:line).
+        EventTooLargeError: an event is larger than the journal's ``max_event_bytes``
+            (names file:line, the session, the seq and the size).
         SessionConflictError: the session exists with different content.
     """
     parsed = read_jsonl(path)
@@ -249,6 +251,8 @@ def import_file(journal: Journal, path: str | Path) -> ImportResult:
         new = journal.import_records(parsed.session_id, parsed.records)
     except SessionConflictError as e:
         raise SessionConflictError(f"{parsed.path}: {e}") from e
+    except EventTooLargeError:
+        raise  # typed, and its message names file:line already
     except InvalidEventError as e:
         raise InvalidInputError(str(e)) from e
     return ImportResult(path=parsed.path, session_id=parsed.session_id, new_events=new)
