@@ -2,6 +2,7 @@
 
     python bench/pg_bench.py [--url URL] [--events N] [--sessions S] [--per-event N]
                              [--repeat R] [--quick]
+    python bench/pg_bench.py --writers W [--url URL] [--appends N] [--repeat R] [--quick]
 
 Prints µs per event (median of R runs, wall time: the server does half the work) for:
 
@@ -17,6 +18,20 @@ reading
   (g) ours: ``Journal.events`` (paged streaming, each event validated into its model);
   (h) ours: ``journal.fold`` over ``Journal.events``.
 
+With ``--writers W``, it prints instead how commits per second grow from 1 writer to W, each
+writer a process with its own connection and its own session, appending one event per
+commit; all connect and prepare first, then wait at a barrier; the wall time runs from the
+barrier to the last writer's last commit (medians of R rounds, the cases taking turns):
+
+  (a) reference: raw INSERT + COMMIT, the position from a sequence;
+  (b) reference: raw UPDATE of a one-row counter for the position, INSERT, COMMIT (how
+      this journal took positions before schema version 4);
+  (c) ours: ``Journal.append`` of one event per call;
+  (d) ours: ``Journal.append`` of 100 events per call (events per second);
+  (e) the one thing our appends still do one at a time: the statement that takes the
+      transaction id and the positions under the journal's positions lock, in a transaction
+      rolled back (no commit, no flush): the ceiling that lock puts on appends per second.
+
 The server is ``--url`` (default ``AGENT_JOURNAL_TEST_PG`` or
 ``postgresql://127.0.0.1:5432/test``); every case writes into a fresh schema of its own,
 dropped at the end. The reference table has our columns and keys (``TEXT COLLATE "C"``,
@@ -28,6 +43,7 @@ so a commit per event costs a WAL flush on either side.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import sys
@@ -41,10 +57,12 @@ import psycopg
 from _common import (
     _LAST,
     CLOCK,
+    MOMENT,
     body_sizes,
     describe,
     interleave,
     machine,
+    markdown,
     payloads_of,
     per_round_ratio,
     print_table,
@@ -52,12 +70,14 @@ from _common import (
     read_rows,
     reference_row,
     reference_rows,
+    session_events,
     sessions_of,
     take_turns,
 )
 from journal_bench import ours_batched, ours_fold, ours_per_event, ours_read
 from psycopg import sql
 
+from journal import Journal
 from journal._postgres_schema import TABLES
 
 REFERENCE_DDL = next(ddl for ddl in TABLES if ddl.startswith("CREATE TABLE events ("))
@@ -149,6 +169,174 @@ def reference_read(url: str, session_ids: Sequence[str]) -> None:
         read_bodies(conn, session_ids, "%s")
 
 
+# -- writers at once (--writers) -------------------------------------------------------------
+
+WRITER_CASES = {
+    "a": "(a) raw INSERT+COMMIT, position from a sequence",
+    "b": "(b) raw INSERT+COMMIT with a single counter row",
+    "c": "(c) this journal, 1 event per append",
+    "d": "(d) this journal, 100 events per append (events/s)",
+    "e": "(e) positions alone: our critical section, rolled back",
+}
+BATCH = 100
+"""Events per append of case (d)."""
+_RAW = {
+    "a": INSERT.replace("VALUES (%s", "VALUES (nextval('positions')"),
+    "b": INSERT,
+}
+
+
+def _raw_writer(case: str, url: str, session_id: str, count: int, gate: Any) -> None:
+    """Raw appends of one reference row each, the position from the sequence or the counter."""
+    events = list(session_events(int(session_id[1:]), count))
+    rows = list(reference_rows(payloads_of([(session_id, events)])))
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT 1")  # connected, warm
+        conn.rollback()
+        gate.wait()
+        for row in rows:
+            with conn.transaction():
+                if case == "a":
+                    conn.execute(_RAW[case], row)
+                else:
+                    found = conn.execute("UPDATE counter SET pos = pos + 1 RETURNING pos")
+                    conn.execute(_RAW[case], (found.fetchone()[0], *row))  # type: ignore[index]
+
+
+def _journal_writer(url: str, session_id: str, count: int, per: int, gate: Any) -> None:
+    """``count`` appends of ``per`` events each to this writer's own session."""
+    events = list(session_events(int(session_id[1:]), 1 + count * per))
+    with Journal.open(url, create=False) as journal:
+        journal.append(session_id, events[:1], ts=MOMENT)  # the session exists, the pool is warm
+        batches = [events[1 + k * per : 1 + (k + 1) * per] for k in range(count)]
+        gate.wait()
+        for batch in batches:
+            journal.append(session_id, batch, ts=MOMENT)
+
+
+def _positions_only(url: str, count: int, gate: Any) -> None:
+    """``count`` reservations of one position each, each in a transaction rolled back, sent
+    as one simple query (``BEGIN; SELECT ...; ROLLBACK``): one round trip, no flush."""
+    with Journal.open(url, create=False) as journal:
+        text, params = journal._reservation(1, None)  # type: ignore[attr-defined]
+    literal = sql.SQL(text.replace("?", "{}")).format(*map(sql.Literal, params))
+    with psycopg.connect(url, autocommit=True) as conn:
+        query = sql.SQL("BEGIN; {}; ROLLBACK").format(literal).as_string(conn)
+        gate.wait()
+        for _ in range(count):
+            conn.execute(query)
+
+
+def _writer(case: str, url: str, index: int, count: int, gate: Any, done: Any) -> None:
+    session_id = f"w{index:03d}"
+    if case in _RAW:
+        _raw_writer(case, url, session_id, count, gate)
+    elif case == "e":
+        _positions_only(url, count, gate)
+    else:
+        _journal_writer(url, session_id, count, BATCH if case == "d" else 1, gate)
+    done.put(time.perf_counter())
+
+
+def writers_round(case: str, url: str, writers: int, count: int) -> float:
+    """Commits (events, for case d) per second of ``writers`` processes, barrier to last."""
+    if case in _RAW:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(REFERENCE_DDL)
+            conn.execute("CREATE SEQUENCE positions")
+            conn.execute("CREATE TABLE counter (id BOOLEAN PRIMARY KEY, pos BIGINT NOT NULL)")
+            conn.execute("INSERT INTO counter VALUES (TRUE, 0)")
+    else:
+        Journal.open(url).close()  # the schema exists before the writers start
+    context = multiprocessing.get_context("fork")
+    gate = context.Barrier(writers + 1)
+    done = context.Queue()
+    processes = [
+        context.Process(target=_writer, args=(case, url, n, count, gate, done))
+        for n in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        gate.wait(timeout=300)
+        start = time.perf_counter()
+        last = max(done.get(timeout=900) for _ in processes)
+    finally:
+        for process in processes:
+            process.join(timeout=60)
+    assert all(p.exitcode == 0 for p in processes), "a writer failed"
+    return writers * count * (BATCH if case == "d" else 1) / (last - start)
+
+
+def writers_main(args: argparse.Namespace) -> int:
+    """Print the table of commits per second for 1 writer and ``args.writers`` writers."""
+    appends = args.appends or (40 if args.quick else 300)
+    repeat = args.repeat or 3
+    counts = {"a": appends, "b": appends, "c": appends, "d": max(1, appends // 20)}
+    counts["e"] = appends * 10
+    sizes = (1, args.writers)
+    rates: dict[tuple[str, int], list[float]] = {(c, w): [] for c in WRITER_CASES for w in sizes}
+    schemas = Schemas(args.url)
+    try:
+        server, sync = _server(args.url)
+        for index in range(repeat):
+            for case in WRITER_CASES:
+                for writers in sizes:
+                    url = schemas.url(f"{case}{writers}", index)
+                    rates[case, writers].append(writers_round(case, url, writers, counts[case]))
+                    schemas.drop(url)
+    finally:
+        schemas.drop_all()
+    many = args.writers
+
+    def median(case: str, writers: int) -> float:
+        return statistics.median(rates[case, writers])
+
+    def ratio(ours: tuple[str, int], reference: tuple[str, int]) -> float:
+        pairs = zip(rates[ours], rates[reference], strict=True)
+        return statistics.median(x / y for x, y in pairs)
+
+    def cell(case: str, writers: int) -> str:
+        text = f"{median(case, writers):,.0f}"
+        if case in ("b", "c"):
+            text += f" ({ratio((case, writers), ('a', writers)):.2f}× (a))"
+        return text
+
+    print(
+        f"agent-journal PostgreSQL writers bench: one event per commit ({BATCH} for (d)), each "
+        f"writer its own process, connection and session; {appends} appends per writer "
+        f"({counts['d']} for (d)); wall time from a barrier to the last commit, median of "
+        f"{repeat} rounds taken in turns"
+    )
+    print(f"machine: {machine()}")
+    print(f"server: {server} on the same machine, synchronous_commit={sync}")
+    print()
+    markdown(
+        ["commits per second", "1 writer>", f"{many} writers>", f"{many} / 1>"],
+        [
+            [what, cell(case, 1), cell(case, many), f"{ratio((case, many), (case, 1)):.2f}×"]
+            for case, what in WRITER_CASES.items()
+        ],
+    )
+    print()
+    against_raw = ratio(("c", many), ("a", many))
+    scaling = ratio(("c", many), ("c", 1))
+    for what, value, goal in (
+        (f"(c) at {many} writers against (a) at {many} writers", against_raw, 0.5),
+        (f"(c) at {many} writers against (c) at 1 writer", scaling, 2.0),
+    ):
+        print(f"{what}: {value:.2f}× (target ≥ {goal}×: {'met' if value >= goal else 'NOT met'})")
+    return 0
+
+
+def _server(url: str) -> tuple[str, str]:
+    """The server's version and its ``synchronous_commit``."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version(), current_setting('synchronous_commit')").fetchone()
+    assert row is not None
+    return str(row[0]).split(" on ")[0], str(row[1])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -161,7 +349,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-event", type=int, default=None, help="events for per-event appends")
     parser.add_argument("--repeat", type=int, default=None, help="runs per figure (median)")
     parser.add_argument("--quick", action="store_true", help="small sizes, well under a minute")
+    parser.add_argument(
+        "--writers", type=int, default=None, help="commits/s of 1 and of W writer processes"
+    )
+    parser.add_argument("--appends", type=int, default=None, help="appends per writer (--writers)")
     args = parser.parse_args(argv)
+    if args.writers is not None:
+        if args.writers < 2:
+            parser.error("--writers needs at least 2 writers")
+        return writers_main(args)
     CLOCK[0] = time.perf_counter
     sessions = args.sessions or (5 if args.quick else 50)
     per = max(1, (args.events or (5_000 if args.quick else 50_000)) // sessions)
@@ -195,10 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return lambda _index: run(kept[source], session_ids)
 
     try:
-        with psycopg.connect(args.url) as conn:
-            row = conn.execute("SELECT version(), current_setting('synchronous_commit')").fetchone()
-            assert row is not None
-            server, sync = str(row[0]).split(" on ")[0], row[1]
+        server, sync = _server(args.url)
         times = take_turns(
             repeat,
             {

@@ -100,6 +100,11 @@ def _changed_columns(
     return names, [row[name] for name in names]
 
 
+def _head_after(plan: AppendPlan) -> SessionHead:
+    """The head a session is at once ``plan`` is written."""
+    return SessionHead(plan.rows[-1].seq, plan.head_hash, plan.state)
+
+
 class SQLJournal(Journal):
     """The `Journal` contract over SQL; subclasses supply the connection primitives."""
 
@@ -150,6 +155,18 @@ class SQLJournal(Journal):
 
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         """Serialise writers of one session until the transaction ends (SQLite: a no-op)."""
+
+    def _reserve_positions(self, tx: SqlTx, count: int) -> None:
+        """Take the global positions of the ``count`` events the transaction will insert.
+
+        Called once per write transaction that inserts events, before its first write
+        (SQLite: a no-op, its single writer numbers rows as they are inserted).
+        """
+
+    def _begin_append(self, tx: SqlTx, session_id: str, count: int) -> None:
+        """`_lock_session`, then `_reserve_positions` (PostgreSQL: in one round trip)."""
+        self._lock_session(tx, session_id)
+        self._reserve_positions(tx, count)
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
         """Insert rows; the database assigns their global positions."""
@@ -323,19 +340,25 @@ class SQLJournal(Journal):
         columns are the ones this connection wrote. False (nothing written) when another
         writer got there first, or the row was changed or removed outside this connection.
         """
-        indexed = tuple(head.state.__dict__[name] for name in _INDEXED_COLUMNS)
-        names, params = _changed_columns(projection_row(plan.state, plan.head_hash), indexed)
-        params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
-        if not tx.changed(_guarded_update_sql(names, self.NULL_SAFE_EQUAL), params):
+        if not tx.changed(*self._guarded_update(session_id, plan, head)):
             return False
         self._insert_events(tx, plan.rows)
         return True
+
+    def _guarded_update(
+        self, session_id: str, plan: AppendPlan, head: SessionHead
+    ) -> tuple[str, list[Any]]:
+        """The projection UPDATE of `_write_on_head` and its parameters."""
+        indexed = tuple(head.state.__dict__[name] for name in _INDEXED_COLUMNS)
+        names, params = _changed_columns(projection_row(plan.state, plan.head_hash), indexed)
+        params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
+        return _guarded_update_sql(names, self.NULL_SAFE_EQUAL), params
 
     def _remember(self, session_id: str, plan: AppendPlan) -> None:
         """Cache the head ``plan`` left the session at (the oldest entry makes room)."""
         if len(self._heads) >= _STATE_CACHE_SIZE:
             self._heads.pop(next(iter(self._heads)), None)
-        self._heads[session_id] = SessionHead(plan.rows[-1].seq, plan.head_hash, plan.state)
+        self._heads[session_id] = _head_after(plan)
 
     def append(
         self,
@@ -361,7 +384,7 @@ class SQLJournal(Journal):
                 max_event_bytes=self.max_event_bytes,
             )
 
-        plan = self._commit(session_id, lambda tx, head: planned(head), planned)
+        plan = self._commit(session_id, lambda tx, head: planned(head), planned, len(events))
         assert plan is not None
         return plan.rows[-1].seq
 
@@ -385,25 +408,38 @@ class SQLJournal(Journal):
     ) -> list[int]:
         """Import several sessions in one transaction; see `Journal.import_sessions`."""
         counts: list[int] = []
-        written: list[tuple[str, AppendPlan]] = []
+        planned: list[tuple[str, AppendPlan, tuple[Any, ...]]] = []
         with self._transaction() as tx:
             for session_id in sorted({session_id for session_id, _ in sessions}):
                 self._lock_session(tx, session_id)  # in one order: no deadlock between two
+            ahead: dict[str, tuple[SessionHead, dict[int, str]]] = {}
             for session_id, records in sessions:
-                head, indexed = self._locate(tx, session_id)
+                # Everything is planned before anything is written (positions are reserved
+                # before the first write); a session named twice is planned on its plan above.
+                head: SessionHead | None
+                if session_id in ahead:
+                    head, hashes = ahead[session_id]
+                    indexed: tuple[Any, ...] = ()
+                else:
+                    (head, indexed), hashes = self._locate(tx, session_id), {}
                 plan = plan_import(
                     session_id,
                     head,
                     records,
                     hasher=self.hasher,
-                    stored_hash_at=functools.partial(self._hash_at, tx, session_id),
+                    stored_hash_at=functools.partial(self._hash_in, tx, session_id, hashes),
                     max_event_bytes=self.max_event_bytes,
                 )
                 counts.append(0 if plan is None else len(plan.rows))
                 if plan is not None:
-                    self._write(tx, session_id, plan, indexed)
-                    written.append((session_id, plan))
-        for session_id, plan in written:
+                    planned.append((session_id, plan, indexed))
+                    hashes = hashes | {row.seq: row.hash for row in plan.rows}
+                    ahead[session_id] = (_head_after(plan), hashes)
+            if planned:
+                self._reserve_positions(tx, sum(len(plan.rows) for _, plan, _ in planned))
+            for session_id, plan, indexed in planned:
+                self._write(tx, session_id, plan, indexed)
+        for session_id, plan, _ in planned:
             self._remember(session_id, plan)
         return counts
 
@@ -412,6 +448,7 @@ class SQLJournal(Journal):
         session_id: str,
         make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
         on_cached_head: Callable[[SessionHead], AppendPlan] | None = None,
+        count: int | None = None,
     ) -> AppendPlan | None:
         """Lock the session, plan against its head and write the plan, in one transaction.
 
@@ -419,17 +456,16 @@ class SQLJournal(Journal):
         connection's cached head and written by `_write_on_head` (no read of the head: one
         statement less, and the lock is held for less). When the cache turns out stale, or
         that plan fails (it may fail differently against the stored head), the session is
-        planned again against the stored head in the same transaction.
+        planned again against the stored head in the same transaction. ``count``, when every
+        plan has that many rows (an append), reserves their positions with the lock;
+        otherwise they are reserved once the plan is made.
         """
-        cached = self._heads.get(session_id)
-        guess = None
-        if on_cached_head is not None and cached is not None:
-            try:
-                guess = on_cached_head(cached)
-            except JournalError:
-                pass  # decided against the stored head below, which may differ
+        cached, guess = self._guess(session_id, on_cached_head)
         with self._transaction() as tx:
-            self._lock_session(tx, session_id)
+            if count is None:
+                self._lock_session(tx, session_id)
+            else:
+                self._begin_append(tx, session_id, count)
             if (
                 guess is not None
                 and cached is not None
@@ -442,14 +478,33 @@ class SQLJournal(Journal):
                 if found is None:
                     return None
                 plan = found
+                if count is None:
+                    self._reserve_positions(tx, len(plan.rows))
                 self._write(tx, session_id, plan, indexed)
         self._remember(session_id, plan)
         return plan
+
+    def _guess(
+        self, session_id: str, on_cached_head: Callable[[SessionHead], AppendPlan] | None
+    ) -> tuple[SessionHead | None, AppendPlan | None]:
+        """This connection's cached head of the session, and the plan made on it, if any."""
+        cached = self._heads.get(session_id)
+        if on_cached_head is None or cached is None:
+            return cached, None
+        try:
+            return cached, on_cached_head(cached)
+        except JournalError:
+            return cached, None  # decided against the stored head, which may differ
 
     @staticmethod
     def _hash_at(tx: SqlTx, session_id: str, seq: int) -> str | None:
         row = tx.one("SELECT hash FROM events WHERE session_id = ? AND seq = ?", (session_id, seq))
         return None if row is None else str(row[0])
+
+    @classmethod
+    def _hash_in(cls, tx: SqlTx, session_id: str, planned: dict[int, str], seq: int) -> str | None:
+        """`_hash_at`, for a session whose rows ``planned`` (seq -> hash) are not written yet."""
+        return planned[seq] if seq in planned else cls._hash_at(tx, session_id, seq)
 
     # -- reading ---------------------------------------------------------------------
 

@@ -7,11 +7,13 @@ one); use a dedicated database or schema. Connections come from a pool (psycopg_
 Guarantees, as on SQLite: append-only enforced by triggers against any connection;
 optimistic concurrency through the primary key (a plain INSERT, never ``ON CONFLICT DO
 NOTHING``); the sessions projection written in the append's transaction. Writers of one
-session are serialised by a transaction-level advisory lock on the session id. Global
-positions are assigned from a one-row counter whose row lock is held until commit, so they
-become visible in the order they were assigned: a reader following positions never skips
-an event that commits late. Each append sends a NOTIFY after commit, which
-`PostgresJournal.wait_for_events` listens for (live tailing without polling).
+session are serialised by a transaction-level advisory lock on the session id; writers of
+different sessions are not serialised at all: nothing is held from a write to the commit.
+
+Global positions come from a sequence and followers read them up to a safe horizon:
+`journal._pg_positions` has how and why (docs/postgres.md, the whole argument). Each
+append's NOTIFY follows its commit, from a thread; `PostgresJournal.wait_for_events`
+listens (live tailing without polling).
 
 Durability: a commit is durable when the server says so (``synchronous_commit=on``, the
 server default); ``durability="full"`` sets it on for our connections even where the server
@@ -24,9 +26,9 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import errors, sql
@@ -34,6 +36,21 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import _postgres_schema as schema
+from ._pg_positions import (
+    GAP_POLL,
+    LOCK_SESSION,
+    NOTIFY_INTERVAL,
+    ONE_STATEMENT_EVENTS,
+    PEEK,
+    READ_AFTER,
+    RESERVE,
+    SAFE_HEAD,
+    TAKE_MANY,
+    TAKE_ONE,
+    Notifier,
+    one_statement,
+)
+from ._planner import AppendPlan, SessionHead
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState, event_params
 from .errors import (
@@ -43,7 +60,7 @@ from .errors import (
     JournalMissingError,
     StoreError,
 )
-from .records import StoredEvent
+from .records import StoredEvent, stored_row
 from .store import DEFAULT_MAX_EVENT_BYTES, Clock, Durability
 
 __all__ = ["PostgresJournal", "describe_url"]
@@ -65,6 +82,19 @@ def describe_url(url: str) -> str:
     return f"postgresql://{f'{user}@' if user else ''}{host}:{port}/{database}"
 
 
+def _lock_key(text: str) -> int:
+    """A signed 64-bit advisory lock key for ``text`` (the same in every process)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
+
+
+def _unlock_all(conn: psycopg.Connection[Any]) -> None:
+    """Release the session-level advisory locks of ``conn`` (a broken one holds none)."""
+    try:
+        conn.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        pass
+
+
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
@@ -81,7 +111,24 @@ def _server_message(error: psycopg.Error) -> str:
 
 
 class _PgTx(SqlTx):
-    """A psycopg connection behind the ``?``-placeholder interface of `SqlTx`."""
+    """A psycopg connection behind the ``?``-placeholder interface of `SqlTx`.
+
+    It also holds the global positions reserved for the transaction: ``next_position`` up
+    to ``end_position`` (exclusive) are still to be written.
+    """
+
+    next_position = 0
+    end_position = 0
+    reserving = False
+    """True while the statement that takes the positions lock runs."""
+
+    def use_positions(self, count: int) -> int:
+        """Return the first of ``count`` reserved positions and mark them written."""
+        first = self.next_position
+        if first + count > self.end_position:
+            raise AssertionError("positions are reserved before an append's first write")
+        self.next_position = first + count
+        return first
 
     def sql(self, text: str) -> str:
         """Rewrite ``?`` placeholders to psycopg's ``%s``."""
@@ -91,6 +138,11 @@ class _PgTx(SqlTx):
         """Run a query and return its rows (none for a statement without results)."""
         cursor = self.connection.execute(self.sql(text) if params else text, params or None)
         return list(cursor.fetchall()) if cursor.description else []
+
+    def one(self, text: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """Run a query and return its first row, or None."""
+        cursor = self.connection.execute(self.sql(text) if params else text, params or None)
+        return cast("tuple[Any, ...] | None", cursor.fetchone())
 
     def run(self, text: str, params: Sequence[Any] = ()) -> None:
         """Run a statement (text without parameters is sent as is: DDL holds ``%``)."""
@@ -109,7 +161,12 @@ class _PgTx(SqlTx):
 
 
 class PostgresJournal(SQLJournal):
-    """A journal in a PostgreSQL schema. Use `Journal.open` rather than this class directly."""
+    """A journal in a PostgreSQL schema; `Journal.open` opens one with the defaults.
+
+    Construct it directly for what `Journal.open` does not take: ``pool_size`` (connections
+    of this object), ``connect_timeout`` (seconds) and ``notify_interval`` (seconds between
+    two NOTIFYs of this object, `NOTIFY_INTERVAL` by default).
+    """
 
     SCHEMA = schema.SPEC
     KIND = "PostgreSQL schema"
@@ -125,6 +182,7 @@ class PostgresJournal(SQLJournal):
         hmac_key: bytes | None = None,
         pool_size: int = 4,
         connect_timeout: float = 5.0,
+        notify_interval: float = NOTIFY_INTERVAL,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
@@ -155,6 +213,7 @@ class PostgresJournal(SQLJournal):
         except psycopg.Error as e:
             raise self._translate(e, "open") from e
         self._channel = "agent_journal_" + hashlib.sha1(self._schema.encode()).hexdigest()[:16]
+        self._positions_lock = _lock_key(f"agent-journal positions {self._schema}")
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=1,
@@ -169,13 +228,14 @@ class PostgresJournal(SQLJournal):
         except PoolTimeout as e:
             self._pool.close()
             raise StoreError(f"{self._target}: cannot connect: the pool timed out") from e
+        self._notifier = Notifier(self._pool, self._channel, notify_interval)
 
     # -- plumbing --------------------------------------------------------------------
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.autocommit = True  # transactions are explicit (`_pooled`): no BEGIN for one statement
         if self._durability == "full":
             conn.execute("SET synchronous_commit = on")
-            conn.commit()
 
     def _current_schema(self, conn: psycopg.Connection[Any]) -> str:
         row = conn.execute("SELECT current_schema()").fetchone()
@@ -214,24 +274,41 @@ class PostgresJournal(SQLJournal):
         return StoreError(f"{self._target}: {action} failed: {text}")
 
     @contextmanager
-    def _pooled(self, action: str, *, write: bool) -> Iterator[SqlTx]:
-        try:
-            with self._pool.connection() as conn:
-                if write:
-                    with conn.transaction():
-                        yield _PgTx(conn)
-                else:
-                    yield _PgTx(conn)
+    def _pooled(self, action: str, *, mode: str) -> Iterator[SqlTx]:
+        """A pooled connection for ``statement``s, or in a ``read`` or ``write`` transaction.
+
+        In ``statement`` mode each statement is its own transaction (autocommit). After a
+        write that inserted events, the NOTIFY of their last position is queued.
+        """
+        try:  # getconn/putconn: the pool's context manager adds a commit check per use
+            conn = self._pool.getconn()
         except PoolTimeout as e:
             raise JournalBusyError(f"{self._target}: no free connection for {action}") from e
+        tx = _PgTx(conn)
+        try:
+            if mode == "statement":
+                yield tx
+            else:
+                with conn.transaction():
+                    yield tx
         except psycopg.Error as e:
             raise self._translate(e, action) from e
+        finally:
+            if tx.reserving:  # failed between taking the positions lock and its release
+                _unlock_all(conn)
+            self._pool.putconn(conn)
+        if tx.next_position:
+            self._notifier.post(tx.next_position - 1)
+
+    def _query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._pooled("read", mode="statement") as tx:
+            return tx.rows(text, params)
 
     def _reading(self) -> AbstractContextManager[SqlTx]:
-        return self._pooled("read", write=False)
+        return self._pooled("read", mode="read")
 
     def _transaction(self) -> AbstractContextManager[SqlTx]:
-        return self._pooled("write", write=True)
+        return self._pooled("write", mode="write")
 
     def _table_names(self, tx: SqlTx) -> set[str]:
         return {
@@ -250,32 +327,100 @@ class PostgresJournal(SQLJournal):
             "(create it with: agent-journal init --db URL)"
         )
 
+    def _session_key(self, session_id: str) -> str:
+        return f"agent-journal {self._schema} {session_id}"
+
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         tx.run(
-            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
-            (f"agent-journal {self._schema} {session_id}",),
+            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (self._session_key(session_id),)
         )
 
+    def _reserve_positions(self, tx: SqlTx, count: int) -> None:
+        self._reserve(tx, count, None)
+
+    def _begin_append(self, tx: SqlTx, session_id: str, count: int) -> None:
+        self._reserve(tx, count, session_id)
+
+    def _reservation(self, count: int, session_id: str | None) -> tuple[str, list[Any]]:
+        """The SELECT that takes ``count`` positions (`RESERVE`), and its parameters.
+
+        With ``session_id``, the session's lock is taken first.
+
+        The flag that lets our plain INSERTs past the per-row overwrite check rides along
+        (schema.APPEND_FLAG).
+        """
+        take = RESERVE.format(take=TAKE_ONE if count == 1 else TAKE_MANY)
+        params: list[Any] = [] if session_id is None else [self._session_key(session_id)]
+        params += [self._positions_lock, *([] if count == 1 else [count])]
+        params += [self._positions_lock, schema.APPEND_FLAG]
+        lock = "" if session_id is None else LOCK_SESSION
+        return f"SELECT {lock}{take}", params
+
+    def _reserve(self, tx: SqlTx, count: int, session_id: str | None) -> None:
+        assert isinstance(tx, _PgTx) and count > 0 and not tx.end_position
+        text, params = self._reservation(count, session_id)
+        tx.reserving = True
+        found = tx.one(text, params)
+        tx.reserving = False
+        assert found is not None
+        fresh, last = found[-6], int(found[-3])
+        if not fresh:
+            raise AssertionError("positions are taken before a transaction's first write")
+        tx.next_position, tx.end_position = last - count + 1, last + 1
+
+    def _commit(
+        self,
+        session_id: str,
+        make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
+        on_cached_head: Callable[[SessionHead], AppendPlan] | None = None,
+        count: int | None = None,
+    ) -> AppendPlan | None:
+        """`SQLJournal._commit`, with a small append on a cached head in one statement."""
+        if count is not None and count <= ONE_STATEMENT_EVENTS:
+            cached, guess = self._guess(session_id, on_cached_head)
+            if cached is not None and guess is not None:
+                if self._append_in_one_statement(session_id, guess, cached):
+                    self._remember(session_id, guess)
+                    return guess
+            on_cached_head = None  # no plan on the cached head, or a stale one: the stored head
+        return super()._commit(session_id, make_plan, on_cached_head, count)
+
+    def _append_in_one_statement(
+        self, session_id: str, plan: AppendPlan, head: SessionHead
+    ) -> bool:
+        """Write ``plan`` with `ONE_STATEMENT` if ``head`` is still the stored head."""
+        count = len(plan.rows)
+        reserve, params = self._reservation(count, session_id)
+        update, update_params = self._guarded_update(session_id, plan, head)
+        params += [*update_params, count, session_id]
+        if count == 1:
+            params += event_params(plan.rows[0])[1:]
+        else:
+            params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
+        text = one_statement(reserve, update, count == 1)
+        with self._pooled("write", mode="statement") as tx:
+            assert isinstance(tx, _PgTx)
+            tx.reserving = True
+            found = tx.one(text, params)
+            tx.reserving = False
+            assert found is not None
+            if found[1] != count:
+                return False
+            tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
+        return True
+
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
-        # The NOTIFY (sent at commit) rides on the position update: one round trip less,
-        # and the counter's row lock is held for one statement less. So does the flag that
-        # lets these plain INSERTs past the per-row overwrite check (schema.APPEND_FLAG).
-        found = tx.one(
-            "UPDATE global_position SET pos = pos + ? "
-            "RETURNING pos, pg_notify(?, pos::text), set_config(?, 'on', true)",
-            (len(rows), self._channel, schema.APPEND_FLAG),
-        )
-        assert found is not None, "global_position has no row"
-        first = int(found[0]) - len(rows) + 1
+        assert isinstance(tx, _PgTx)
+        first = tx.use_positions(len(rows))
         params = [(first + index, *event_params(row)) for index, row in enumerate(rows)]
         if len(params) == 1:
             tx.run(f"INSERT INTO {_EVENTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params[0])
         else:  # COPY fires the same triggers and checks the same keys, at half the cost per row
-            assert isinstance(tx, _PgTx)
             tx.copy(_EVENTS, params)
 
     def close(self) -> None:
-        """Close the pool and the listening connection (idempotent)."""
+        """Send the last NOTIFY, close the pool and the listening connection (idempotent)."""
+        self._notifier.close()
         self._pool.close()
         with self._listen_lock:
             if self._listen is not None:
@@ -289,23 +434,45 @@ class PostgresJournal(SQLJournal):
 
     # -- positions and tailing -------------------------------------------------------
 
+    def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
+        """Rows after ``position`` that no in-flight append can precede (`SAFE_AFTER`)."""
+        rows = self._query(READ_AFTER, (position, limit))
+        return [stored_row(row) for row in rows]
+
     def head_position(self) -> int:
-        """The newest committed global position; see `Journal.head_position`."""
-        return int(self._query("SELECT pos FROM global_position")[0][0])
+        """The newest position a follower can start from; see `Journal.head_position`.
+
+        No event still being committed can take a position at or below it (`SAFE_HEAD`).
+        """
+        return int(self._query(SAFE_HEAD)[0][0])
+
+    def _peek(self, position: int) -> tuple[bool, bool]:
+        """Whether an event after ``position`` can be read, and whether one has committed."""
+        ready, committed = self._query(PEEK, (position, 1))[0]
+        return bool(ready), bool(committed)
 
     def wait_for_events(self, position: int, timeout: float) -> bool:
-        """Wait for an event after ``position`` with LISTEN/NOTIFY; see `Journal`."""
+        """Wait for an event after ``position`` with LISTEN/NOTIFY; see `Journal`.
+
+        An event may have committed and still wait behind one in flight, whose rollback
+        (or a killed client) notifies nobody: while one does, or a NOTIFY names a later
+        position that cannot be read yet, the wait polls, from 10 ms up to 250 ms apart.
+        """
         deadline = time.monotonic() + timeout
         with self._listen_lock:
             try:
                 listener = self._listener()
-                if self.head_position() > position:
-                    return True
-                while (remaining := deadline - time.monotonic()) > 0:
-                    for note in listener.notifies(timeout=remaining, stop_after=1):
+                ready, committed = self._peek(position)
+                delay = GAP_POLL[0] if committed else None  # None: sleep until notified
+                while not ready and (remaining := deadline - time.monotonic()) > 0:
+                    wait = remaining if delay is None else min(remaining, delay)
+                    for note in listener.notifies(timeout=wait, stop_after=1):
                         if note.payload.isdigit() and int(note.payload) > position:
-                            return True
-                return self.head_position() > position
+                            delay = delay or GAP_POLL[0]
+                    if delay is not None:
+                        ready, committed = self._peek(position)
+                        delay = min(delay * 2, GAP_POLL[1])
+                return ready or self._peek(position)[0]
             except psycopg.Error as e:
                 if self._listen is not None:
                     self._listen.close()

@@ -47,6 +47,32 @@ def with_search_path(url: str, schema: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
 
 
+V3_POSITIONS = (
+    """CREATE TABLE global_position (
+        id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id),
+        pos BIGINT NOT NULL
+    )""",
+    "INSERT INTO global_position(id, pos) "
+    "SELECT TRUE, CASE WHEN is_called THEN last_value ELSE 0 END FROM event_positions",
+    "DROP SEQUENCE event_positions",
+    "DELETE FROM meta WHERE key = 'positions_from'",
+    "DROP INDEX events_tx",
+    "ALTER TABLE events DROP COLUMN tx",
+    "ALTER TABLE sessions RESET (fillfactor)",
+    "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
+)
+"""What turns a current PostgreSQL schema into what version 3 created: positions from the
+one-row counter (at the last position taken), no ``tx`` column, no sequence, and the
+default fill factor on ``sessions``."""
+
+
+def downgrade_pg_to_v3(url: str) -> None:
+    """Turn the current PostgreSQL schema at ``url`` into exactly what version 3 created."""
+    with psycopg.connect(url) as conn:
+        for statement in V3_POSITIONS:
+            conn.execute(statement)
+
+
 @dataclass(frozen=True)
 class PgSchema:
     """A fresh PostgreSQL schema: its name, the server URL and a URL that selects it."""

@@ -56,6 +56,24 @@ def test_pg_bench_runs_and_prints_every_row() -> None:
         assert row in out, out
 
 
+def test_pg_bench_writers_runs_and_prints_every_row() -> None:
+    out = _run(
+        str(BENCH / "pg_bench.py"),
+        *("--url", require_server(), "--writers", "2", "--appends", "3", "--repeat", "1"),
+    )
+    for row in (
+        "(a) raw INSERT+COMMIT, position from a sequence",
+        "(b) raw INSERT+COMMIT with a single counter row",
+        "(c) this journal, 1 event per append",
+        "(d) this journal, 100 events per append (events/s)",
+        "(e) positions alone: our critical section, rolled back",
+        "(c) at 2 writers against (a) at 2 writers: ",
+        "(c) at 2 writers against (c) at 1 writer: ",
+        "synchronous_commit=",
+    ):
+        assert row in out, out
+
+
 TINY = ("--quick", "--events", "60", "--sessions", "3", "--repeat", "1", "--steps", "1", "3")
 
 

@@ -16,7 +16,7 @@ from journal.formats.jsonl import export_session
 from journal.formats.transfer import copy_session
 
 from .helpers import TS0, TickingClock, run_cli, sample_session, short_session
-from .stores import PgSchema
+from .stores import PgSchema, downgrade_pg_to_v3
 
 V1_DELETE_TRIGGER = """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 BEGIN
@@ -213,6 +213,7 @@ def test_init_reports_an_upgrade(tmp_path: Path) -> None:
 def test_a_version_1_postgres_schema_gains_the_metrics_columns(pg_schema: PgSchema) -> None:
     _fill(pg_schema.url)
     before = _exports(pg_schema.url)
+    downgrade_pg_to_v3(pg_schema.url)
     with psycopg.connect(pg_schema.url, autocommit=True) as conn:
         for column in ("repairs", "committed", "model_calls", "latency_ms"):
             conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
@@ -233,6 +234,7 @@ def test_a_version_2_postgres_schema_gets_the_overwrite_check_our_appends_skip(
 ) -> None:
     _fill(pg_schema.url)
     before = _exports(pg_schema.url)
+    downgrade_pg_to_v3(pg_schema.url)
     with psycopg.connect(pg_schema.url, autocommit=True) as conn:
         conn.execute("DROP TRIGGER events_no_overwrite ON events")
         conn.execute(
