@@ -266,18 +266,34 @@ def test_d_without_a_saved_replay_says_so(db: Path) -> None:
     drive(open_app(db, session="demo-travel-chat-s0"), scenario)
 
 
-def test_d_on_a_session_with_several_replays_asks_which(db: Path) -> None:
+def test_d_on_a_session_with_several_replays_names_each_with_its_agent_and_ending(
+    db: Path,
+) -> None:
     from replay import Replayer
 
     with Journal.open(db) as journal:
         Replayer(save=True).replay(journal, INCIDENTS)
-        Replayer(save=True).replay(journal, INCIDENTS)
+        other = "agentloop.examples.incidents:build_no_fallback"
+        Replayer(save=True, agent=other).replay(journal, INCIDENTS)
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "d")
         dialog = pilot.app.screen
         assert isinstance(dialog, ChoiceScreen)
-        assert dialog.answers == [(f"{INCIDENTS}.replay-{n}",) * 2 for n in (1, 2)]
+        assert dialog.answers == [
+            (
+                f"{INCIDENTS}.replay-1",
+                f"{INCIDENTS}.replay-1\n  agentloop.examples.incidents:build\n"
+                "  completed, 16 events, as this one",
+            ),
+            (
+                f"{INCIDENTS}.replay-2",
+                f"{INCIDENTS}.replay-2\n  agentloop.examples.incidents:build_no_fallback\n"
+                "  halted (circuit_open), 13 events; this one completed, 16 events",
+            ),
+        ]
+        text = screen_text(pilot.app)  # type: ignore[arg-type]
+        assert all(line in text for _, label in dialog.answers for line in label.split("\n"))
         await press(pilot, "down", "enter")
         assert isinstance(pilot.app.screen, DiffScreen)
         assert pilot.app.screen.b == f"{INCIDENTS}.replay-2"
