@@ -171,9 +171,10 @@ class SessionsScreen(SearchingScreen):
         if self.all:
             return "no session matches the filter: f changes it (empty shows all)"
         return (
-            f"no sessions in this journal yet. `agent-journal demo --db "
-            f"{self.japp.journal.target}` writes example sessions; sessions being "
-            "recorded show up here as they are written."
+            "no sessions in this journal yet.\n"
+            f"  agent-journal demo --db {self.japp.journal.target}\n"
+            "writes example sessions into it; sessions being recorded show up here as they "
+            "are written."
         )
 
     @on(SessionsList.Reshaped)

@@ -5,7 +5,7 @@ view (`render_line`); it asks its subclass for those rows alone (`render_row`, a
 `Text`, never markup) and keeps the rendered strips in an LRU. Nothing is measured or
 built per row up front, so a million rows cost what forty do. Keys move the cursor the
 way less and vim do; a `Highlighted` message tells the screen where it is, and whether a
-key or a click put it there. A list with no rows says why on its first line (`empty`).
+key or a click put it there. A list with no rows says why on its first lines (`empty`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.text import Text
 from textual import events
 from textual.binding import BindingType
 from textual.cache import LRUCache
+from textual.color import Color
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -93,7 +94,7 @@ class LineList(ScrollView, can_focus=True):
         self.painted = -1
         """The last row index drawn (the bench waits on it)."""
         self.empty = ""
-        """What the first line says while there are no rows."""
+        """What the first lines say while there are no rows (plain text)."""
 
     # -- what subclasses provide ------------------------------------------------------
 
@@ -145,8 +146,9 @@ class LineList(ScrollView, can_focus=True):
         index = self.scroll_offset.y + y
         width = self.scrollable_content_region.width
         base = self.rich_style
-        if not self._count and index == 0 and self.empty and width > 0:
-            text = Text(self.empty, style=self.get_component_rich_style("lines--empty"))
+        empty = self.empty.split("\n") if not self._count and self.empty else []
+        if index < len(empty) and width > 0:
+            text = Text(empty[index], style=self.get_component_rich_style("lines--empty"))
             text.truncate(width, overflow="ellipsis", pad=True)
             return Strip(list(text.render(self.app.console)), width)
         if index >= self._count or width <= 0:
@@ -165,9 +167,21 @@ class LineList(ScrollView, can_focus=True):
         text.no_wrap = True
         text.truncate(width, overflow="ellipsis", pad=True)
         if selected:
-            cursor = self.get_component_rich_style("lines--cursor", partial=True)
-            text.stylize(Style(dim=False) + cursor)
+            text.stylize(self._cursor_style())
         return Strip(list(text.render(self.app.console)), width)
+
+    def _cursor_style(self) -> Style:
+        """The theme's cursor over the row's own styles, its text plain white or black.
+
+        The background is the theme's block cursor blended over the list; the text is
+        whichever of white and black reads better on it (the theme's text colour is
+        translucent, and a few points short of a 4.5:1 contrast on its own primary).
+        """
+        cursor = self.get_component_rich_style("lines--cursor")
+        if cursor.bgcolor is not None:
+            background = Color.from_rich_color(cursor.bgcolor)
+            cursor += Style(color=background.get_contrast_text(1.0).rich_color)
+        return Style(dim=False) + cursor
 
     # -- the cursor -------------------------------------------------------------------
 
