@@ -95,7 +95,6 @@ class TestSession:
     def test_the_help(self, snap_compare: Compare, db: Path) -> None:
         assert snap(snap_compare, db, ["question_mark"], session="demo-incidents-s0")
 
-
     def test_a_long_value_folds_under_its_key(self, snap_compare: Compare, db: Path) -> None:
         assert snap(snap_compare, db, ["j", "j", "j"], session="demo-refund-buggy-s0")
 
