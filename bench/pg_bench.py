@@ -41,18 +41,21 @@ import psycopg
 from _common import (
     _LAST,
     CLOCK,
+    Report,
+    Row,
     body_sizes,
     describe,
     interleave,
     machine,
     payloads_of,
     per_round_ratio,
-    print_table,
     read_bodies,
     read_rows,
     reference_row,
     reference_rows,
+    report,
     sessions_of,
+    speed_table,
     take_turns,
 )
 from journal_bench import ours_batched, ours_fold, ours_per_event, ours_read
@@ -149,7 +152,7 @@ def reference_read(url: str, session_ids: Sequence[str]) -> None:
         read_bodies(conn, session_ids, "%s")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--url",
@@ -161,33 +164,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-event", type=int, default=None, help="events for per-event appends")
     parser.add_argument("--repeat", type=int, default=None, help="runs per figure (median)")
     parser.add_argument("--quick", action="store_true", help="small sizes, well under a minute")
-    args = parser.parse_args(argv)
-    CLOCK[0] = time.perf_counter
-    sessions = args.sessions or (5 if args.quick else 50)
-    per = max(1, (args.events or (5_000 if args.quick else 50_000)) // sessions)
-    events = per * sessions
-    per_event = min(events, args.per_event or (200 if args.quick else 1_000))
-    repeat = args.repeat or (3 if args.quick else 5)
+    return parser.parse_args(argv)
 
-    work = sessions_of(sessions, per, prefix="pg")
+
+def server_of(url: str) -> tuple[str, str]:
+    """The server's version and its ``synchronous_commit``."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version(), current_setting('synchronous_commit')").fetchone()
+        assert row is not None
+        return str(row[0]).split(" on ")[0], row[1]
+
+
+def measure_cases(
+    url: str, repeat: int, work: list[tuple[str, list[Any]]], per_event: int
+) -> dict[str, list[float]]:
+    """Seconds of (a) to (h) in each of ``repeat`` rounds, each write in a fresh schema."""
     payloads = payloads_of(work)
     session_ids = [sid for sid, _ in work]
-    small = [(sid, items[: max(1, per_event // sessions)]) for sid, items in work]
-    per_event = sum(len(items) for _, items in small)
+    per = len(work[0][1])
+    small = [(sid, items[: max(1, per_event // len(work))]) for sid, items in work]
     small_order, small_payload_order = interleave(small), interleave(payloads_of(small))
-    sizes = body_sizes(payloads)
-
-    schemas = Schemas(args.url)
+    schemas = Schemas(url)
     kept: dict[str, str] = {}
 
     def case(name: str, run: Callable[[str], None]) -> Callable[[int], None]:
         def one(index: int) -> None:
-            url = schemas.url(name, index)
-            run(url)
+            target = schemas.url(name, index)
+            run(target)
             if index:
-                schemas.drop(url)
+                schemas.drop(target)
             else:
-                kept[name] = url
+                kept[name] = target
 
         return one
 
@@ -195,18 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return lambda _index: run(kept[source], session_ids)
 
     try:
-        with psycopg.connect(args.url) as conn:
-            row = conn.execute("SELECT version(), current_setting('synchronous_commit')").fetchone()
-            assert row is not None
-            server, sync = str(row[0]).split(" on ")[0], row[1]
-        times = take_turns(
+        return take_turns(
             repeat,
             {
-                "a": case("a", lambda url: reference_executemany(url, payloads)),
-                "b": case("b", lambda url: reference_copy(url, payloads)),
-                "c": case("c", lambda url: ours_batched(url, work, per)),
-                "d": case("d", lambda url: reference_per_event(url, small_payload_order)),
-                "e": case("e", lambda url: ours_per_event(url, small_order)),
+                "a": case("a", lambda target: reference_executemany(target, payloads)),
+                "b": case("b", lambda target: reference_copy(target, payloads)),
+                "c": case("c", lambda target: ours_batched(target, work, per)),
+                "d": case("d", lambda target: reference_per_event(target, small_payload_order)),
+                "e": case("e", lambda target: ours_per_event(target, small_order)),
                 "f": read("a", reference_read),
                 "g": read("c", ours_read),
                 "h": read("c", ours_fold),
@@ -215,13 +218,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         schemas.drop_all()
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    CLOCK[0] = time.perf_counter
+    sessions = args.sessions or (5 if args.quick else 50)
+    per = max(1, (args.events or (5_000 if args.quick else 50_000)) // sessions)
+    events = per * sessions
+    repeat = args.repeat or (3 if args.quick else 5)
+    work = sessions_of(sessions, per, prefix="pg")
+    wanted = min(events, args.per_event or (200 if args.quick else 1_000))
+    per_event = sessions * min(per, max(1, wanted // sessions))
+    server, sync = server_of(args.url)
+    times = measure_cases(args.url, repeat, work, wanted)
     counts = {"d": per_event, "e": per_event}
     us = {k: statistics.median(v) / counts.get(k, events) * 1e6 for k, v in times.items()}
 
     def ratio(ours: str, reference: str) -> float:
         return per_round_ratio(times, ours, reference)
 
-    rows = [
+    rows: list[Row] = [
         ("write", "(a) raw executemany, one transaction", us["a"], None, ""),
         ("write", "(b) raw COPY, one transaction", us["b"], None, ""),
         ("write", f"(c) Journal.append, {per} events/call", us["c"], ratio("c", "a"), "(a) ≤ 2×"),
@@ -230,18 +246,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("write", "(e) Journal.append, 1 event/call", us["e"], ratio("e", "d"), "(d)"),
         *read_rows(us, ratio, "f", "g", "h"),
     ]
-    print(
+    sizes = body_sizes(payloads_of(work))
+    heading = [
         f"agent-journal PostgreSQL bench: {describe(events, sessions, sizes, repeat)}, "
-        f"wall time; {per_event:,} of the events for per-event appends"
-    )
-    print(f"machine: {machine()}")
-    print(
+        f"wall time; {per_event:,} of the events for per-event appends",
+        f"machine: {machine()}",
         f"server: {server} on the same machine, synchronous_commit={sync}, "
-        f"psycopg {psycopg.__version__}"
-    )
-    print()
-    print_table(rows)
-    return 0
+        f"psycopg {psycopg.__version__}",
+    ]
+    return report(Report([heading, [speed_table(rows)]]))
 
 
 if __name__ == "__main__":
