@@ -28,6 +28,7 @@ from journal import (
 from journal.sqlite import SQLiteJournal
 from tui.cli import cli
 from tui.clikit import EXIT_CODES
+from tui.columns import COLUMNS
 
 from .helpers import (
     REPO,
@@ -272,6 +273,14 @@ def test_the_sessions_table_gives_way_by_priority_at_each_width(story: Path, wid
     result = run_cli("sessions", "--db", story, env={"COLUMNS": str(width)})
     assert (result.exit_code, result.stderr) == (0, "")
     assert result.stdout.splitlines() == TABLES[width]
+
+
+def test_the_docs_show_the_table_as_the_cli_prints_it() -> None:
+    docs = (REPO / "docs" / "sessions.md").read_text()
+    shown = docs.split("```text\n")[1].split("```")[0].splitlines()
+    assert shown == TABLES[120]
+    for name, column in COLUMNS.items():  # every column is explained there
+        assert f"| `{name}` |" in docs
 
 
 def test_a_crash_counts_as_a_failure_and_a_session_without_an_ending_has_no_rate(
