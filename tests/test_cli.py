@@ -279,7 +279,7 @@ def test_the_docs_show_the_table_as_the_cli_prints_it() -> None:
     docs = (REPO / "docs" / "sessions.md").read_text()
     shown = docs.split("```text\n")[1].split("```")[0].splitlines()
     assert shown == TABLES[120]
-    for name, column in COLUMNS.items():  # every column is explained there
+    for name in COLUMNS:  # every column is explained there
         assert f"| `{name}` |" in docs
 
 
@@ -368,7 +368,8 @@ def test_a_time_that_is_neither_is_exit_2_with_one_line(
 def test_show_with_from_after_to_is_exit_2(db: Path) -> None:
     line = one_error_line(run_cli("show", "s", "--db", db, "--from", "5", "--to", "2"))
     assert line == (
-        "agent-journal: Invalid value for '--to': 2 is before --from 5 (see agent-journal show --help)"
+        "agent-journal: Invalid value for '--to': 2 is before --from 5 "
+        "(see agent-journal show --help)"
     )
     assert run_cli("show", "s", "--db", db, "--from", "2", "--to", "2").stdout.count("\n") == 2
 

@@ -10,7 +10,8 @@ sessions list. Each column says what it shows, how it sorts, and how it gives wa
   last ``agent`` (24 cells, or down to 16). A column that does not fit is left out
   whole: a lineage is shown whole or not at all (never ``replay of de…``). A column with
   nothing to show (no session has a lineage) is left out too;
-* the space left over goes to ``session``, ``agent`` and ``outcome``, up to their width.
+* the space left over goes to ``session``, ``agent`` and ``outcome``, up to their widest
+  cell (on a wide terminal, or in a pipe, nothing is cut).
 
 What ``fail`` and ``ok%`` count, from the fold's `journal.SessionState`:
 
@@ -128,8 +129,6 @@ class Column:
     """The narrowest a flexible column is shown."""
     want: int = 0
     """How wide a flexible column is made when it comes in (before other columns)."""
-    most: int = 0
-    """The widest a column grows (0: as wide as its widest cell)."""
     middle: bool = False
     """Cut in the middle (ids: both ends tell them apart) rather than at the end."""
     style: Callable[[Listed], str] = lambda _: ""
@@ -163,7 +162,6 @@ COLUMNS: dict[str, Column] = {
             flexible=True,
             least=16,
             want=24,
-            most=44,
             middle=True,
         ),
         Column(
@@ -234,15 +232,12 @@ COLUMNS: dict[str, Column] = {
             flexible=True,
             least=16,
             want=32,
-            most=72,
         ),
         Column(
             "lineage",
             "replay of X, or fork of X@N",
             lambda r: safe_text(lineage(r.summary)),
             lambda r: lineage(r.summary),
-            most=60,
-            middle=True,
         ),
     )
 }
@@ -308,11 +303,9 @@ def natural_widths(rows: Sequence[Listed]) -> dict[str, int]:
     for row in rows:
         for name, column in COLUMNS.items():
             widths[name] = max(widths[name], len(column.text(row)))
-    for name, column in COLUMNS.items():
+    for name in COLUMNS:
         if widths[name]:
             widths[name] = max(widths[name], len(name))
-            if column.most:
-                widths[name] = min(widths[name], column.most)
     return widths
 
 
