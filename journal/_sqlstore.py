@@ -39,7 +39,7 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .records import RecordedEvent, StoredEvent, decode, decode_body, stored_row
+from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
 from .sessions import (
     PROJECTION_COLUMNS,
     AppendPlan,
@@ -552,7 +552,8 @@ class SQLJournal(Journal):
                 f"WHERE s.session_id IN ({', '.join('?' * len(chunk))})",
                 chunk,
             )
-            found.update((session_id, (kind, summary)) for session_id, kind, summary in rows)
+            for session_id, kind, summary in rows:  # untrusted: any column type may be there
+                found[as_text(session_id)] = (as_text(kind), as_text(summary))
         return found
 
     def summary(self, session_id: str) -> SessionSummary | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 import pytest
+from rich.cells import cell_len
 
 from journal import (
     ActionCommitted,
@@ -281,6 +282,25 @@ def test_the_docs_show_the_table_as_the_cli_prints_it() -> None:
     assert shown == TABLES[120]
     for name in COLUMNS:  # every column is explained there
         assert f"| `{name}` |" in docs
+
+
+def test_wide_characters_take_two_cells_and_the_columns_still_line_up(tmp_path: Path) -> None:
+    db = make_journal(
+        tmp_path / "wide.db",
+        {
+            "narrow": short_session(),
+            "wide": [
+                SessionStarted(agent="代理:构建"),
+                AgentCompleted(answer="日本語の回答です" * 8),
+            ],
+        },
+    )
+    for width in (60, 120, 400):
+        lines = run_cli("sessions", "--db", db, env={"COLUMNS": str(width)}).stdout.splitlines()
+        assert all(cell_len(line) <= width for line in lines)
+        started = {cell_len(line[: line.index("2026-")]) for line in lines[1:]}
+        assert len(started) == 1, lines  # the same cell on every row
+    assert "代理:构建" in lines[1] and lines[1].endswith("日本語の回答です" * 8)
 
 
 def test_a_crash_counts_as_a_failure_and_a_session_without_an_ending_has_no_rate(

@@ -28,6 +28,7 @@ What ``fail`` and ``ok%`` count, from the fold's `journal.SessionState`:
   without an ending stopped at. It is what the agent said or did, not a judgement: a
   refund the guard should have refused still reads ``Done: refunded $150.0 ...``.
 
+Widths are terminal cells (a wide character takes two), so rows line up whatever the text.
 Costs: the cells come from the ``sessions`` projection and one batched read of each
 session's last event summary (`Journal.last_summaries`), never a payload.
 """
@@ -37,6 +38,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from rich.cells import cell_len
 
 from journal import SessionSummary
 
@@ -278,11 +281,12 @@ class Layout:
         for index, (name, width) in enumerate(self.widths.items()):
             column = COLUMNS[name]
             value, style = cells[name]
-            if len(value) > width:
+            if cell_len(value) > width:
                 value = cut_middle(value, width) if column.middle else cut(value, width)
+            pad = " " * (width - cell_len(value))
             if index:
                 text.append(" " * self.gap)
-            text.append(value.rjust(width) if column.right else value.ljust(width), style)
+            text.append(pad + value if column.right else value + pad, style)
         text.rstrip()
         return text
 
@@ -302,7 +306,7 @@ def natural_widths(rows: Sequence[Listed]) -> dict[str, int]:
     widths = dict.fromkeys(COLUMNS, 0)
     for row in rows:
         for name, column in COLUMNS.items():
-            widths[name] = max(widths[name], len(column.text(row)))
+            widths[name] = max(widths[name], cell_len(column.text(row)))
     for name in COLUMNS:
         if widths[name]:
             widths[name] = max(widths[name], len(name))

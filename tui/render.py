@@ -62,18 +62,28 @@ def safe_text(text: str) -> str:
 
 
 def cut(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, the last one an ellipsis when anything was cut."""
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+    """``text`` cut to ``width`` terminal cells, the last one an ellipsis when anything was cut.
+
+    Cells, not characters: a wide character (CJK, most emoji) takes two.
+    """
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, max(width - 1, 0)) + "…" if width > 0 else ""
 
 
 def cut_middle(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters in the middle (both ends kept: ids differ there)."""
-    if len(text) <= width:
+    """``text`` cut to ``width`` cells in the middle (both ends kept: ids differ there)."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
         return text
     if width < 3:
         return cut(text, width)
     head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+    tail = set_cell_size(text[::-1], width - 1 - head)[::-1]
+    return set_cell_size(text, head) + "…" + tail
 
 
 def short_json(value: Any, width: int = 100) -> str:
