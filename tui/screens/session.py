@@ -3,7 +3,9 @@
 The timeline reads rows as it draws them (`RowSource`); the detail pane reads the one
 selected payload; the state pane asks `replay.Timeline` (snapshots, never a refold from
 zero) in a worker once the cursor rests. Search, next failure and the type filter scan
-the session page by page in workers, so the screen answers keys while they run.
+the session page by page in workers, so the screen answers keys while they run; the status
+line says how far a search got. The state pane's title says at once when the state it shows
+is not the selected event's (``state after seq 5 · folding seq 9…``).
 """
 
 from __future__ import annotations
