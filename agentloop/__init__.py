@@ -10,7 +10,7 @@ Build an `Agent` from a prompt, `Tool`s and a model port, then run it::
         result = runtime.run("refund order 7")
 """
 
-from .agent import Agent, default_code_version, load_agent, load_object
+from .agent import Agent, call_factory, default_code_version, load_agent, load_object
 from .context import Context, estimate_tokens, plan_compaction, prefix_hash
 from .errors import (
     AgentDefinitionError,
@@ -18,6 +18,7 @@ from .errors import (
     AgentLoopError,
     IllegalTransitionError,
     SessionEndedError,
+    UntrustedReferenceError,
 )
 from .gate import Accepted, Plan, Rejected, verify_call
 from .openai_provider import OpenAIProvider
@@ -37,9 +38,12 @@ from .ports import (
 from .recovery import repair_truncated_json, scavenge_calls
 from .runtime import TRANSITIONS, AgentRuntime, Phase, TurnResult
 from .tools import ArgsInvalid, Tool, ToolError, classify_error
+from .trust import DEFAULT_TRUSTED, TRUST_ENV, TrustList
 
 __all__ = [
+    "DEFAULT_TRUSTED",
     "TRANSITIONS",
+    "TRUST_ENV",
     "Accepted",
     "Agent",
     "AgentDefinitionError",
@@ -64,7 +68,10 @@ __all__ = [
     "ToolError",
     "ToolExecutor",
     "ToolOutcome",
+    "TrustList",
     "TurnResult",
+    "UntrustedReferenceError",
+    "call_factory",
     "classify_error",
     "counter_ids",
     "default_code_version",

@@ -6,17 +6,18 @@ import importlib
 import inspect
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from journal import AgentConfig, Guardrails
+from journal import AgentConfig, Guardrails, describe_error
 
 from .errors import AgentDefinitionError, AgentLoadError
 from .ports import LLMProvider
 from .tools import Tool
 
-__all__ = ["Agent", "default_code_version", "load_agent", "load_object"]
+__all__ = ["Agent", "call_factory", "default_code_version", "load_agent", "load_object"]
 
 
 def default_code_version() -> str:
@@ -85,7 +86,7 @@ class Agent:
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def load_object(reference: str) -> Any:
+def load_object(reference: str, *, what: str = "agent") -> Any:
     """Import what a ``module:attribute`` reference names (``attribute`` may be dotted).
 
     References come from journals, and journals are untrusted input, so only what an agent
@@ -94,38 +95,68 @@ def load_object(reference: str) -> Any:
     (not a re-exported ``os.system`` or ``subprocess.run``); an instance defined there (an
     SDK agent object) is accepted as it is.
 
+    ``what`` names the kind of reference in messages (``agent``, ``live model``).
+
     Raises:
         AgentLoadError: a malformed or refused reference, or a module or attribute that
             cannot be imported.
     """
     module_name, sep, attribute = reference.partition(":")
     if not sep or not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(attribute):
-        raise AgentLoadError(f"agent reference {reference!r} is not of the form module:factory")
+        raise AgentLoadError(f"{what} reference {reference!r} is not of the form module:factory")
     if "__" in reference:
-        raise AgentLoadError(f"agent reference {reference!r}: dunder names are not allowed")
+        raise AgentLoadError(f"{what} reference {reference!r}: dunder names are not allowed")
     package = module_name.split(".")[0]
     if package in sys.stdlib_module_names or package == "builtins":
         raise AgentLoadError(
-            f"agent reference {reference!r}: {package} is part of the standard library, "
-            "not an agent"
+            f"{what} reference {reference!r}: {package} is part of the standard library, "
+            f"not an {what}"
         )
     try:
         module = importlib.import_module(module_name)
-    except Exception as e:
-        raise AgentLoadError(f"agent {reference}: cannot import {module_name}: {e}") from e
+    except BaseException as e:  # SystemExit and KeyboardInterrupt too: one line, exit 2
+        raise AgentLoadError(
+            f"{what} {reference}: cannot import {module_name}: {describe_error(e)}"
+        ) from e
     found: Any = module
     for part in attribute.split("."):
         found = getattr(found, part, None)
         if found is None:
-            raise AgentLoadError(f"agent {reference}: {module_name} has no {attribute}")
+            raise AgentLoadError(f"{what} {reference}: {module_name} has no {attribute}")
     code = inspect.isroutine(found) or inspect.isclass(found) or inspect.ismodule(found)
     defined_in = str(getattr(found, "__name__" if inspect.ismodule(found) else "__module__", ""))
     if code and defined_in.split(".")[0] != package:
         raise AgentLoadError(
-            f"agent {reference}: {attribute} is defined in {defined_in or 'another package'}, "
+            f"{what} {reference}: {attribute} is defined in {defined_in or 'another package'}, "
             f"not in {package}; name it where it is defined"
         )
     return found
+
+
+def call_factory(
+    reference: str, kwargs: Mapping[str, Any] | None = None, *, what: str = "agent"
+) -> Any:
+    """Import the factory a ``module:factory`` reference names and call it.
+
+    Those of ``kwargs`` the factory accepts are passed on; others are dropped. ``what``
+    names the kind of reference in messages.
+
+    Raises:
+        AgentLoadError: a malformed reference, a module or factory that cannot be
+            imported, a factory that is not callable, or one that raises (whatever it
+            raises, ``SystemExit`` and ``KeyboardInterrupt`` included).
+    """
+    factory = load_object(reference, what=what)
+    if not callable(factory):
+        attribute = reference.partition(":")[2]
+        raise AgentLoadError(f"{what} {reference}: {attribute} is not callable")
+    try:
+        accepted = inspect.signature(factory).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+        passed = {k: v for k, v in (kwargs or {}).items() if takes_any or k in accepted}
+        return factory(**passed)
+    except BaseException as e:  # SystemExit and KeyboardInterrupt too: one line, exit 2
+        raise AgentLoadError(f"{what} {reference}: the factory raised {describe_error(e)}") from e
 
 
 def load_agent(reference: str, **kwargs: Any) -> Agent:
@@ -137,19 +168,7 @@ def load_agent(reference: str, **kwargs: Any) -> Agent:
         AgentLoadError: a malformed reference, a module or factory that cannot be
             imported, a factory that raises, or one that does not return an `Agent`.
     """
-    factory = load_object(reference)
-    if not callable(factory):
-        attribute = reference.partition(":")[2]
-        raise AgentLoadError(f"agent {reference}: {attribute} is not callable")
-    try:
-        accepted = inspect.signature(factory).parameters
-        takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
-        passed = {k: v for k, v in kwargs.items() if takes_any or k in accepted}
-        agent = factory(**passed)
-    except Exception as e:
-        raise AgentLoadError(
-            f"agent {reference}: the factory raised {type(e).__name__}: {e}"
-        ) from e
+    agent = call_factory(reference, kwargs)
     if not isinstance(agent, Agent):
         raise AgentLoadError(
             f"agent {reference}: the factory returned {type(agent).__name__}, not an Agent"

@@ -5,6 +5,7 @@ Hierarchy::
     JournalError (journal.errors)
     └── AgentLoopError            base of the runtime's errors
         ├── AgentLoadError        a ``module:factory`` reference cannot be imported or built
+        │   └── UntrustedReferenceError  a journal names code the trust list does not allow
         ├── AgentDefinitionError  an agent is inconsistent (duplicate tools, unknown fallback)
         ├── SessionEndedError     a turn was asked of a session that is halted or failed
         └── IllegalTransitionError the loop tried a phase change its state diagram forbids (a bug)
@@ -20,6 +21,7 @@ __all__ = [
     "AgentLoopError",
     "IllegalTransitionError",
     "SessionEndedError",
+    "UntrustedReferenceError",
 ]
 
 
@@ -29,6 +31,10 @@ class AgentLoopError(JournalError):
 
 class AgentLoadError(AgentLoopError):
     """An agent reference cannot be imported or its factory fails."""
+
+
+class UntrustedReferenceError(AgentLoadError):
+    """A journal names code that the trust list does not allow; nothing was imported."""
 
 
 class AgentDefinitionError(AgentLoopError):

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from journal import SessionState, ToolCall, call_key
-from journal.events import VerificationStage
+from journal import SessionState, ToolCall, VerificationStage, call_key
 
 from .tools import ArgsInvalid, Tool, clean_message
 

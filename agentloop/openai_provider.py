@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from journal.openai_messages import MODEL_SETTINGS, proposal_from_completion, response_body
+from journal.formats import MODEL_SETTINGS, proposal_from_completion, response_body
 
 from .ports import ModelRequest, ModelResponse
 

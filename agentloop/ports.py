@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from journal import SessionState, ToolCall, Usage
-from journal.events import FailureKind
+from journal import FailureKind, SessionState, ToolCall, Usage
 
 from .tools import Tool, classify_error, clean_message
 

@@ -49,6 +49,7 @@ from journal import (
     AgentHalted,
     CircuitOpened,
     FallbackInvoked,
+    HaltSession,
     InvalidEventError,
     Journal,
     RecordedEvent,
@@ -444,6 +445,9 @@ class AgentRuntime:
                 latency_ms=response.latency_ms,
                 cost=response.cost,
             )
+        except HaltSession as stop:  # the port ends the session by a rule of its own
+            self._halt(session, stop.rule, stop.reason)
+            return None
         except Exception as error:
             self._halt(session, "error", f"the model call failed: {clean_message(error)}")
             return None

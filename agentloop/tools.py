@@ -21,8 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from journal import SessionState, ToolSpec
-from journal.events import FailureKind
+from journal import FailureKind, SessionState, ToolSpec
 
 from .schemas import flatten_schema, needs_flattening, schema_errors, schema_hash, validator_for
 

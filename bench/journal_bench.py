@@ -72,8 +72,9 @@ from _common import (
 )
 
 from journal import AgentEvent, Journal, fold
+from journal._planner import SessionHead, plan_append
 from journal.canonical import chain_hash
-from journal.sessions import SessionHead, plan_append, projection_row
+from journal.projection import projection_row
 
 # -- the reference: raw sqlite3 doing the same serialisation and hashing -------------------
 

@@ -1,4 +1,4 @@
-"""The record: typed events, canonical JSON, the fold, the stores and the JSONL format.
+"""The record: typed events, canonical JSON, the fold, the stores, and their adapters.
 
 Open a journal, append events, read them back and fold them::
 
@@ -17,7 +17,15 @@ from .canonical import (
     loads_strict,
     parse_ts,
 )
-from .capture_openai import JournaledOpenAI
+from .capture import (
+    HaltSession,
+    JournaledOpenAI,
+    ModelOutput,
+    Recorder,
+    ReplayedFailure,
+    describe_error,
+    failure_of,
+)
 from .errors import (
     ConflictError,
     InvalidEventError,
@@ -46,24 +54,33 @@ from .events import (
     AgentHalted,
     CircuitOpened,
     ContextCompacted,
+    EventModel,
+    FailureKind,
     FallbackInvoked,
     Guardrails,
     RepairApplied,
+    RepairLevel,
     SessionStarted,
     ToolCall,
     ToolSpec,
     Usage,
     UserInput,
     VerificationFailed,
+    VerificationStage,
     event_json_schema,
 )
 from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fold
-from .jsonl import export_session, import_file, read_jsonl, write_jsonl
-from .openai_import import ImportReport, import_openai
-from .otlp import otlp_document
-from .recorder import ModelOutput, Recorder, ReplayedFailure
+from .formats import (
+    ImportReport,
+    export_session,
+    import_file,
+    import_openai,
+    otlp_document,
+    read_jsonl,
+    write_jsonl,
+)
+from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
-from .sessions import SessionSummary
 from .store import Erasure, Journal, SchemaSetup
 from .upcasting import register_upcaster
 from .verify import Problem, VerifyReport
@@ -83,8 +100,11 @@ __all__ = [
     "ConflictError",
     "ContextCompacted",
     "Erasure",
+    "EventModel",
+    "FailureKind",
     "FallbackInvoked",
     "Guardrails",
+    "HaltSession",
     "ImportReport",
     "InvalidEventError",
     "InvalidInputError",
@@ -100,6 +120,7 @@ __all__ = [
     "Recorder",
     "RecordingOrderError",
     "RepairApplied",
+    "RepairLevel",
     "ReplayedFailure",
     "SchemaSetup",
     "SchemaVersionError",
@@ -118,6 +139,7 @@ __all__ = [
     "Usage",
     "UserInput",
     "VerificationFailed",
+    "VerificationStage",
     "VerifyReport",
     "apply",
     "call_key",
@@ -125,9 +147,11 @@ __all__ = [
     "chain_hash",
     "check_json",
     "decode",
+    "describe_error",
     "encode",
     "event_json_schema",
     "export_session",
+    "failure_of",
     "fold",
     "format_ts",
     "import_file",

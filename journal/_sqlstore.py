@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import orjson
 from pydantic import ValidationError
 
+from ._planner import AppendPlan, SessionHead, plan_append, plan_import
 from ._sqltx import (
     SchemaSpec,
     SqlTx,
@@ -39,16 +40,8 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
+from .projection import PROJECTION_COLUMNS, SessionSummary, projection_row
 from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
-from .sessions import (
-    PROJECTION_COLUMNS,
-    AppendPlan,
-    SessionHead,
-    SessionSummary,
-    plan_append,
-    plan_import,
-    projection_row,
-)
 from .store import Erasure, Journal, SchemaSetup, system_clock
 from .verify import Problem, VerifyReport, check_session
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import ValidationError
 
+from ._event_summary import summarize
 from .canonical import (
     check_json,
     dumps_canonical,
@@ -25,7 +26,6 @@ from .canonical import (
 )
 from .errors import InvalidEventError
 from .events import EVENT_TYPES, PART_MODELS, AgentEvent
-from .summary import summarize
 from .upcasting import current_version, upcast
 
 __all__ = [

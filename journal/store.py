@@ -21,8 +21,8 @@ from .canonical import chain_hash
 from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
+from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode_body
-from .sessions import SessionSummary
 from .verify import VerifyReport
 
 __all__ = ["Clock", "Durability", "Erasure", "Journal", "SchemaSetup", "system_clock"]

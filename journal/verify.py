@@ -28,10 +28,10 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._planner import Hasher
 from .canonical import GENESIS_HASH
 from .errors import InvalidEventError
 from .records import StoredEvent, decode
-from .sessions import Hasher
 
 __all__ = ["Problem", "ProblemKind", "VerifyReport", "check_session"]
 

@@ -10,30 +10,54 @@ Replay a recorded session with the current code and see where it differs::
         print(result.verdict, result.first_divergence)
 """
 
-from .diff import Change, DiffResult, DiffRow, align, diff_records, field_changes
+from ._session import session_records
+from ._verdict import (
+    Divergence,
+    DivergenceError,
+    Exhaustion,
+    LiveDifference,
+    ReplayResult,
+    UnrecordedCall,
+    compare,
+)
+from .agent_replay import agent_for, replay_agent_session
+from .diff import (
+    ABSENT,
+    Change,
+    DiffResult,
+    DiffRow,
+    align,
+    behaviour_rules,
+    config_changes,
+    diff_records,
+    field_changes,
+)
+from .fixtures import FixtureReplay, replay_fixture, write_fixture
 from .fork import ForkResult, fork
-from .loop import RecordedModel, RecordedToolPort, replay_loop
+from .handwritten import RecordedModel, RecordedToolPort, replay_loop
 from .normalize import (
+    CONFIG_FIELDS,
     DEFAULT_RULES,
     NormalizationRules,
+    describe,
     fingerprint,
     normalize,
     normalized_bytes,
     record_of,
 )
 from .recorded import (
-    LiveDifference,
     RecordedClock,
     RecordedLLM,
     RecordedOutcome,
     RecordedTools,
     RecordingExhausted,
-    UnrecordedCall,
 )
-from .replayer import Divergence, DivergenceError, Replayer, ReplayResult, agent_for, compare
+from .replayer import Replayer
 from .timeline import SNAPSHOT_INTERVAL, StateChange, Timeline, state_changes
 
 __all__ = [
+    "ABSENT",
+    "CONFIG_FIELDS",
     "DEFAULT_RULES",
     "SNAPSHOT_INTERVAL",
     "Change",
@@ -41,6 +65,8 @@ __all__ = [
     "DiffRow",
     "Divergence",
     "DivergenceError",
+    "Exhaustion",
+    "FixtureReplay",
     "ForkResult",
     "LiveDifference",
     "NormalizationRules",
@@ -58,7 +84,10 @@ __all__ = [
     "UnrecordedCall",
     "agent_for",
     "align",
+    "behaviour_rules",
     "compare",
+    "config_changes",
+    "describe",
     "diff_records",
     "field_changes",
     "fingerprint",
@@ -66,6 +95,10 @@ __all__ = [
     "normalize",
     "normalized_bytes",
     "record_of",
+    "replay_agent_session",
+    "replay_fixture",
     "replay_loop",
+    "session_records",
     "state_changes",
+    "write_fixture",
 ]

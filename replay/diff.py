@@ -11,8 +11,11 @@
    diagonal, and shifts everything after it.
 3. Compare the aligned pairs with ``==`` and run deepdiff only on pairs that differ.
 
-The result is `DiffResult`: identical, or the aligned rows (equal, changed, inserted,
-removed) with the field paths that changed.
+The configuration each run was recorded with (`replay.normalize.CONFIG_FIELDS` of its
+``session_started``) is compared apart (`config_changes`), so a changed prompt or tool
+schema is reported as what it is, and the alignment goes on to the first behavioural
+difference. The result is `DiffResult`: identical, or the configuration changes and the
+aligned rows (equal, changed, inserted, removed) with the field paths that changed.
 """
 
 from __future__ import annotations
@@ -22,9 +25,18 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .normalize import DEFAULT_RULES, NormalizationRules, normalize, normalized_bytes
+import orjson
+
+from .normalize import (
+    CONFIG_FIELDS,
+    DEFAULT_RULES,
+    NormalizationRules,
+    normalize,
+    normalized_bytes,
+)
 
 __all__ = [
+    "ABSENT",
     "ANCHOR",
     "NEAR",
     "WINDOW",
@@ -32,6 +44,8 @@ __all__ = [
     "DiffResult",
     "DiffRow",
     "align",
+    "behaviour_rules",
+    "config_changes",
     "diff_records",
     "field_changes",
 ]
@@ -66,6 +80,56 @@ class Change:
             "actual": self.actual,
         }
 
+    def sides(self) -> tuple[Any, Any]:
+        """The value on each side, with `ABSENT` where a side has no such field."""
+        return (
+            ABSENT if self.kind == "added" else self.expected,
+            ABSENT if self.kind == "removed" else self.actual,
+        )
+
+    def shown(self, width: int) -> tuple[str, str]:
+        """Each side as JSON text of at most ``width`` characters, cut around the change.
+
+        The cut starts shortly before the first character where the two differ, so a
+        change at the end of a long value is what shows; ``(absent)`` stands for a side
+        without the field.
+        """
+        before, after = (_json_text(side) for side in self.sides())
+        if len(before) <= width and len(after) <= width:
+            return before, after
+        same = 0
+        for x, y in zip(before, after, strict=False):
+            if x != y:
+                break
+            same += 1
+        start = max(0, same - width // 3)
+        return _window_text(before, start, width), _window_text(after, start, width)
+
+
+class _Absent:
+    """Where a field does not exist on one side of a change (not the same as null)."""
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+ABSENT: Any = _Absent()
+"""`Change.sides` of a field that exists on one side only."""
+
+
+def _json_text(value: Any) -> str:
+    if value is ABSENT:
+        return "(absent)"
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _window_text(text: str, start: int, width: int) -> str:
+    """``text`` from ``start``, at most ``width`` characters, with … where it was cut."""
+    head = "…" if start else ""
+    body = text[start:]
+    room = width - len(head)
+    return head + (body if len(body) <= room else body[: room - 1] + "…")
+
 
 @dataclass(frozen=True, slots=True)
 class DiffRow:
@@ -79,17 +143,21 @@ class DiffRow:
 
 @dataclass(frozen=True)
 class DiffResult:
-    """Two runs compared: rows in order, and counts."""
+    """Two runs compared: configuration changes, rows in order, and counts."""
 
     rows: tuple[DiffRow, ...]
     a_count: int
     b_count: int
     differences: int = field(default=0)
+    config_changes: tuple[Change, ...] = ()
+    beyond_end: int = 0
+    """Events of b after the end of a run a that has no ending (cut off), not compared:
+    what a cut run would have done next is unknown, as in a replay of it."""
 
     @property
     def identical(self) -> bool:
-        """True when every row is equal."""
-        return self.differences == 0
+        """True when the configurations agree and every row is equal."""
+        return self.differences == 0 and not self.config_changes
 
     def first_difference(self) -> DiffRow | None:
         """The first row that is not equal."""
@@ -122,7 +190,47 @@ def field_changes(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> tup
     return tuple(sorted(changes, key=lambda change: change.path))
 
 
+def _configured(start: Mapping[str, Any] | None) -> bool:
+    """Whether a record is a ``session_started`` that says how its run was configured.
+
+    A session imported from a transcript names no agent: nothing configured it, so there
+    is no configuration to compare with.
+    """
+    return (
+        start is not None
+        and start.get("type") == "session_started"
+        and start.get("agent") is not None
+        and start.get("config") is not None
+    )
+
+
+def config_changes(
+    expected: Mapping[str, Any] | None,
+    actual: Mapping[str, Any] | None,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> tuple[Change, ...]:
+    """The configuration differences of two runs, from their ``session_started`` records.
+
+    None when either run says nothing of its configuration (an imported transcript), or
+    either record is not a ``session_started``. Paths ``rules`` ignore are left out.
+    """
+    if expected is None or actual is None or not (_configured(expected) and _configured(actual)):
+        return ()
+    pick = [name for name in CONFIG_FIELDS if name not in rules.paths_for("session_started")]
+    return field_changes(
+        normalize({name: expected.get(name) for name in pick}, rules),
+        normalize({name: actual.get(name) for name in pick}, rules),
+    )
+
+
+def behaviour_rules(rules: NormalizationRules = DEFAULT_RULES) -> NormalizationRules:
+    """``rules`` without the configuration fields: what compares the runs' behaviour."""
+    return rules.extended({"session_started": CONFIG_FIELDS})
+
+
 Row = tuple[RowKind, int | None, int | None]
+
+_ENDINGS = ("agent_completed", "agent_halted")
 
 
 def _gap_rows(
@@ -259,12 +367,25 @@ def diff_records(
     b: Sequence[Mapping[str, Any]],
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> DiffResult:
-    """Diff two runs given as flat records (envelope beside payload), seq order."""
+    """Diff two runs given as flat records (envelope beside payload), seq order.
+
+    The configurations are compared by `config_changes`, the behaviour row by row. When
+    ``a`` has no ending (no ``agent_completed`` or ``agent_halted`` last: a run cut off),
+    what ``b`` did after ``a``'s end is not compared (`DiffResult.beyond_end`).
+    """
+    changed_config = config_changes(a[0] if a else None, b[0] if b else None, rules)
+    rules = behaviour_rules(rules)
     prints_a = normalized_bytes(a, rules)
     prints_b = normalized_bytes(b, rules)
+    aligned = align(prints_a, prints_b)
+    beyond = 0
+    if a and a[-1].get("type") not in _ENDINGS:
+        while aligned and aligned[-1][0] == "inserted":
+            aligned.pop()
+            beyond += 1
     rows: list[DiffRow] = []
     differences = 0
-    for kind, i, j in align(prints_a, prints_b):
+    for kind, i, j in aligned:
         if kind == "changed":
             assert i is not None and j is not None
             changes = field_changes(normalize(a[i], rules), normalize(b[j], rules))
@@ -276,4 +397,11 @@ def diff_records(
             rows.append(DiffRow(kind, i, j))
         if kind != "equal":
             differences += 1
-    return DiffResult(rows=tuple(rows), a_count=len(a), b_count=len(b), differences=differences)
+    return DiffResult(
+        rows=tuple(rows),
+        a_count=len(a),
+        b_count=len(b),
+        differences=differences,
+        config_changes=changed_config,
+        beyond_end=beyond,
+    )

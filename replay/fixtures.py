@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentloop import Agent
+from agentloop import Agent, TrustList
 from journal import Journal, SessionState
-from journal.jsonl import export_lines, read_jsonl, write_atomically
-from journal.redact import Redactor
+from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
-from .replayer import Replayer, ReplayResult
+from ._verdict import ReplayResult
+from .agent_replay import LiveModel
+from .normalize import DEFAULT_RULES, NormalizationRules
+from .replayer import Replayer
 
 __all__ = [
     "FixtureReplay",
@@ -45,7 +47,7 @@ def fixture_lines(
 ) -> Iterator[bytes]:
     """Yield a fixture's lines: the session's export with ``expect`` in the header.
 
-    ``expect`` is there when the session halted or failed; see `journal.jsonl.export_lines`
+    ``expect`` is there when the session halted or failed; see `journal.formats.export_lines`
     for ``redactor`` and ``rename``.
     """
     expect = expectation(journal.state(session_id))
@@ -85,6 +87,8 @@ class FixtureReplay:
     result: ReplayResult
     expect: dict[str, Any] | None
     broken_expectation: str | None
+    refused_update: str | None = None
+    """Why ``update`` did not rewrite a fixture that moved (it needs a live model)."""
 
     @property
     def passed(self) -> bool:
@@ -106,31 +110,70 @@ def _check_expectation(expect: dict[str, Any] | None, state: SessionState) -> st
 
 
 def replay_fixture(
-    path: str | Path, *, agent: str | Agent | None = None, update: bool = False
+    path: str | Path,
+    *,
+    agent: str | Agent | None = None,
+    update: bool = False,
+    trust: TrustList | None = None,
+    rules: NormalizationRules = DEFAULT_RULES,
+    live_model: LiveModel = None,
 ) -> FixtureReplay:
     """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
+
+    The fixture's recorded agent runs only when ``trust`` (default: `TrustList.discover`)
+    allows it; ``agent`` runs as given. ``rules`` say what the comparison leaves out.
+
+    A fixture is rewritten only with what the code did on replies recorded for its very
+    context: when the replay stopped for want of one (it diverged before the recording's
+    end) or ran with another configuration, ``update`` needs a ``live_model`` (see
+    `Replayer`) to re-record, and otherwise refuses (`FixtureReplay.refused_update`).
 
     Raises:
         InvalidInputError: the file is malformed (names file:line).
         AgentLoadError: the fixture's agent (or the override) cannot be built.
+        UntrustedReferenceError: the fixture's agent is not trusted (and none was given).
     """
-    from journal.jsonl import import_file
+    from journal import import_file
 
     parsed = read_jsonl(path)
     expect = parsed.header.get("expect")
+    expected = expect if isinstance(expect, dict) else None
+    replayer = Replayer(agent=agent, save=True, trust=trust, rules=rules, live_model=live_model)
+    refused = broken = None
     with Journal.open(":memory:") as journal:
         imported = import_file(journal, path)
-        result = Replayer(agent=agent, save=True).replay(journal, imported.session_id)
-        state = journal.state(result.replay_session_id)
-        broken = _check_expectation(expect if isinstance(expect, dict) else None, state)
+        result = replayer.replay(journal, imported.session_id, source=str(path))
+        if result.saved:
+            state = journal.state(result.replay_session_id)
+            broken = _check_expectation(expected, state)
         if update and (not result.identical or broken is not None):
-            write_atomically(
-                fixture_lines(journal, result.replay_session_id, rename=imported.session_id), path
-            )
+            refused = _refusal(result)
+            if refused is None:
+                write_atomically(
+                    fixture_lines(journal, result.replay_session_id, rename=imported.session_id),
+                    path,
+                )
     return FixtureReplay(
         path=str(path),
         session_id=imported.session_id,
         result=result,
-        expect=expect if isinstance(expect, dict) else None,
+        expect=expected,
         broken_expectation=broken,
+        refused_update=refused,
     )
+
+
+def _refusal(result: ReplayResult) -> str | None:
+    """Why a replay cannot become the fixture (None: it can)."""
+    how = (
+        "re-record it with a live model: journal_live_model = agent (the agent's own model) "
+        "or MODULE:FACTORY in the pytest ini, then pytest --journal-update"
+    )
+    if result.stopped_at is not None:
+        return (
+            f"not rewritten: the replay stopped at seq {result.stopped_at}, where no recorded "
+            f"reply fits what the code now does; {how}"
+        )
+    if not result.saved:
+        return f"not rewritten: the configuration changed; {how}"
+    return None

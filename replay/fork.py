@@ -14,33 +14,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agentloop import (
     Agent,
     AgentRuntime,
-    LiveToolExecutor,
-    LLMProvider,
-    ModelRequest,
-    ModelResponse,
-    Tool,
-    ToolOutcome,
+    TrustList,
     counter_ids,
 )
 from journal import (
-    ActionProposed,
     InvalidInputError,
     Journal,
     RecordedEvent,
     SessionStarted,
-    SessionState,
-    ToolCall,
     UserInput,
 )
 
-from .normalize import fingerprint, record_of
-from .recorded import RecordedTools, args_as_recorded, response_of
-from .replayer import agent_for, free_session_id, load_recording
+from ._follow import RecordingFollower
+from ._session import free_session_id, load_recording
+from .agent_replay import LiveModel, agent_for, live_model_for
+from .normalize import DEFAULT_RULES, NormalizationRules
+from .recorded import RecordedLLM, RecordedTools
 
 __all__ = ["ForkResult", "fork"]
 
@@ -56,72 +49,6 @@ class ForkResult:
     last_seq: int
     recorded_until: int
     """The last seq at which the fork still matched the recording."""
-
-
-class _Matcher:
-    """Tells whether the fork still writes what the recording has, seq for seq."""
-
-    def __init__(self, journal: Journal, fork_id: str, recorded: Sequence[RecordedEvent]) -> None:
-        self.journal = journal
-        self.fork_id = fork_id
-        self.recorded = recorded
-        self.checked = -1
-        self.diverged = False
-
-    def fits(self) -> bool:
-        if self.diverged:
-            return False
-        for item in self.journal.events(self.fork_id, start=self.checked + 1):
-            if item.seq == 0:
-                self.checked = 0
-                continue
-            if item.seq >= len(self.recorded) or fingerprint(record_of(item)) != fingerprint(
-                record_of(self.recorded[item.seq])
-            ):
-                self.diverged = True
-                return False
-            self.checked = item.seq
-        return True
-
-
-class _HybridModel:
-    """The recorded output at the requested seq while the fork fits, else the agent's own.
-
-    The recorded output is served only where the recording has one at that very seq: a
-    fork point inside a proposal (its calls unanswered) is proposed again by the agent's
-    own model, never answered with the recorded output meant for after those calls ran.
-    """
-
-    def __init__(
-        self, recorded: Sequence[RecordedEvent], own: LLMProvider | None, matcher: _Matcher
-    ) -> None:
-        self.recorded, self.own, self.matcher = recorded, own, matcher
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        if request.seq < len(self.recorded) and self.matcher.fits():
-            event = self.recorded[request.seq].event
-            if isinstance(event, ActionProposed):
-                return response_of(event)
-        if self.own is None:
-            raise InvalidInputError(
-                f"fork {request.session_id}: the recording no longer fits at seq {request.seq} "
-                "and the agent has no model of its own to continue with"
-            )
-        return await self.own.complete(request)
-
-
-class _HybridTools:
-    def __init__(self, recorded: RecordedTools, matcher: _Matcher) -> None:
-        self.recorded, self.matcher, self.live = recorded, matcher, LiveToolExecutor()
-
-    async def execute(
-        self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
-    ) -> ToolOutcome:
-        if self.matcher.fits():
-            recorded = self.recorded.take(tool.name, args_as_recorded(args))
-            if recorded is not None:
-                return recorded.outcome()
-        return await self.live.execute(tool, call, args, state, timeout_s)
 
 
 def _copy_prefix(
@@ -153,32 +80,47 @@ def _copy_prefix(
 
 
 def fork(
-    journal: Journal, session_id: str, at_seq: int, *, agent: str | Agent | None = None
+    journal: Journal,
+    session_id: str,
+    at_seq: int,
+    *,
+    agent: str | Agent | None = None,
+    trust: TrustList | None = None,
+    rules: NormalizationRules = DEFAULT_RULES,
+    live_model: LiveModel = True,
 ) -> ForkResult:
     """Fork ``session_id`` after event ``at_seq`` into a new session and run it on.
+
+    The recorded agent runs only when ``trust`` (default: `TrustList.discover`) allows it;
+    ``agent`` runs as given. ``rules`` say what counts as volatile when the fork is matched
+    against the recording. ``live_model`` answers once the recording no longer fits (by
+    default the agent's own model; see `Replayer`); with none, or an agent without a
+    model, the fork stops there with a halt of rule ``replay_stopped``.
 
     Raises:
         SessionNotFoundError: no such session.
         InvalidInputError: ``at_seq`` is outside the session.
-        AgentLoadError: no agent to run (none recorded and none given).
+        AgentLoadError: no agent to run (none recorded and none given), or the live model
+            named cannot be built.
+        UntrustedReferenceError: the recorded agent is not trusted (and none was given).
     """
     recorded, started = load_recording(journal, session_id)
     if not 0 <= at_seq < len(recorded):
         raise InvalidInputError(
             f"session {session_id}: cannot fork at seq {at_seq}; it has seqs 0..{len(recorded) - 1}"
         )
-    built = agent_for(started, session_id, agent)
+    built = agent_for(started, session_id, agent, trust)
+    live = None if live_model is True and built.llm is None else live_model_for(live_model, built)
     fork_id = free_session_id(journal, session_id, "fork")
     prefix = recorded[: at_seq + 1]
     _copy_prefix(journal, fork_id, prefix, started, built)
-    matcher = _Matcher(journal, fork_id, recorded)
-    matcher.checked = at_seq
+    follower = RecordingFollower(journal, fork_id, recorded, rules, checked=at_seq)
     after = recorded[at_seq + 1 :]
     runtime = AgentRuntime(
         built,
         journal,
-        llm=_HybridModel(recorded, built.llm, matcher),
-        tools=_HybridTools(RecordedTools(after), matcher),
+        llm=RecordedLLM(recorded, follower=follower, live=live),
+        tools=RecordedTools(after, follower=follower),
         ids=counter_ids(fork_id),
     )
     inputs = [item.event.text for item in after if isinstance(item.event, UserInput)]
@@ -191,7 +133,7 @@ def fork(
             result = await runtime.run_turn(fork_id, text)
 
     asyncio.run(run_on())
-    matcher.fits()
+    follower.fits()
     state = journal.state(fork_id)
     return ForkResult(
         session_id=fork_id,
@@ -199,5 +141,5 @@ def fork(
         fork_seq=at_seq,
         status=state.status,
         last_seq=state.last_seq,
-        recorded_until=matcher.checked,
+        recorded_until=follower.checked,
     )

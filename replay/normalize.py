@@ -5,12 +5,19 @@ machine put into them. `DEFAULT_RULES` drops, before comparing:
 
 * from every event: the envelope's ``session_id``, ``seq``, ``ts`` and ``hash`` (the chain
   depends on the session id and the times; positions are compared by the alignment);
-* ``session_started``: ``code_version``, ``replay_of``, ``forked_from``, ``fork_seq``;
+* ``session_started``: ``agent`` (the address of the code, not what it does: its
+  configuration and its behaviour are compared), ``code_version``, ``replay_of``,
+  ``forked_from``, ``fork_seq``;
 * ``action_proposed``: ``latency_ms``;
 * ``action_committed`` and ``action_failed``: ``duration_ms``.
 
 Extend it for your own volatile fields: ``DEFAULT_RULES.extended({"action_committed":
-["result.fetched_at"]})``. Paths are dotted; ``*`` as the event type applies to all.
+["result.fetched_at"]})``, or from the command line with ``--ignore
+action_committed.result.fetched_at`` (`NormalizationRules.ignoring`). Paths are dotted;
+``*`` as the event type applies to all.
+
+The configuration a run was recorded with (the `CONFIG_FIELDS` of ``session_started``) is
+compared apart from its behaviour: see `replay.diff.config_changes`.
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ from typing import Any
 
 import orjson
 
-from journal import RecordedEvent
+from journal import EVENT_TYPES, InvalidInputError, RecordedEvent
 
 __all__ = [
+    "CONFIG_FIELDS",
     "DEFAULT_RULES",
     "NormalizationRules",
     "describe",
@@ -47,6 +55,23 @@ class NormalizationRules:
             merged[key] = (*merged.get(key, ()), *paths)
         return NormalizationRules(ignore=merged)
 
+    def ignoring(self, specs: Iterable[str]) -> NormalizationRules:
+        """These rules plus ``TYPE.dotted.path`` specs (``*.path`` for every type).
+
+        Raises:
+            InvalidInputError: a spec without a path, or naming an unknown event type.
+        """
+        more: dict[str, list[str]] = {}
+        for spec in specs:
+            kind, _, path = spec.partition(".")
+            if not path or (kind != "*" and kind not in EVENT_TYPES):
+                raise InvalidInputError(
+                    f"--ignore {spec!r}: expected EVENT_TYPE.dotted.path or *.dotted.path "
+                    f"(event types: {', '.join(sorted(EVENT_TYPES))})"
+                )
+            more.setdefault(kind, []).append(path)
+        return self.extended(more)
+
     def paths_for(self, event_type: str) -> tuple[str, ...]:
         """The paths dropped from events of ``event_type``."""
         return (*self.ignore.get("*", ()), *self.ignore.get(event_type, ()))
@@ -55,7 +80,7 @@ class NormalizationRules:
 DEFAULT_RULES = NormalizationRules(
     ignore={
         "*": ("session_id", "seq", "ts", "hash"),
-        "session_started": ("code_version", "replay_of", "forked_from", "fork_seq"),
+        "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms",),
         "action_committed": ("duration_ms",),
         "action_failed": ("duration_ms",),
@@ -63,11 +88,22 @@ DEFAULT_RULES = NormalizationRules(
 )
 """The documented default rule set."""
 
+CONFIG_FIELDS = ("config", "model", "model_settings", "system_prompt", "system_prompt_hash")
+"""Fields of ``session_started`` that configure a run (the tools and their schemas, the
+guardrails and settings, the prompt, the model): a change of them is reported as a
+configuration change, apart from the first behavioural divergence."""
+
 
 def record_of(item: RecordedEvent) -> dict[str, Any]:
-    """Return the flat record of an event (envelope beside payload), as JSON values."""
+    """Return the flat record of an event (envelope beside payload), as JSON values.
+
+    ``v`` is the version of the payload as read: a record stored at an older version is
+    upcast on reading, so its fields (and its ``v`` here) are those of the current one.
+    """
     record = item.event.model_dump(mode="json")
-    record.update(session_id=item.session_id, seq=item.seq, ts=item.ts, v=item.v, hash=item.hash)
+    record.update(
+        session_id=item.session_id, seq=item.seq, ts=item.ts, v=item.event.VERSION, hash=item.hash
+    )
     return record
 
 

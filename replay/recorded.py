@@ -1,9 +1,10 @@
 """Recorded stand-ins for the loop's ports: the model, the tools and the clock.
 
-* `RecordedLLM` serves the recorded ``action_proposed`` outputs in order; asking for one
-  more than was recorded raises `RecordingExhausted` (a divergence, never a hang). A model
-  call that failed in the recording (``agent_halted`` rule ``error``, "the model call
-  failed: ...") fails again at the same seq with the same message.
+* `RecordedLLM` serves the ``action_proposed`` recorded at the seq being asked for, and
+  only while the replay still matches the recording: past a divergence, or past the
+  recording's end, nothing recorded is served (a live model answers, or the replay stops
+  with a halt that says why; never a hang). A model call that failed in the recording
+  (``agent_halted`` rule ``error``) fails again at the same seq with the same message.
 * `RecordedTools` serves recorded tool outcomes, paired by position *and* by tool +
   canonical arguments, never by call id alone: real transcripts reuse ids and models
   reorder calls. A call the recording never ran is reported, and answered with a failure
@@ -14,17 +15,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentloop import LiveToolExecutor, ModelRequest, ModelResponse, Tool, ToolError, ToolOutcome
+from agentloop import (
+    LiveToolExecutor,
+    LLMProvider,
+    ModelRequest,
+    ModelResponse,
+    Tool,
+    ToolError,
+    ToolOutcome,
+)
 from journal import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
     AgentHalted,
+    HaltSession,
     JournalError,
     RecordedEvent,
     SessionState,
@@ -33,21 +43,42 @@ from journal import (
     parse_ts,
 )
 
+from ._follow import RecordingFollower
+from ._verdict import Exhaustion, LiveDifference, UnrecordedCall
+
 __all__ = [
-    "LiveDifference",
+    "REPLAY_STOPPED",
+    "OffTheRecord",
     "RecordedClock",
     "RecordedLLM",
     "RecordedOutcome",
     "RecordedTools",
     "RecordingExhausted",
-    "UnrecordedCall",
+    "ReplayDiverged",
     "args_as_recorded",
+    "response_of",
 ]
 
 
-class RecordingExhausted(JournalError):
-    """The code asked the model for more than the recording holds."""
+class OffTheRecord(JournalError):
+    """No recorded model output fits the request at ``seq``: nothing is served."""
 
+    def __init__(self, message: str, seq: int) -> None:
+        super().__init__(message)
+        self.seq = seq
+
+
+class RecordingExhausted(OffTheRecord):
+    """The code asked the model for more than the recording holds (at ``seq``)."""
+
+
+class ReplayDiverged(OffTheRecord):
+    """The replay no longer follows the recording, so no recorded output fits its context."""
+
+
+REPLAY_STOPPED = "replay_stopped"
+"""The halt rule of a replay that needed a model output the recording does not have for
+its context (it diverged, or ran past the recording's end) and had no live model."""
 
 MODEL_FAILED = "the model call failed: "
 """How the loop's halt reason begins when the model port raised."""
@@ -61,72 +92,120 @@ class RecordedModelFailure(ToolError):
     """
 
 
-@dataclass(frozen=True)
-class UnrecordedCall:
-    """A tool call the replay made that the recording never ran."""
-
-    tool: str
-    args: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class LiveDifference:
-    """A tool run live whose result differs from the recorded one."""
-
-    tool: str
-    args: dict[str, Any]
-    recorded: Any
-    live: Any
-    recorded_seq: int
+def _model_failure(reason: str) -> Exception:
+    return RecordedModelFailure(reason.removeprefix(MODEL_FAILED))
 
 
 class RecordedLLM:
-    """Serves recorded model outputs in order."""
+    """Serves the recorded model output of each seq, while the replay follows the recording.
 
-    def __init__(self, proposals: Sequence[RecordedEvent]) -> None:
-        self._proposals = [p for p in proposals if isinstance(p.event, ActionProposed)]
-        self._failures = {
-            p.seq: p.event.reason.removeprefix(MODEL_FAILED)
-            for p in proposals
-            if isinstance(p.event, AgentHalted)
-            and p.event.rule == "error"
-            and p.event.reason.startswith(MODEL_FAILED)
-        }
-        self._next = 0
+    The output recorded at seq N answers the request for seq N, and only while everything
+    the replay wrote before it matches the recording (``follower``): a recorded reply is
+    never paired with a context it was not recorded for. Where the recording holds the
+    run's crash (a halt with rule ``error``), the request fails again with the recorded
+    message (``failure`` builds the exception the loop turns into that halt).
 
-    @property
-    def served(self) -> int:
+    Off the record (the replay diverged, or asks past the recording's end) the ``live``
+    model answers when there is one (`went_live_at` says from where); without one, the
+    request raises `journal.HaltSession` with rule `REPLAY_STOPPED`, so a saved replay
+    ends there with a halt that says why. ``exhaustion`` records a request past the end
+    of the recording, for the verdict.
+
+    Args:
+        recorded: the recorded session.
+        follower: tells whether the replay still matches the recording (None: always).
+        live: the model that answers off the record, if any.
+        failure: builds the exception raised where the recording holds a crash.
+    """
+
+    def __init__(
+        self,
+        recorded: Sequence[RecordedEvent],
+        *,
+        follower: RecordingFollower | None = None,
+        live: LLMProvider | None = None,
+        failure: Callable[[str], Exception] = _model_failure,
+    ) -> None:
+        self._recorded = list(recorded)
+        self._proposals = sum(isinstance(item.event, ActionProposed) for item in recorded)
+        self.follower = follower
+        self.live = live
+        self._failure = failure
+        self.served = 0
         """How many recorded outputs were served."""
-        return self._next
+        self.exhaustion: Exhaustion | None = None
+        self.went_live_at: int | None = None
+        """The seq of the first request the live model answered."""
+        self.stopped_at: int | None = None
+        """The seq of the request no recorded output fitted, with no live model."""
 
     @property
     def exhausted(self) -> bool:
         """True when every recorded output was served."""
-        return self._next >= len(self._proposals)
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """The next recorded output; see `agentloop.LLMProvider`."""
-        return self.next_response(request.seq)
+        return self.served >= self._proposals
 
     def next_response(self, seq: int) -> ModelResponse:
-        """The next recorded output, asked for by the event that will take ``seq``.
+        """The recorded output for the request that will take ``seq``.
 
         Raises:
-            RecordingExhausted: every recorded output was served (names the seq).
+            ReplayDiverged: the replay no longer follows the recording.
+            RecordingExhausted: the recording has nothing at or after ``seq``.
+            OffTheRecord: the recording holds something else than a model output there.
+            Exception: what ``failure`` builds, where the recording holds a crash.
         """
-        failed = self._failures.get(seq)
-        if failed is not None and self.exhausted:
-            raise RecordedModelFailure(failed)
-        if self._next >= len(self._proposals):
-            raise RecordingExhausted(
-                f"recording exhausted at seq {seq}: the code asked for model output "
-                f"#{self._next + 1}, the recording has {len(self._proposals)}"
+        follower = self.follower
+        if follower is not None and not follower.fits():
+            raise ReplayDiverged(
+                f"the replay diverged from the recording at seq {follower.diverged_at}, "
+                f"so no recorded model output fits seq {seq}",
+                seq,
             )
-        recorded = self._proposals[self._next]
-        self._next += 1
-        event = recorded.event
-        assert isinstance(event, ActionProposed)
-        return response_of(event)
+        event = self._recorded[seq].event if seq < len(self._recorded) else None
+        if isinstance(event, ActionProposed):
+            self.served += 1
+            return response_of(event)
+        if isinstance(event, AgentHalted) and event.rule == "error":
+            raise self._failure(event.reason)
+        if self.served >= self._proposals:
+            off: OffTheRecord = RecordingExhausted(
+                f"recording exhausted at seq {seq}: the code asked for model output "
+                f"#{self.served + 1}, the recording has {self._proposals}",
+                seq,
+            )
+        else:
+            assert event is not None  # (past the end, every recorded output was served)
+            off = OffTheRecord(
+                f"the code asked for model output at seq {seq}, where the recording has "
+                f"{event.type}",
+                seq,
+            )
+        if self.exhaustion is None:
+            self.exhaustion = Exhaustion(seq, str(off))
+        raise off
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The recorded output, else the live model's; see `agentloop.LLMProvider`.
+
+        Raises:
+            HaltSession: off the record with no live model (rule `REPLAY_STOPPED`).
+        """
+        try:
+            return self.next_response(request.seq)
+        except OffTheRecord as off:
+            if self.live is None:
+                raise self.stop(off) from off
+            if self.went_live_at is None:
+                self.went_live_at = request.seq
+            return await self.live.complete(request)
+
+    def stop(self, off: OffTheRecord) -> HaltSession:
+        """The halt of a replay that found no recorded output at ``off.seq`` (and notes it)."""
+        if self.stopped_at is None:
+            self.stopped_at = off.seq
+        return HaltSession(
+            REPLAY_STOPPED,
+            f"replay stopped at seq {off.seq}: {off}; no live model to go on with (--live-model)",
+        )
 
 
 def response_of(event: ActionProposed) -> ModelResponse:
@@ -173,10 +252,13 @@ class RecordedTools:
     Args:
         events: the recorded session.
         live: tool names to run for real instead (``True`` for every tool).
+        follower: when given, every tool runs for real once the replay no longer follows
+            the recording (a live model re-records from there, as the original ran).
     """
 
     events: Sequence[RecordedEvent]
     live: bool | frozenset[str] = False
+    follower: RecordingFollower | None = None
     unrecorded: list[UnrecordedCall] = field(default_factory=list)
     live_differences: list[LiveDifference] = field(default_factory=list)
 
@@ -190,8 +272,10 @@ class RecordedTools:
         self._live = LiveToolExecutor()
 
     def is_live(self, tool: str) -> bool:
-        """True when ``tool`` runs for real in this replay."""
-        return self.live is True or (isinstance(self.live, frozenset) and tool in self.live)
+        """True when ``tool`` runs for real in this replay (now)."""
+        if self.live is True or (isinstance(self.live, frozenset) and tool in self.live):
+            return True
+        return self.follower is not None and not self.follower.fits()
 
     def take(self, tool: str, args: Any) -> RecordedOutcome | None:
         """Take the first unused recorded outcome of ``tool`` with ``args`` (None: never ran).
@@ -248,5 +332,5 @@ class RecordedClock:
     def __call__(self, seq: int) -> datetime:
         """The time event ``seq`` was recorded at."""
         if not self._times:
-            raise RecordingExhausted("the recording has no events")
+            raise RecordingExhausted("the recording has no events", seq)
         return self._times[min(seq, len(self._times) - 1)]

@@ -209,7 +209,7 @@ def record(
 
 def record_demo(journal: Journal, seed: int = 0) -> list[str]:
     """Run every demo scenario into ``journal``; return the session ids in scenario order."""
-    from agentloop.demo import run_demo
+    from agentloop.examples import run_demo
 
     return [item.session_id for item in run_demo(journal, seed=seed, sessions=len(SCENARIOS))]
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from journal import Journal, export_session
-from journal.openai_import import import_openai
-from replay.replayer import compare
+from journal.formats.openai_import import import_openai
+from replay import compare
 
 from .drill_agent import drill_journal
 from .drill_helpers import (

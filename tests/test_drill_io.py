@@ -330,16 +330,16 @@ def test_a_refused_append_stops_the_loop_before_any_tool_it_could_not_journal(
 def test_a_journal_deleted_under_a_running_import_is_an_error_not_a_silent_loss(
     db: Path, sources: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import journal.jsonl
+    import journal.formats.jsonl
 
-    read = journal.jsonl.read_jsonl
+    read = journal.formats.jsonl.read_jsonl
 
     def read_then_delete(path: Any) -> Any:
         parsed = read(path)
         db.unlink()  # like a cleanup job, between opening the journal and writing to it
         return parsed
 
-    monkeypatch.setattr(journal.jsonl, "read_jsonl", read_then_delete)
+    monkeypatch.setattr(journal.formats.jsonl, "read_jsonl", read_then_delete)
     line = one_error_line(run_cli("import", sources["jsonl"], "--db", db))
     assert line == (
         f"agent-journal: {db}: the journal file was deleted or replaced while open; "

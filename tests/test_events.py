@@ -30,6 +30,7 @@ from journal import (
     import_file,
     register_upcaster,
 )
+from journal._event_summary import SUMMARY_WIDTH, clip, summarize
 from journal.events import (
     ActionCommitted,
     ActionFailed,
@@ -45,7 +46,6 @@ from journal.events import (
     ToolCall,
     VerificationFailed,
 )
-from journal.summary import SUMMARY_WIDTH, clip, summarize
 from journal.upcasting import unregister_upcaster
 
 from .helpers import TS0, make_journal, run_cli, sample_session, schema_errors, write_lines

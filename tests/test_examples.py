@@ -7,8 +7,7 @@ from typing import Any, get_args
 
 import pytest
 
-from agentloop.demo import demo_session_id, run_demo
-from agentloop.examples import SCENARIOS
+from agentloop.examples import SCENARIOS, demo_session_id, run_demo
 from journal import EVENT_TYPES, Journal, fold
 from journal.events import VerificationStage
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import sqlite3
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,9 @@ from journal.canonical import (
     dumps_canonical,
 )
 from journal.errors import ConflictError, InvalidEventError, JournalError
+from journal.events import EventModel
 from journal.fold import apply
+from journal.projection import projection_row
 from journal.records import (
     RecordedEvent,
     StoredEvent,
@@ -50,9 +53,8 @@ from journal.records import (
     encode,
     where,
 )
-from journal.sessions import projection_row
 
-from .strategies import events
+from .strategies import events, sessions
 
 
 class _Str(str):
@@ -287,6 +289,38 @@ def test_apply_builds_a_state_like_a_validated_one() -> None:
     # What _build relies on: no private attributes and no extra fields.
     assert not SessionState.__private_attributes__
     assert SessionState.model_config.get("extra") == "forbid"
+
+
+@given(sessions())
+def test_the_plain_build_folds_every_session_like_the_fast_one(events: list[EventModel]) -> None:
+    """The fold's fallback (taken when pydantic's internals move) gives the same states."""
+    module = sys.modules["journal.fold"]
+    assert module._build is module._fast_build  # this pydantic passes the import-time probe
+    fast = [state.model_dump() for state in _states(events)]
+    module._build = module._plain_build
+    try:
+        plain = [state.model_dump() for state in _states(events)]
+    finally:
+        module._build = module._fast_build
+    assert plain == fast
+
+
+def _states(events: list[EventModel]) -> list[SessionState]:
+    states = [fold([])]
+    for event in events:
+        states.append(apply(states[-1], event))
+    return states
+
+
+def test_a_fast_build_that_misbehaves_is_not_taken() -> None:
+    module = sys.modules["journal.fold"]
+    fast = module._fast_build
+    module._fast_build = lambda values: fast({**values, "steps": values["steps"] + 1})
+    try:
+        assert not module._fast_build_behaves()
+    finally:
+        module._fast_build = fast
+    assert module._fast_build_behaves()
 
 
 # -- decode: the direct validation equals the original path, results and errors ----------

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from replay.fixtures import write_fixture
+from replay import write_fixture
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 REFUND = FIXTURES / "refund-overrefund-fixed.jsonl"
@@ -65,7 +65,8 @@ def test_a_diverging_fixture_fails_with_a_readable_report(project: pytest.Pytest
             "first divergence at seq 5: expected verification_failed, got action_failed*",
             "  expected: *verification_failed*",
             "  actual:   *replay: the recording never ran issue_refund*",
-            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl",
+            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl "
+            f"--agent {BUGGY}",
             "if the change is intended: pytest --journal-update",
         ]
     )
@@ -73,18 +74,67 @@ def test_a_diverging_fixture_fails_with_a_readable_report(project: pytest.Pytest
     assert path.read_bytes() == before  # nothing on disk changes without --journal-update
 
 
-def test_journal_update_rewrites_the_fixture_and_says_which(project: pytest.Pytester) -> None:
+REWORDED = "tests.test_verdicts:build_reworded"
+
+
+def test_a_configuration_change_fails_the_fixture_and_journal_ignore_accepts_it(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES.parent))  # where the reworded agent lives
+    _copy(project, REFUND)
+    project.makeini(f"[pytest]\njournal_agent = {REWORDED}\n")
+    failed = project.runpytest_subprocess()
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(
+        [
+            "*no longer replays identically*",
+            "configuration changed (the recorded replies were served anyway):",
+            '    system_prompt: …* balance." -> …* balance. Be brief."',
+            "    system_prompt_hash: *",
+            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl "
+            f"--agent {REWORDED}",
+        ]
+    )
+    project.makeini(
+        f"[pytest]\njournal_agent = {REWORDED}\n"
+        "journal_ignore =\n    session_started.system_prompt\n"
+        "    session_started.system_prompt_hash\n"
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_journal_update_rewrites_the_fixture_only_with_a_live_model(
+    project: pytest.Pytester,
+) -> None:
+    """The buggy agent diverges at seq 5; past it no recorded reply fits its context."""
     path = _copy(project, REFUND)
     before = path.read_bytes()
     project.makeini(f"[pytest]\njournal_agent = {BUGGY}\n")
+    refused = project.runpytest_subprocess("--journal-update")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(
+        [
+            "first divergence at seq 5: expected verification_failed, got action_failed*",
+            "reproduce: *",
+            "not rewritten: the replay stopped at seq 6, where no recorded reply fits what the "
+            "code now does; re-record it with a live model: journal_live_model = agent*",
+        ]
+    )
+    assert path.read_bytes() == before
+    project.makeini(f"[pytest]\njournal_agent = {BUGGY}\njournal_live_model = agent\n")
     result = project.runpytest_subprocess("--journal-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*agent-journal fixtures updated*", "updated *refund-overrefund-fixed.jsonl"]
     )
     assert path.read_bytes() != before
-    again = project.runpytest_subprocess()  # the rewritten fixture now matches the (buggy) code
+    again = project.runpytest_subprocess()  # the re-recorded fixture matches the (buggy) code
     again.assert_outcomes(passed=1)
+    with Journal.open(":memory:") as journal:
+        from journal import import_file
+
+        rewritten = import_file(journal, path).session_id
+        assert [item.event.type for item in journal.events(rewritten)][-1] == "agent_completed"
 
 
 def test_a_malformed_fixture_is_an_error_with_file_and_line(project: pytest.Pytester) -> None:
@@ -134,7 +184,7 @@ def test_the_repository_fixtures_cover_the_promised_kinds() -> None:
 def test_fixture_command_writes_a_redacted_fixture(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from agentloop.demo import run_demo
+    from agentloop.examples import run_demo
     from tui.cli import cli
 
     db = tmp_path / "j.db"

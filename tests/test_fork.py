@@ -13,6 +13,7 @@ from journal import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
+    AgentHalted,
     InvalidInputError,
     Journal,
     SessionNotFoundError,
@@ -92,7 +93,7 @@ def test_a_fork_inside_a_proposal_answers_the_open_call_then_asks_again(
     assert result.recorded_until == 4 and result.status == "completed"
 
 
-def test_a_fork_whose_agent_has_no_model_fails_when_the_recording_stops_fitting(
+def test_a_fork_whose_agent_has_no_model_stops_where_the_recording_stops_fitting(
     journal: Journal,
 ) -> None:
     rh.record(journal, "build_pay", ["pay 90"], session_id="p")
@@ -103,9 +104,12 @@ def test_a_fork_whose_agent_has_no_model_fails_when_the_recording_stops_fitting(
     strict = rh.build_pay_strict()
     strict.llm = None
     result = fork(journal, "p", 3, agent=strict)
-    assert result.status == "failed"
+    assert result.status == "halted"
     halt = list(journal.events(result.session_id))[-1].event
-    assert "the recording no longer fits at seq 6" in halt.reason
+    assert isinstance(halt, AgentHalted) and halt.rule == "replay_stopped"
+    assert halt.reason.startswith(
+        "replay stopped at seq 6: the replay diverged from the recording at seq 5"
+    )
 
 
 def test_a_fork_feeds_the_later_recorded_inputs(journal: Journal) -> None:

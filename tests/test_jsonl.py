@@ -21,7 +21,7 @@ from journal import (
     write_jsonl,
 )
 from journal.events import EventModel
-from journal.jsonl import ImportResult
+from journal.formats.jsonl import ImportResult
 
 from .helpers import (
     TickingClock,

@@ -32,8 +32,7 @@ from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails
 
 from journal import Journal, Recorder
-from replay import Replayer, integrations
-from replay.fixtures import replay_fixture, write_fixture
+from replay import Replayer, integrations, replay_fixture, write_fixture
 from replay.integrations import MissingExtraError
 from replay.integrations.openai_agents import JournalRunHooks, replay_agent
 

@@ -25,7 +25,7 @@ from journal import (
     import_file,
     import_openai,
 )
-from journal.openai_import import EPOCH, convert_file
+from journal.formats.openai_import import EPOCH, convert_file
 
 from .helpers import one_error_line, run_cli, snapshot
 from .openai_helpers import (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from journal import Journal, import_openai, otlp_document, parse_ts
-from journal.otlp import otlp_json, span_id, trace_id
+from journal.formats.otlp import otlp_json, span_id, trace_id
 
 from .helpers import TickingClock, one_error_line, run_cli, sample_session, short_session
 from .openai_helpers import SAMPLE

@@ -24,8 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from journal import Journal, Recorder
-from replay import Replayer, integrations
-from replay.fixtures import replay_fixture, write_fixture
+from replay import Replayer, integrations, replay_fixture, write_fixture
 from replay.integrations import MissingExtraError
 from replay.integrations.pydantic_ai import JournalCapability, replay_agent
 

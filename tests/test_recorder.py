@@ -394,7 +394,7 @@ def test_asking_the_model_for_more_than_was_recorded_names_the_step(journal: Jou
         "recording exhausted at seq 9: the code asked for model output #4, the recording has 3"
     )
     assert divergence.expected is not None and divergence.expected["type"] == "agent_completed"
-    assert divergence.actual is not None and divergence.actual["rule"] == "error"
+    assert divergence.actual is not None and divergence.actual["rule"] == "replay_stopped"
 
 
 def test_running_on_past_the_recording_is_a_divergence(journal: Journal, weather: str) -> None:

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from journal import Journal
-from journal.jsonl import read_jsonl
-from journal.redact import Redactor, luhn_valid, rechain
-from replay.fixtures import replay_fixture, write_fixture
+from journal.formats.jsonl import read_jsonl
+from journal.formats.redact import Redactor, luhn_valid, rechain
+from replay import replay_fixture, write_fixture
 
 PLANTED = [
     "sk-proj-Abc123Def456Ghi789Jkl0",

@@ -64,7 +64,7 @@ def test_replay_of_the_fixed_twin_diverges_at_the_refund(demo_db: Path) -> None:
     assert "expected action_committed, got verification_failed (guard: amount ($150)" in lines[1]
     assert lines[2].startswith("  expected: action_committed")
     assert lines[3].startswith("  actual:   verification_failed")
-    assert any(line.strip().startswith('stage: null -> "guard"') for line in lines)
+    assert any(line.strip().startswith('stage: (absent) -> "guard"') for line in lines)
 
 
 def test_replay_json_shape_when_diverged(demo_db: Path) -> None:
@@ -122,7 +122,8 @@ def test_replay_without_an_agent_reference_is_exit_2(db: Path) -> None:
         runtime.run("pay 10", session_id=runtime.start("anonymous"))
     line = one_error_line(run_cli("replay", "anonymous", "--db", db))
     assert line == (
-        "agent-journal: session anonymous records no agent reference; pass --agent module:factory"
+        "agent-journal: session anonymous records no agent reference; name one with "
+        "--agent MODULE:FACTORY (journal_agent in the pytest ini)"
     )
     agent = "tests.replay_helpers:build_pay"
     assert run_cli("replay", "anonymous", "--db", db, "--agent", agent).exit_code == 0
@@ -236,8 +237,9 @@ def test_diff_json_shape(demo_db: Path) -> None:
     assert document["verdict"] == "diverged"
     first = document["first_divergence"]
     assert {"seq", "expected", "actual", "changes"} <= set(first)
-    assert first["seq"] == 0  # the agent reference and the scenario differ in session_started
-    assert {c["path"] for c in first["changes"]} == {"agent", "metadata.scenario"}
+    assert first["seq"] == 0  # the scenario differs in session_started (agent: an address)
+    assert {c["path"] for c in first["changes"]} == {"metadata.scenario"}
+    assert document["config_changes"] == []  # the twins have the same prompt, tools and rails
     kinds = [(row["kind"], row["a"], row["b"]) for row in document["rows"]]
     assert kinds[0] == ("changed", 0, 0)
     assert ("changed", 5, 5) in kinds

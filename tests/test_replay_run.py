@@ -10,13 +10,22 @@ from typing import Any
 
 import pytest
 
-from agentloop import AgentLoadError, AgentRuntime, ModelRequest, Tool, counter_ids
+from agentloop import (
+    AgentLoadError,
+    AgentRuntime,
+    ModelRequest,
+    Tool,
+    TrustList,
+    UntrustedReferenceError,
+    counter_ids,
+)
 from agentloop.examples import SCENARIOS, Scenario
 from journal import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
     AgentHalted,
+    HaltSession,
     Journal,
     RecordedEvent,
     SessionStarted,
@@ -198,16 +207,21 @@ def test_needing_more_proposals_than_recorded_is_a_divergence(mem: Journal) -> N
     divergence = result.first_divergence
     assert divergence is not None and divergence.seq == 4
     assert "recording exhausted at seq 4" in divergence.reason
-    assert divergence.actual is not None and divergence.actual["rule"] == "error"
+    assert divergence.actual is not None and divergence.actual["rule"] == "replay_stopped"
     assert result.replayed_events == 5
 
 
 def test_the_recorded_llm_never_blocks_when_exhausted() -> None:
     llm = RecordedLLM([])
-    request = ModelRequest(session_id="s", seq=7, system_prompt="", tools=[], messages=[])
     with pytest.raises(RecordingExhausted, match="recording exhausted at seq 7"):
-        asyncio.run(llm.complete(request))
+        llm.next_response(7)
     assert llm.exhausted and llm.served == 0
+    request = ModelRequest(session_id="s", seq=7, system_prompt="", tools=[], messages=[])
+    with pytest.raises(HaltSession) as stopped:  # the loop ends the session by this rule
+        asyncio.run(llm.complete(request))
+    assert stopped.value.rule == "replay_stopped"
+    assert stopped.value.reason.startswith("replay stopped at seq 7: recording exhausted")
+    assert llm.stopped_at == 7
 
 
 def test_a_recorded_model_failure_is_replayed_as_it_happened(mem: Journal) -> None:
@@ -257,7 +271,7 @@ def test_no_agent_reference_and_none_given_is_a_clear_error(mem: Journal) -> Non
     agent = rh.build_pay()
     runtime = AgentRuntime(agent, mem, clock=fixed_clock, ids=counter_ids("n"))
     runtime.run("pay 10", session_id=runtime.start("anon"))
-    with pytest.raises(AgentLoadError, match="records no agent reference; pass --agent"):
+    with pytest.raises(AgentLoadError, match="records no agent reference; name one with --agent"):
         replay(mem, "anon")
     assert replay(mem, "anon", agent="tests.replay_helpers:build_pay").identical
 
@@ -446,7 +460,7 @@ def test_save_stores_the_replay_with_replay_of(demo_journal: Journal) -> None:
 def test_default_rules_drop_exactly_the_documented_volatile_fields() -> None:
     assert dict(DEFAULT_RULES.ignore) == {
         "*": ("session_id", "seq", "ts", "hash"),
-        "session_started": ("code_version", "replay_of", "forked_from", "fork_seq"),
+        "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms",),
         "action_committed": ("duration_ms",),
         "action_failed": ("duration_ms",),
@@ -533,6 +547,17 @@ def test_a_failure_recorded_as_action_failed_is_served_as_a_failure(mem: Journal
 
 
 @pytest.mark.parametrize(
+    "reference",
+    ["os:system", "subprocess:run", "builtins:eval", "click.termui:edit", "tui.cli:main"],
+)
+def test_a_recording_cannot_name_code_off_the_trust_list(tmp_path: Path, reference: str) -> None:
+    with Journal.open(tmp_path / "j.db") as journal:
+        journal.append("evil", [SessionStarted(agent=reference), UserInput(text="hi")])
+        with pytest.raises(UntrustedReferenceError, match="not on the trust list"):
+            Replayer().replay(journal, "evil")
+
+
+@pytest.mark.parametrize(
     ("reference", "why"),
     [
         ("os:system", "part of the standard library"),
@@ -543,10 +568,14 @@ def test_a_failure_recorded_as_action_failed_is_served_as_a_failure(mem: Journal
         ("agentloop.examples.refund:build_fixed; rm -rf /", "not of the form module:factory"),
     ],
 )
-def test_an_untrusted_recording_cannot_name_arbitrary_code_as_its_agent(
+def test_a_reference_still_passes_the_formal_checks_when_trusted_or_given(
     tmp_path: Path, reference: str, why: str
 ) -> None:
+    """The trust list comes first; what it lets through (or the user names) is still checked."""
     with Journal.open(tmp_path / "j.db") as journal:
         journal.append("evil", [SessionStarted(agent=reference), UserInput(text="hi")])
+        everything = TrustList(patterns=("*",))
         with pytest.raises(AgentLoadError, match=why):
-            Replayer().replay(journal, "evil")
+            Replayer(trust=everything).replay(journal, "evil")
+        with pytest.raises(AgentLoadError, match=why):
+            Replayer(agent=reference).replay(journal, "evil")

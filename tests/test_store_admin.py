@@ -12,8 +12,8 @@ from journal import Journal, SessionConflictError, SessionStarted, UserInput
 from journal._postgres_schema import SCHEMA_VERSION as POSTGRES_VERSION
 from journal._sqlite_schema import ERASE_TABLES, TRIGGERS
 from journal._sqlite_schema import SCHEMA_VERSION as SQLITE_VERSION
-from journal.jsonl import export_session
-from journal.transfer import copy_session
+from journal.formats.jsonl import export_session
+from journal.formats.transfer import copy_session
 
 from .helpers import TS0, TickingClock, run_cli, sample_session, short_session
 from .stores import PgSchema

@@ -28,7 +28,7 @@ from journal import (
     fold,
 )
 from journal.canonical import loads_strict
-from journal.jsonl import export_session
+from journal.formats.jsonl import export_session
 
 from .helpers import TS0, sample_session, short_session
 from .stores import StoreUnderTest, open_store

@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from journal import Journal, UserInput
-from tui.screens.dialogs import ChoiceScreen
+from tui.screens.dialogs import ChoiceScreen, PromptScreen
 from tui.screens.diff import DiffScreen
 from tui.screens.session import SessionScreen, parse_types
 from tui.screens.sessions import SessionsList, SessionsScreen
@@ -252,6 +252,31 @@ def test_a_replay_that_cannot_run_is_a_notification(db: Path) -> None:
         assert any("replay of hostile-markup: AgentLoadError" in m for m in messages), messages
 
     drive(open_app(db, session=HOSTILE), scenario)
+
+
+def test_a_recorded_agent_off_the_trust_list_asks_which_agent_to_run(db: Path) -> None:
+    with Journal.open(db) as journal:
+        events = [item.event for item in journal.events(INCIDENTS)]
+        head = events[0].model_copy(update={"agent": "evil.payload:build"})
+        journal.append("untrusted", [head, *events[1:]])
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "r")
+        assert isinstance(pilot.app.screen, PromptScreen)
+        messages = [n.message for n in pilot.app._notifications]
+        assert any(
+            "names 'evil.payload:build', which is not on the trust list" in m for m in messages
+        )
+        pilot.app.screen.query_one(Input).value = "agentloop.examples.incidents:build"
+        await press(pilot, "enter")
+        dialog = pilot.app.screen
+        assert isinstance(dialog, ChoiceScreen)
+        assert (
+            dialog.question
+            == "replay of untrusted: identical (16 events)\nsaved as untrusted.replay-1"
+        )
+
+    drive(open_app(db, session="untrusted"), scenario)
 
 
 def test_d_opens_the_saved_replay_and_from_a_replay_its_original(db: Path) -> None:

@@ -161,8 +161,8 @@ def regenerate(directory: Path = DATA) -> list[Path]:
     Timestamps are rewritten to a fixed clock (session ``i`` starts at ``T0 + i`` minutes,
     one millisecond per event), so the files, and the screens drawn from them, never change.
     """
-    from agentloop.demo import run_demo
-    from journal.jsonl import export_lines
+    from agentloop.examples import run_demo
+    from journal.formats.jsonl import export_lines
     from replay import Replayer
 
     directory.mkdir(parents=True, exist_ok=True)

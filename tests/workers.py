@@ -103,7 +103,7 @@ def zygote() -> None:
     import rich.console  # noqa: F401
     import rich.table  # noqa: F401
 
-    import journal.openai_import  # noqa: F401  (imported here once, for every child)
+    import journal.formats.openai_import  # noqa: F401  (imported here once, for every child)
     import replay  # noqa: F401
     import tests.drill_agent  # noqa: F401
     import tui.cli  # noqa: F401

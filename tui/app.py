@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -30,7 +31,7 @@ from replay import ReplayResult
 from .keys import bind, command, commands_for, declared_bindings
 from .render import safe_text
 from .screens.base import JournalScreen
-from .screens.dialogs import ChoiceScreen, HelpScreen, help_content, replay_label
+from .screens.dialogs import ChoiceScreen, HelpScreen, PromptScreen, help_content, replay_label
 from .screens.diff import DiffScreen
 from .screens.session import STATE_DELAY, SessionScreen
 from .screens.sessions import SessionsScreen
@@ -199,21 +200,37 @@ class JournalApp(App[None]):
 
     # -- replay and diff --------------------------------------------------------------
 
-    def start_replay(self, session_id: str) -> None:
-        """Replay ``session_id`` with the current code in a worker, then offer the diff."""
+    def start_replay(self, session_id: str, agent: str | None = None) -> None:
+        """Replay ``session_id`` with the current code in a worker, then offer the diff.
+
+        The recorded agent runs only when the trust list allows it; otherwise a prompt asks
+        for the agent to run (``agent``, given by the user, runs as given).
+        """
         self.notify(f"replaying {safe_text(session_id)}…", markup=False)
-        self._replay(session_id)
+        self._replay(session_id, agent)
 
     @work(thread=True, exclusive=True, group="replay", exit_on_error=False)
-    def _replay(self, session_id: str) -> None:
+    def _replay(self, session_id: str, agent: str | None) -> None:
+        from agentloop import UntrustedReferenceError
         from replay import Replayer
 
-        def run() -> ReplayResult:
-            return Replayer(save=True).replay(self.journal, session_id)
+        def run() -> ReplayResult | UntrustedReferenceError:
+            try:
+                return Replayer(agent=agent, save=True).replay(self.journal, session_id)
+            except UntrustedReferenceError as refused:
+                return refused
 
-        self.hand_over(f"replay of {session_id}", run, self._replayed)
+        self.hand_over(f"replay of {session_id}", run, partial(self._replayed, session_id))
 
-    def _replayed(self, result: ReplayResult) -> None:
+    def _replayed(self, session_id: str, outcome: ReplayResult | Exception) -> None:
+        if isinstance(outcome, Exception):
+            self.warn(str(outcome))
+            self.push_screen(
+                PromptScreen("agent to run instead:", placeholder="module:factory"),
+                lambda answer: self.start_replay(session_id, answer) if answer else None,
+            )
+            return
+        result = outcome
         divergence = result.first_divergence
         verdict = (
             f"identical ({result.recorded_events} events)"

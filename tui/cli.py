@@ -216,8 +216,7 @@ def export(
     if len(sessions) != 1 or content:
         raise click.UsageError("--format jsonl exports exactly one session, without --content")
     session = sessions[0]
-    from journal.jsonl import export_lines, write_atomically
-    from journal.redact import Redactor
+    from journal.formats import Redactor, export_lines, write_atomically
 
     with open_existing(db) as journal:
         journal.require(session)
@@ -266,7 +265,7 @@ def import_(
         return
     if error_prefix is not None or as_json:
         raise click.UsageError("--error-prefix and --json apply to --format openai")
-    from journal.jsonl import import_file
+    from journal import import_file
 
     failed = 0
     with Journal.open(db) as journal:
@@ -320,7 +319,7 @@ def copy(
     transaction. Running it again copies only what is new. A session that exists in the
     destination with different content is reported (exit 2) and left as it was.
     """
-    from journal.transfer import copy_sessions, select_sessions
+    from journal.formats import copy_sessions, select_sessions
 
     with open_existing(source) as src, Journal.open(destination) as dst:
         chosen = select_sessions(src, session_ids, since=since, status=status)

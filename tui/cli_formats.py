@@ -1,7 +1,7 @@
 """What ``import --format openai`` and ``export --format otlp`` do behind the CLI options.
 
 Kept apart from `tui.cli` so the command definitions stay short; the formats themselves
-live in `journal.openai_import` and `journal.otlp`.
+live in `journal.formats.openai_import` and `journal.formats.otlp`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def import_openai_files(
     Every file is read and mapped before the journal is opened, so malformed input (exit
     2, one line naming file:line) writes nothing, not even a new journal file.
     """
-    from journal.openai_import import convert_files, import_converted
+    from journal.formats import convert_files, import_converted
 
     converted = convert_files(files, error_prefix=error_prefix)
     with Journal.open(db) as journal:
@@ -77,8 +77,7 @@ def import_openai_files(
 
 def export_otlp(sessions: Sequence[str], db: str, output: str, content: bool) -> None:
     """Write sessions as OTLP/JSON (one trace each) to ``output`` (``-``: stdout)."""
-    from journal.jsonl import write_atomically
-    from journal.otlp import otlp_document, otlp_json
+    from journal.formats import otlp_document, otlp_json, write_atomically
 
     with open_existing(db) as journal:
         document = otlp_document(journal, sessions, content=content)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from journal import InvalidInputError, Journal
+
+if TYPE_CHECKING:
+    from replay import NormalizationRules
 
 from .clikit import (
     EXIT_FINDING,
@@ -42,8 +45,7 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
     a multi-turn chat. The same seed gives the same sessions; sessions already in the
     journal are left alone.
     """
-    from agentloop.demo import run_demo
-    from agentloop.examples import SCENARIOS
+    from agentloop.examples import SCENARIOS, run_demo
 
     from .columns import listed
     from .render import console, print_sessions
@@ -121,6 +123,33 @@ def state(session: str, db: str, at_seq: int | None, as_json: bool) -> None:
     print_state(session, seq, after, changes)
 
 
+def _ignore_option(function: Any) -> Any:
+    return click.option(
+        "--ignore",
+        "ignore",
+        multiple=True,
+        metavar="TYPE.PATH",
+        help="Also leave this field out of the comparison (repeatable), e.g. "
+        "action_committed.result.fetched_at, or *.cost for every event type.",
+    )(function)
+
+
+def _live_model_option(default_help: str) -> Callable[[Any], Any]:
+    return click.option(
+        "--live-model",
+        metavar="agent|MODULE:FACTORY",
+        help="What answers where no recorded reply fits the code's context (it diverged, "
+        "or ran past the recording): 'agent' for the agent's own model, or a factory "
+        f"returning a model; the tools then run live too. {default_help}",
+    )
+
+
+def _rules(ignore: Sequence[str]) -> NormalizationRules:
+    from replay import DEFAULT_RULES
+
+    return DEFAULT_RULES.ignoring(ignore)
+
+
 def _live_option(function: Any) -> Any:
     function = click.option(
         "--live-tool",
@@ -141,7 +170,9 @@ def _live_option(function: Any) -> Any:
     "--agent", metavar="MODULE:FACTORY", help="Run this agent instead of the recorded one."
 )
 @_live_option
+@_live_model_option("Default: none, the replay stops there.")
 @click.option("--save", is_flag=True, help="Keep the replay in the journal (replay_of SESSION).")
+@_ignore_option
 @json_option
 def replay(
     session: str,
@@ -149,7 +180,9 @@ def replay(
     agent: str | None,
     live_tools: bool,
     live_tool: Sequence[str],
+    live_model: str | None,
     save: bool,
+    ignore: Sequence[str],
     as_json: bool,
 ) -> None:
     """Re-run a recorded session (or a JSONL fixture file) and compare it, event by event.
@@ -163,14 +196,21 @@ def replay(
 
     if live_tools and live_tool:
         raise click.UsageError("--live-tools and --live-tool exclude each other")
-    replayer = Replayer(agent=agent, live_tools=True if live_tools else live_tool, save=save)
+    replayer = Replayer(
+        agent=agent,
+        live_tools=True if live_tools else live_tool,
+        save=save,
+        rules=_rules(ignore),
+        live_model=live_model,
+    )
     if session.endswith(".jsonl") and Path(session).is_file():
         if save:
             raise click.UsageError("--save needs a session of a journal, not a file")
-        from journal.jsonl import import_file
+        from journal import import_file
 
         with Journal.open(":memory:") as scratch:
-            result = replayer.replay(scratch, import_file(scratch, session).session_id)
+            imported = import_file(scratch, session).session_id
+            result = replayer.replay(scratch, imported, source=session)
     else:
         with open_existing(db) as journal:
             result = replayer.replay(journal, session)
@@ -189,8 +229,18 @@ def replay(
 @db_option
 @click.option("--at", "at_seq", type=int, required=True, help="The last seq to keep.")
 @click.option("--agent", metavar="MODULE:FACTORY", help="Run on with this agent instead.")
+@_live_model_option("Default: the agent's own model.")
+@_ignore_option
 @json_option
-def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -> None:
+def fork(
+    session: str,
+    db: str,
+    at_seq: int,
+    agent: str | None,
+    live_model: str | None,
+    ignore: Sequence[str],
+    as_json: bool,
+) -> None:
     """Copy a session up to --at SEQ into a new session and run on with the current code.
 
     Recorded model outputs and tool results are used while the run still matches the
@@ -199,7 +249,14 @@ def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -
     from replay import fork as run_fork
 
     with open_existing(db) as journal:
-        result = run_fork(journal, session, at_seq, agent=agent)
+        result = run_fork(
+            journal,
+            session,
+            at_seq,
+            agent=agent,
+            rules=_rules(ignore),
+            live_model=live_model or True,
+        )
     if as_json:
         print_json(
             {
@@ -219,24 +276,27 @@ def fork(session: str, db: str, at_seq: int, agent: str | None, as_json: bool) -
 
 
 def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, Any]]]:
-    """Load a run as flat records: from a JSONL file, or a session of the journal."""
-    if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
-        from journal.jsonl import read_jsonl
+    """Load a run as flat records, as replay reads them: a JSONL file, or a session."""
+    from replay import session_records
 
-        parsed = read_jsonl(source)
-        return source, [record for _, record in parsed.records]
+    if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
+        from journal import import_file
+
+        with Journal.open(":memory:") as scratch:
+            return source, session_records(scratch, import_file(scratch, source).session_id)
     if journal is None:
         raise InvalidInputError(f"{source}: no such file, and no journal to find a session in")
     journal.require(source)
-    return source, [row.record() for row in journal.stored_events(source)]
+    return source, session_records(journal, source)
 
 
 @click.command(short_help="Compare two runs (sessions or JSONL files), aligned.")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @db_option
+@_ignore_option
 @json_option
-def diff(a: str, b: str, db: str, as_json: bool) -> None:
+def diff(a: str, b: str, db: str, ignore: Sequence[str], as_json: bool) -> None:
     """Compare two runs, each a session id or a JSONL file, aligned by content.
 
     Volatile fields (times, durations, latency, ids of the session) are ignored. Exit 0
@@ -252,7 +312,7 @@ def diff(a: str, b: str, db: str, as_json: bool) -> None:
     finally:
         if journal is not None:
             journal.close()
-    result = diff_records(records_a, records_b)
+    result = diff_records(records_a, records_b, _rules(ignore))
     if as_json:
         from .render import diff_json
 
@@ -289,7 +349,7 @@ def fixture(session: str, db: str, output: Path | None, redact: bool) -> None:
     that halted or failed is recorded as an expected failure: the fixture asserts the
     agent still stops there, by the same rule.
     """
-    from replay.fixtures import write_fixture
+    from replay import write_fixture
 
     target = output or Path("fixtures") / f"{session}.jsonl"
     with open_existing(db) as journal:

@@ -94,7 +94,7 @@ def moment(ctx: click.Context, param: click.Parameter, value: str | None) -> str
     """
     if value is None:
         return None
-    from journal.canonical import format_ts
+    from journal import format_ts
 
     text = value.strip()
     if _DURATION.fullmatch(text):

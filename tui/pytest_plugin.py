@@ -7,7 +7,18 @@ file; other files are left alone. Settings (``pyproject.toml`` ``[tool.pytest.in
 or ``pytest.ini``):
 
 * ``journal_fixtures``: the folder (default ``fixtures``);
-* ``journal_agent``: a ``module:factory`` to replay every fixture with.
+* ``journal_agent``: a ``module:factory`` to replay every fixture with;
+* ``journal_ignore``: fields left out of the comparison, one ``TYPE.dotted.path`` per line
+  (what ``agent-journal replay --ignore`` takes);
+* ``journal_live_model``: what answers where no recorded reply fits, so that
+  ``--journal-update`` can re-record a fixture whose replay diverged before its end:
+  ``agent`` (the agent's own model) or ``MODULE:FACTORY``. Without it such a fixture is
+  not rewritten (a recorded reply is never paired with a context it was not recorded for).
+
+The agent a fixture records runs only when the trust list allows it (the ``agents`` of
+``[tool.agent-journal]`` in ``pyproject.toml``, found from the rootdir upwards; see
+`agentloop.trust`), and is imported from that table's ``pythonpath`` (default: the
+project root), so no ``pythonpath`` ini setting is needed.
 
 ``--journal-update`` rewrites the fixtures whose replay changed and lists them; without
 it nothing on disk changes. A malformed fixture or an agent that cannot be imported is an
@@ -39,6 +50,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "journal_fixtures", "Folder of journal fixtures, from the rootdir.", default="fixtures"
     )
     parser.addini("journal_agent", "module:factory to replay every fixture with.", default="")
+    parser.addini(
+        "journal_live_model",
+        "What answers where no recorded reply fits, to re-record with --journal-update: "
+        "'agent' (the agent's own model) or MODULE:FACTORY.",
+        default="",
+    )
+    parser.addini(
+        "journal_ignore",
+        "Fields left out of every fixture's comparison, one TYPE.dotted.path per line "
+        "(as replay --ignore).",
+        type="linelist",
+        default=[],
+    )
 
 
 def _is_fixture(path: Path) -> bool:
@@ -93,21 +117,47 @@ class JournalFixtureItem(pytest.Item):
 
     def runtest(self) -> None:
         """Replay the fixture; update it with ``--journal-update``."""
+        from agentloop import TrustList
         from journal import JournalError
-        from replay.fixtures import replay_fixture
+        from replay import DEFAULT_RULES, replay_fixture
 
         agent = str(self.config.getini("journal_agent")) or None
         update = bool(self.config.getoption("journal_update"))
         try:
-            outcome = replay_fixture(self.path, agent=agent, update=update)
+            trust = TrustList.discover(self.config.rootpath)
+            rules = DEFAULT_RULES.ignoring(self.config.getini("journal_ignore"))
+            outcome = replay_fixture(
+                self.path,
+                agent=agent,
+                update=update,
+                trust=trust,
+                rules=rules,
+                live_model=str(self.config.getini("journal_live_model")) or None,
+            )
         except JournalError as e:
             raise FixtureError(str(e)) from e
         if outcome.passed:
             return
+        if update and outcome.refused_update:
+            raise FixtureFailure(
+                _report(self._shown_path(), outcome, self._reproduce(), outcome.refused_update)
+            )
         if update:
             self.config.stash.setdefault(_UPDATED, []).append(str(self.path))
             return
-        raise FixtureFailure(_report(self._shown_path(), outcome))
+        raise FixtureFailure(_report(self._shown_path(), outcome, self._reproduce()))
+
+    def _reproduce(self) -> str:
+        """The command that replays this fixture as the plugin did."""
+        import shlex
+
+        words = ["agent-journal", "replay", str(self._shown_path())]
+        agent = str(self.config.getini("journal_agent"))
+        if agent:
+            words += ["--agent", agent]
+        for spec in self.config.getini("journal_ignore"):
+            words += ["--ignore", spec]
+        return shlex.join(words)
 
     def _shown_path(self) -> Path:
         """The fixture's path relative to the rootdir when it is under it."""
@@ -139,10 +189,14 @@ def _clip(text: str, width: int = 240) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _report(path: Path, outcome: Any) -> str:
-    from replay.normalize import describe
+def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None) -> str:
+    from replay import describe
 
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
+    config = outcome.result.config_changes
+    if config:
+        lines.append("configuration changed (the recorded replies were served anyway):")
+        lines += [_change(change) for change in config]
     divergence = outcome.result.first_divergence
     if divergence is not None:
         lines += [
@@ -150,17 +204,19 @@ def _report(path: Path, outcome: Any) -> str:
             f"  expected: {_clip(describe(divergence.expected))}",
             f"  actual:   {_clip(describe(divergence.actual))}",
         ]
-        lines += [
-            f"    {change.path}: {_short(change.expected, 80)} -> {_short(change.actual, 80)}"
-            for change in divergence.changes
-        ]
+        lines += [_change(change) for change in divergence.changes]
     if outcome.broken_expectation:
         lines.append(outcome.broken_expectation)
     lines += [
-        f"reproduce: agent-journal replay {path}",
-        "if the change is intended: pytest --journal-update",
+        f"reproduce: {reproduce}",
+        refused or "if the change is intended: pytest --journal-update",
     ]
     return "\n".join(lines)
+
+
+def _change(change: Any) -> str:
+    expected, actual = change.shown(80)
+    return f"    {change.path}: {expected} -> {actual}"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -18,9 +18,8 @@ import orjson
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from journal import SessionState, SessionSummary, StoredEvent
-    from journal.verify import VerifyReport
-    from replay import DiffResult, ReplayResult, StateChange
+    from journal import SessionState, SessionSummary, StoredEvent, VerifyReport
+    from replay import Change, DiffResult, ReplayResult, StateChange
 
     from .columns import Listed
 
@@ -198,7 +197,7 @@ def json_default(value: Any) -> Any:
 
 
 def _record_line(record: dict[str, Any] | None) -> str:
-    from replay.normalize import describe
+    from replay import describe
 
     return safe_text(describe(record))
 
@@ -206,6 +205,11 @@ def _record_line(record: dict[str, Any] | None) -> str:
 def _change_line(path: str, before: Any, after: Any, width: int, *, indent: int) -> str:
     before_text, after_text = short_json(before, width), short_json(after, width)
     return f"{' ' * indent}{safe_text(path)}: {before_text} -> {after_text}"
+
+
+def _diff_line(change: Change, width: int, *, indent: int) -> str:
+    before, after = change.shown(width)
+    return f"{' ' * indent}{safe_text(change.path)}: {safe_text(before)} -> {safe_text(after)}"
 
 
 def print_state(
@@ -235,10 +239,14 @@ def print_replay(result: ReplayResult) -> None:
             safe_text(f"{head}identical, {result.recorded_events} events{note}{saved}"),
             style="green",
         )
+    elif result.first_divergence is None:
+        out.print(safe_text(f"{head}diverged: the configuration changed{saved}"), style="red")
+        _print_config_changes(out, result.config_changes)
+        out.print("  the behaviour, with the recorded replies, is identical")
     else:
         divergence = result.first_divergence
-        assert divergence is not None
         out.print(safe_text(f"{head}diverged at seq {divergence.seq}{saved}"), style="red")
+        _print_config_changes(out, result.config_changes)
         out.print(safe_text(f"  {divergence.reason}"))
         out.print(
             f"  expected: {_record_line(divergence.expected)}", overflow="ellipsis", no_wrap=True
@@ -247,7 +255,17 @@ def print_replay(result: ReplayResult) -> None:
             f"  actual:   {_record_line(divergence.actual)}", overflow="ellipsis", no_wrap=True
         )
         for change in divergence.changes:
-            out.print(_change_line(change.path, change.expected, change.actual, 60, indent=4))
+            out.print(_diff_line(change, 60, indent=4))
+    if result.stopped_at is not None:
+        out.print(
+            f"  stopped at seq {result.stopped_at}: no recorded reply fits from there "
+            "(--live-model goes on live)",
+            style="yellow",
+        )
+    if result.live_from is not None:
+        out.print(f"  a live model answered from seq {result.live_from} on", style="yellow")
+    if result.unsaved:
+        out.print(safe_text(f"  {result.unsaved}"), style="yellow")
     for call in result.unrecorded_calls:
         out.print(
             safe_text(f"  not in the recording: {call.tool}({short_json(call.args)})"),
@@ -261,6 +279,13 @@ def print_replay(result: ReplayResult) -> None:
             ),
             style="yellow",
         )
+
+
+def _print_config_changes(out: Any, changes: Sequence[Change]) -> None:
+    if changes:
+        out.print("  configuration changed (the recorded replies were served anyway):")
+        for change in changes:
+            out.print(_diff_line(change, 60, indent=4))
 
 
 def diff_json(
@@ -279,6 +304,7 @@ def diff_json(
     first = rows[0] if rows else None
     return {
         "verdict": "identical" if result.identical else "diverged",
+        "config_changes": [change.as_json() for change in result.config_changes],
         "a": name_a,
         "b": name_b,
         "a_events": result.a_count,
@@ -315,9 +341,15 @@ def print_diff(
     out = console()
     out.print(safe_text(f"--- {name_a} ({result.a_count} events)"), style="red")
     out.print(safe_text(f"+++ {name_b} ({result.b_count} events)"), style="green")
+    beyond = (
+        f"; {result.beyond_end} event(s) of b after the end of a, which has no ending, not compared"
+        if result.beyond_end
+        else ""
+    )
     if result.identical:
-        out.print("identical (volatile fields ignored)", style="green")
+        out.print(f"identical (volatile fields ignored){beyond}", style="green")
         return
+    _print_config_changes(out, result.config_changes)
     equal = 0
     for row in result.rows:
         if row.kind == "equal":
@@ -341,7 +373,7 @@ def print_diff(
                 no_wrap=True,
             )
         for change in row.changes:
-            out.print(_change_line(change.path, change.expected, change.actual, 50, indent=8))
+            out.print(_diff_line(change, 50, indent=8))
     if equal:
         out.print(f"  … {equal} equal event(s)", style="dim")
-    out.print(f"{result.differences} difference(s)")
+    out.print(f"{result.differences} difference(s){beyond}")

@@ -16,15 +16,26 @@ without either framework, and importing one whose framework is missing raises
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from journal import JournalError, Recorder
-from journal.canonical import canonical_bytes
+from agentloop import AgentLoopError
+from journal import Journal, JournalError, Recorder, canonical_bytes
 
-__all__ = ["InProposalOrder", "MissingExtraError", "answer_text", "jsonable", "missing_extra"]
+from .._captured import CapturedReplay
+from .._verdict import ReplayResult
+from ..normalize import DEFAULT_RULES, NormalizationRules
+
+__all__ = [
+    "InProposalOrder",
+    "MissingExtraError",
+    "answer_text",
+    "captured_replay",
+    "jsonable",
+    "missing_extra",
+]
 
 
 class MissingExtraError(JournalError, ImportError):
@@ -36,6 +47,36 @@ def missing_extra(package: str, extra: str, error: ImportError) -> MissingExtraE
     return MissingExtraError(
         f"{package} is not installed ({error.msg}): pip install 'agent-journal[{extra}]'"
     )
+
+
+def captured_replay(replay_agent: Callable[..., ReplayResult], framework: str) -> CapturedReplay:
+    """An integration's ``replay_captured`` (see `replay._captured`) over its ``replay_agent``.
+
+    A live model for a framework's session is the framework's own model object, which
+    its ``replay_agent`` does not take yet: asking for one is refused with a clear error.
+    """
+
+    def replay_captured(
+        journal: Journal,
+        session_id: str,
+        target: object,
+        *,
+        reference: str | None,
+        live: bool | Iterable[str] = False,
+        live_model: object = None,
+        save: bool = False,
+        rules: NormalizationRules = DEFAULT_RULES,
+    ) -> ReplayResult:
+        if live_model:
+            raise AgentLoopError(
+                f"session {session_id} ran on {framework}: going on with a live model is not "
+                f"available for {framework} sessions; replay without --live-model"
+            )
+        return replay_agent(
+            journal, session_id, target, live=live, reference=reference, save=save, rules=rules
+        )
+
+    return replay_captured
 
 
 def jsonable(value: object) -> JsonValue:

@@ -37,14 +37,14 @@ from functools import partial
 from typing import Any
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder
-from journal.events import ToolCall, Usage
-from journal.openai_messages import content_text, parse_arguments
+from journal import Journal, Recorder, ToolCall, Usage
+from journal.formats import content_text, parse_arguments
 
-from ..loop import RecordedModel, RecordedToolPort, recorded_start, replay_loop
+from .._session import recorded_start
+from .._verdict import ReplayResult
+from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
-from ..replayer import ReplayResult
-from . import InProposalOrder, answer_text, jsonable, missing_extra
+from . import InProposalOrder, answer_text, captured_replay, jsonable, missing_extra
 
 try:
     from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner, Tool
@@ -65,7 +65,14 @@ try:
 except ImportError as error:  # pragma: no cover - exercised with the package hidden
     raise missing_extra("openai-agents", "openai-agents", error) from error
 
-__all__ = ["CAPTURED_WITH", "JournalRunHooks", "ReplayModel", "proposal_of", "replay_agent"]
+__all__ = [
+    "CAPTURED_WITH",
+    "JournalRunHooks",
+    "ReplayModel",
+    "proposal_of",
+    "replay_agent",
+    "replay_captured",
+]
 
 CAPTURED_WITH = "openai-agents"
 """The ``captured_with`` metadata of the sessions this module journals."""
@@ -362,3 +369,7 @@ def replay_agent(
             history = result.to_input_list()
 
     return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)
+
+
+replay_captured = captured_replay(replay_agent, "the OpenAI Agents SDK")
+"""How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""

@@ -40,15 +40,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder, ReplayedFailure
-from journal.events import ToolCall, Usage
-from journal.openai_messages import parse_arguments
-from journal.recorder import describe_error
+from journal import Journal, Recorder, ReplayedFailure, ToolCall, Usage, describe_error
+from journal.formats import parse_arguments
 
-from ..loop import RecordedModel, RecordedToolPort, recorded_start, replay_loop
+from .._session import recorded_start
+from .._verdict import ReplayResult
+from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
-from ..replayer import ReplayResult
-from . import InProposalOrder, answer_text, jsonable, missing_extra
+from . import InProposalOrder, answer_text, captured_replay, jsonable, missing_extra
 
 try:
     from pydantic_ai import Agent, ModelRetry, RunContext
@@ -80,7 +79,14 @@ try:
 except ImportError as error:  # pragma: no cover - exercised with the package hidden
     raise missing_extra("pydantic-ai", "pydantic-ai", error) from error
 
-__all__ = ["CAPTURED_WITH", "JournalCapability", "ReplayModel", "proposal_of", "replay_agent"]
+__all__ = [
+    "CAPTURED_WITH",
+    "JournalCapability",
+    "ReplayModel",
+    "proposal_of",
+    "replay_agent",
+    "replay_captured",
+]
 
 CAPTURED_WITH = "pydantic-ai"
 """The ``captured_with`` metadata of the sessions this module journals."""
@@ -410,3 +416,7 @@ def replay_agent(
             history = result.all_messages()
 
     return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)
+
+
+replay_captured = captured_replay(replay_agent, "pydantic-ai")
+"""How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""

@@ -20,8 +20,8 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import Footer
 
-from journal import StoredEvent
-from replay import DiffResult, DiffRow, diff_records
+from journal import StoredEvent, decode
+from replay import DiffResult, DiffRow, diff_records, record_of
 
 from ..keys import bind
 from ..render import event_style, safe_text
@@ -41,7 +41,11 @@ KINDS: dict[str, tuple[str, str]] = {
 
 
 class LazyRecords(Sequence[dict[str, Any]]):
-    """Stored rows seen as flat records, each decoded when it is asked for."""
+    """Stored rows seen as flat records, each decoded when it is asked for.
+
+    Decoded and upcast as replay reads them (`replay.record_of`), so the diff view and
+    ``replay`` judge a pair of sessions alike.
+    """
 
     def __init__(self, rows: Sequence[StoredEvent]) -> None:
         self.rows = rows
@@ -62,7 +66,7 @@ class LazyRecords(Sequence[dict[str, Any]]):
 
     @staticmethod
     def _record(row: StoredEvent) -> dict[str, Any]:
-        return row.record()
+        return record_of(decode(row))
 
 
 class DiffView(LineList):

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import loads_strict
-from .errors import JournalError
-from .records import where
-from .sessions import SessionSummary
-from .store import Journal
+from ..canonical import loads_strict
+from ..errors import JournalError
+from ..projection import SessionSummary
+from ..records import where
+from ..store import Journal
 
 __all__ = ["CopyResult", "copy_session", "copy_sessions", "erased_in", "select_sessions"]
 

@@ -1,6 +1,6 @@
 """Import OpenAI-style chat transcripts as sessions, with a report of what could not be mapped.
 
-Each conversation (see `journal.openai_read` for the file shapes) becomes one session:
+Each conversation (see `journal.formats.openai_read` for the file shapes) becomes one session:
 
 * ``session_started``: the leading ``system`` / ``developer`` messages as the system
   prompt, the conversation's ``tools`` as tool specs, its model, and all of its metadata
@@ -38,9 +38,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .canonical import check_json, format_ts, valid_session_id
-from .errors import InvalidEventError, InvalidInputError, SessionConflictError
-from .events import (
+from ..canonical import check_json, format_ts, valid_session_id
+from ..errors import InvalidEventError, InvalidInputError, SessionConflictError
+from ..events import (
     ActionCommitted,
     ActionFailed,
     AgentCompleted,
@@ -51,6 +51,7 @@ from .events import (
     ToolCall,
     UserInput,
 )
+from ..store import Journal
 from .openai_messages import (
     REASONING_FIELDS,
     PendingCalls,
@@ -61,7 +62,6 @@ from .openai_messages import (
     tool_specs_of,
 )
 from .openai_read import Conversation, TranscriptFile, read_transcripts
-from .store import Journal
 
 __all__ = [
     "EPOCH",

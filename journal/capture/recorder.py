@@ -43,9 +43,9 @@ from typing import Any, Protocol, Self, get_args
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .canonical import check_json, format_ts
-from .errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
-from .events import (
+from ..canonical import check_json, format_ts
+from ..errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
+from ..events import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
@@ -63,12 +63,19 @@ from .events import (
     VerificationFailed,
     VerificationStage,
 )
-from .fold import SessionState, apply
-from .openai_messages import prefix_hash, tool_specs_of
-from .records import RecordedEvent
-from .store import Journal
+from ..fold import SessionState, apply
+from ..formats.openai_messages import prefix_hash, tool_specs_of
+from ..records import RecordedEvent
+from ..store import Journal
 
-__all__ = ["ModelOutput", "Recorder", "ReplayedFailure", "describe_error", "failure_of"]
+__all__ = [
+    "HaltSession",
+    "ModelOutput",
+    "Recorder",
+    "ReplayedFailure",
+    "describe_error",
+    "failure_of",
+]
 
 SeqClock = Callable[[int], datetime]
 """The time at which event ``seq`` is written (a replay passes the recorded clock)."""
@@ -119,6 +126,21 @@ class ModelOutput(Protocol):
     def cost(self) -> float | None:
         """What the call cost."""
         ...
+
+
+class HaltSession(Exception):
+    """Raised by a port to end the session with ``agent_halted`` of ``rule`` and ``reason``.
+
+    The loop (the agentloop runtime, or a `Recorder` around a hand-written loop) records
+    the halt with this rule instead of rule ``error``: a replay's recorded model raises it
+    when no recorded output fits the context (rule ``replay_stopped``), so the session says
+    why it ended where it did.
+    """
+
+    def __init__(self, rule: str, reason: str) -> None:
+        super().__init__(f"{rule}: {reason}")
+        self.rule = rule
+        self.reason = reason
 
 
 class ReplayedFailure(Exception):
@@ -522,7 +544,12 @@ class Recorder:
         return event
 
     def fail(self, error: BaseException) -> AgentHalted:
-        """Record an exception as a halt with rule ``error`` and its one-line message."""
+        """Record an exception as a halt with rule ``error`` and its one-line message.
+
+        A `HaltSession` is recorded with its own rule and reason.
+        """
+        if isinstance(error, HaltSession):
+            return self.halt(error.rule, error.reason)
         return self.halt("error", describe_error(error))
 
     # -- context manager -------------------------------------------------------------

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .canonical import dumps_canonical, loads_strict
-from .errors import InvalidEventError, InvalidInputError, SessionConflictError
+from ..canonical import dumps_canonical, loads_strict
+from ..errors import InvalidEventError, InvalidInputError, SessionConflictError
+from ..store import Journal
 from .redact import Redactor, rechain
-from .store import Journal
 
 __all__ = [
     "FORMAT",

@@ -37,8 +37,8 @@ from typing import Any
 
 import orjson
 
-from .canonical import dumps_canonical, parse_ts
-from .events import (
+from ..canonical import dumps_canonical, parse_ts
+from ..events import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
@@ -52,8 +52,8 @@ from .events import (
     UserInput,
     VerificationFailed,
 )
-from .records import RecordedEvent
-from .store import Journal
+from ..records import RecordedEvent
+from ..store import Journal
 
 __all__ = [
     "SCOPE",

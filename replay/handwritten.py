@@ -1,4 +1,4 @@
-"""Replay a loop that journals through `journal.Recorder`, with its recorded inputs.
+"""Replay a hand-written loop that journals through `journal.Recorder`, with its recorded inputs.
 
 A hand-written loop is replayable when its entry point takes its ports::
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoadError, AgentLoopError, ModelResponse, ToolOutcome, load_object
+from agentloop import AgentLoadError, AgentLoopError, ToolOutcome
 from journal import (
     ActionCommitted,
     AgentHalted,
@@ -42,26 +42,31 @@ from journal import (
     RecordedEvent,
     Recorder,
     ReplayedFailure,
-    SessionNotFoundError,
     SessionStarted,
     StoreError,
     UserInput,
+    describe_error,
+    failure_of,
 )
-from journal.recorder import describe_error, failure_of
 
+from ._follow import RecordingFollower
+from ._run import Drive, replay_session
+from ._verdict import ReplayResult, UnrecordedCall
 from .normalize import DEFAULT_RULES, NormalizationRules
-from .recorded import RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools, UnrecordedCall
-from .replayer import ReplayResult, free_session_id, judge, load_recording, replay_target
+from .recorded import OffTheRecord, RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools
 
 __all__ = [
+    "CAPTURED_WITH",
     "LoopRun",
     "RecordedModel",
     "RecordedToolPort",
     "ToolPort",
-    "recorded_start",
     "replay_captured",
     "replay_loop",
 ]
+
+CAPTURED_WITH = "recorder"
+"""The ``captured_with`` metadata of sessions a hand-written loop journals with `Recorder`."""
 
 ToolPort = Callable[[str, dict[str, Any]], Any]
 """A loop's tool dispatch: ``tools(name, args) -> result`` (raises on failure)."""
@@ -80,33 +85,54 @@ def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, str]:
 
 
 class RecordedModel:
-    """The model port of a replayed loop: the recorded outputs, in order.
+    """The model port of a replayed loop: the output recorded at each seq.
 
-    Call it with anything (the request is not looked at); it returns the next recorded
-    output as an ``agentloop.ModelResponse``.
+    Call it with anything (the request is not looked at); it returns the output recorded
+    for the seq the loop's recorder writes next, as an ``agentloop.ModelResponse``, while
+    the replay follows the recording (`replay.RecordedLLM`). Where the recorded loop
+    crashed, it raises the crash again as a `journal.ReplayedFailure`. Off the record,
+    ``live`` (the loop's own model port, called with the same arguments) answers, or the
+    replay stops with a `journal.HaltSession` the recorder records.
     """
 
-    def __init__(self, recorded: Sequence[RecordedEvent], recorder: Recorder) -> None:
-        self._llm = RecordedLLM(recorded)
-        self._crashes = _crashes(recorded)
+    def __init__(
+        self,
+        recorded: Sequence[RecordedEvent],
+        recorder: Recorder,
+        *,
+        follower: RecordingFollower | None = None,
+        live: Callable[..., Any] | None = None,
+    ) -> None:
+        self.llm = RecordedLLM(
+            recorded,
+            follower=follower,
+            failure=lambda reason: ReplayedFailure(reason, "infrastructure"),
+        )
         self._recorder = recorder
+        self._live = live
 
     @property
     def exhausted(self) -> bool:
         """True when every recorded output was served."""
-        return self._llm.exhausted
+        return self.llm.exhausted
 
-    def __call__(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        """The next recorded output.
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The recorded output for this point of the loop (or the live model's).
 
         Raises:
-            RecordingExhausted: the loop asked for more outputs than were recorded.
+            HaltSession: no recorded output fits, and no live model (rule
+                ``replay_stopped``).
             ReplayedFailure: the recorded loop crashed at this point.
         """
         seq = self._recorder.next_seq
-        if self.exhausted and seq in self._crashes:
-            raise ReplayedFailure(self._crashes[seq], "infrastructure")
-        return self._llm.next_response(seq)
+        try:
+            return self.llm.next_response(seq)
+        except OffTheRecord as off:
+            if self._live is None:
+                raise self.llm.stop(off) from off
+            if self.llm.went_live_at is None:
+                self.llm.went_live_at = seq
+            return self._live(*args, **kwargs)
 
 
 class RecordedToolPort:
@@ -121,6 +147,7 @@ class RecordedToolPort:
         recorder: the replay's recorder (for the seq being written).
         live: ``True`` to run every tool for real, or the names of the tools to run live.
         live_tools: the loop's own tool port, which runs the live tools.
+        follower: when given, every tool runs live once the replay left the recording.
     """
 
     def __init__(
@@ -130,11 +157,15 @@ class RecordedToolPort:
         *,
         live: bool | Iterable[str] = False,
         live_tools: ToolPort | None = None,
+        follower: RecordingFollower | None = None,
     ) -> None:
-        self.tools = RecordedTools(recorded, live if isinstance(live, bool) else frozenset(live))
+        self.tools = RecordedTools(
+            recorded, live if isinstance(live, bool) else frozenset(live), follower=follower
+        )
         self._crashes = _crashes(recorded)
         self._recorder = recorder
         self._live_tools = live_tools
+        self._follower = follower
 
     def __call__(self, tool: str, args: Mapping[str, Any]) -> Any:
         """Serve (or, for a live tool, run and compare) one call of a plain loop."""
@@ -174,7 +205,8 @@ class RecordedToolPort:
     def _serve(self, tool: str, args: Mapping[str, Any], recorded: RecordedOutcome | None) -> Any:
         if recorded is None:
             seq = self._recorder.next_seq
-            if seq in self._crashes:
+            on_record = self._follower is None or self._follower.fits()
+            if on_record and seq in self._crashes:
                 raise ReplayedFailure(self._crashes[seq], "infrastructure")
             self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
             raise ReplayedFailure(
@@ -224,18 +256,6 @@ def _drive(
     return None
 
 
-def recorded_start(journal: Journal, session_id: str) -> SessionStarted:
-    """The ``session_started`` of a session.
-
-    Raises:
-        SessionNotFoundError: no such session.
-    """
-    for item in journal.events(session_id, stop=1):
-        if isinstance(item.event, SessionStarted):
-            return item.event
-    raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
-
-
 def replay_loop(
     journal: Journal,
     session_id: str,
@@ -243,6 +263,7 @@ def replay_loop(
     *,
     live: bool | Iterable[str] = False,
     live_tools: ToolPort | None = None,
+    live_model: Callable[..., Any] | None = None,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
@@ -253,81 +274,71 @@ def replay_loop(
         session_id: the session to replay.
         run: the loop's entry point, ``run(llm, tools, recorder, inputs)``.
         live: tools to run for real (``True``: all) instead of serving the recording.
-        live_tools: the loop's own tool port, needed when ``live`` names tools.
+        live_tools: the loop's own tool port, needed when ``live`` names tools (and when
+            ``live_model`` re-records: off the record every tool runs live).
+        live_model: the loop's own model port, answering where no recorded output fits;
+            without one the replay stops there.
         save: keep the replay in ``journal`` (``replay_of`` the original).
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
         SessionNotFoundError: no such session.
     """
-    recorded, started = load_recording(journal, session_id)
-    inputs = [item.event.text for item in recorded if isinstance(item.event, UserInput)]
-    with replay_target(journal, save) as target:
-        replay_id = free_session_id(target, session_id, "replay")
-        recorder = Recorder(target, replay_id, clock=RecordedClock(recorded), replay_of=session_id)
-        llm = RecordedModel(recorded, recorder)
-        tools = RecordedToolPort(recorded, recorder, live=live, live_tools=live_tools)
+
+    def drive(
+        scratch: Journal,
+        replay_id: str,
+        follower: RecordingFollower,
+        recorded: Sequence[RecordedEvent],
+        started: SessionStarted,
+    ) -> Drive:
+        inputs = [item.event.text for item in recorded if isinstance(item.event, UserInput)]
+        recorder = Recorder(scratch, replay_id, clock=RecordedClock(recorded), replay_of=session_id)
+        llm = RecordedModel(recorded, recorder, follower=follower, live=live_model)
+        tools = RecordedToolPort(
+            recorded,
+            recorder,
+            live=live,
+            live_tools=live_tools,
+            follower=follower if live_model is not None else None,
+        )
         error = _drive(run, llm, tools, recorder, inputs)
-        replayed = list(target.events(replay_id))
-    return judge(
-        recorded,
-        replayed,
-        replay_id=replay_id,
-        saved=save,
-        agent=started.agent,
-        rules=rules,
-        error=error,
-        exhausted=llm.exhausted,
-        tools=tools.tools,
+        return Drive(llm=llm.llm, tools=tools.tools, error=error, agent=started.agent)
+
+    return replay_session(
+        journal, session_id, drive, save=save, live_model=live_model is not None, rules=rules
     )
 
 
 def replay_captured(
     journal: Journal,
     session_id: str,
-    started: SessionStarted,
+    target: object,
     *,
-    reference: str | None = None,
+    reference: str | None,
     live: bool | Iterable[str] = False,
+    live_model: object = None,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
-    """Replay a session a recorder or an integration journaled, through what its agent names.
+    """Replay a session a hand-written loop journaled, through ``target``, its ``run``.
 
-    How the `Replayer` (so the CLI and the fixtures plugin) replays such sessions: the
-    recorded ``agent`` reference (or ``reference``) names the loop's ``run`` function
-    (``captured_with`` ``recorder``), or the pydantic-ai or Agents SDK agent object.
+    How `replay.Replayer` replays sessions whose ``captured_with`` is ``recorder``. A live
+    model is a ``module:factory`` that returns the loop's model port.
 
     Raises:
-        AgentLoadError: no reference, or it names nothing replayable.
-        AgentLoopError: live tools asked for a hand-written loop (use `replay_loop`).
+        AgentLoadError: ``target`` is not callable, or the live model cannot be built.
+        AgentLoopError: live tools were asked for (the loop's own tool port is needed:
+            call `replay_loop` with ``live_tools``).
     """
-    captured = started.metadata.get("captured_with")
-    name = reference or started.agent
-    if not name:
-        raise AgentLoadError(
-            f"session {session_id} records no agent reference; pass --agent module:attribute"
-        )
-    if reference is not None and reference != started.agent:
-        rules = rules.extended({"session_started": ["agent"]})
-    target = load_object(name)
-    if captured == "pydantic-ai":
-        from .integrations import pydantic_ai
-
-        return pydantic_ai.replay_agent(
-            journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
-        )
-    if captured == "openai-agents":
-        from .integrations import openai_agents
-
-        return openai_agents.replay_agent(
-            journal, session_id, target, live=live, reference=started.agent, save=save, rules=rules
-        )
     if not callable(target):
-        raise AgentLoadError(f"agent {name}: {type(target).__name__} is not a loop's run function")
-    if live:
+        raise AgentLoadError(
+            f"agent {reference}: {type(target).__name__} is not a loop's run function"
+        )
+    if live or live_model:
         raise AgentLoopError(
-            f"session {session_id} is a hand-written loop: running its tools live needs its own "
-            "tool port; call replay.replay_loop(..., live_tools=...)"
+            f"session {session_id} is a hand-written loop: running its tools or its model "
+            "live needs the loop's own ports; call replay.replay_loop(..., live_tools=..., "
+            "live_model=...)"
         )
     return replay_loop(journal, session_id, target, save=save, rules=rules)

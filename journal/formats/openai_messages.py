@@ -1,7 +1,7 @@
 """Pieces of the OpenAI chat format mapped to event fields: calls, usage, reasoning, text.
 
-Shared by the transcript importer (`journal.openai_import`), the openai-client capture
-(`journal.capture_openai`) and the model provider on the openai client
+Shared by the transcript importer (`journal.formats.openai_import`), the openai-client capture
+(`journal.capture.openai_client`) and the model provider on the openai client
 (`agentloop.openai_provider`), so a message means the same thing in all three.
 
 * Tool calls: ``{"id", "type": "function", "function": {"name", "arguments"}}``;
@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import canonical_bytes, dumps_canonical, loads_strict
-from .errors import InvalidEventError
-from .events import ActionProposed, ToolCall, ToolSpec, Usage
+from ..canonical import canonical_bytes, dumps_canonical, loads_strict
+from ..errors import InvalidEventError
+from ..events import ActionProposed, ToolCall, ToolSpec, Usage
 
 __all__ = [
     "MODEL_SETTINGS",

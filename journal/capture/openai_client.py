@@ -4,7 +4,7 @@ Wrap the client; the loop stays as it is::
 
     from openai import OpenAI
     from journal import Journal
-    from journal.capture_openai import JournaledOpenAI
+    from journal import JournaledOpenAI
 
     with Journal.open("agent-journal.db") as journal:
         client = JournaledOpenAI(OpenAI(), journal, session_id="support-42")
@@ -41,16 +41,16 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from .events import ActionCommitted, ActionFailed, AgentHalted, FailureKind
-from .openai_messages import (
+from ..events import ActionCommitted, ActionFailed, AgentHalted, FailureKind
+from ..formats.openai_messages import (
     MODEL_SETTINGS,
     content_text,
     proposal_from_completion,
     response_body,
     system_prompt_of,
 )
+from ..store import Journal
 from .recorder import Recorder, SeqClock
-from .store import Journal
 
 __all__ = ["JournaledOpenAI"]
 

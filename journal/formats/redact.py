@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import GENESIS_HASH, chain_hash, dumps_canonical
+from ..canonical import GENESIS_HASH, chain_hash, dumps_canonical
 
 __all__ = ["DEFAULT_SECRET_KEYS", "Redactor", "luhn_valid", "rechain"]
 

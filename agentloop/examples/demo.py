@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from journal import Journal
 
-from .agent import load_agent
-from .examples import SCENARIOS, Scenario
-from .ports import counter_ids
-from .runtime import AgentRuntime
+from ..agent import load_agent
+from ..ports import counter_ids
+from ..runtime import AgentRuntime
+from .scenarios import SCENARIOS, Scenario
 
 __all__ = ["DemoSession", "demo_session_id", "run_demo"]
 

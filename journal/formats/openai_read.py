@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .canonical import loads_strict
-from .errors import InvalidInputError
+from ..canonical import loads_strict
+from ..errors import InvalidInputError
 from .jsonl import read_input
 
 __all__ = ["Conversation", "TranscriptFile", "read_transcripts"]

@@ -1,0 +1,65 @@
+"""The journal's adapters to other formats: JSONL in and out, OpenAI-style transcripts in,
+OpenTelemetry GenAI traces out, copies between journals, and format-keeping redaction.
+
+Each reads or writes the record through `journal.Journal` and the canonical bytes; none is
+needed to append, read, fold or verify a journal.
+"""
+
+from .jsonl import (
+    FORMAT,
+    FORMAT_VERSION,
+    ImportResult,
+    JsonlFile,
+    export_lines,
+    export_session,
+    header_for,
+    import_file,
+    read_jsonl,
+    write_atomically,
+    write_jsonl,
+)
+from .openai_import import ImportReport, convert_files, import_converted, import_openai
+from .openai_messages import (
+    MODEL_SETTINGS,
+    content_text,
+    parse_arguments,
+    prefix_hash,
+    proposal_from_completion,
+    response_body,
+    tool_specs_of,
+)
+from .otlp import otlp_document, otlp_json
+from .redact import Redactor
+from .transfer import CopyResult, copy_session, copy_sessions, select_sessions
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MODEL_SETTINGS",
+    "CopyResult",
+    "ImportReport",
+    "ImportResult",
+    "JsonlFile",
+    "Redactor",
+    "content_text",
+    "convert_files",
+    "copy_session",
+    "copy_sessions",
+    "export_lines",
+    "export_session",
+    "header_for",
+    "import_converted",
+    "import_file",
+    "import_openai",
+    "otlp_document",
+    "otlp_json",
+    "parse_arguments",
+    "prefix_hash",
+    "proposal_from_completion",
+    "read_jsonl",
+    "response_body",
+    "select_sessions",
+    "tool_specs_of",
+    "write_atomically",
+    "write_jsonl",
+]

@@ -1,0 +1,89 @@
+"""The ``sessions`` projection: one row per session, derived from its events by the fold.
+
+Listings read it without decoding a payload; every append writes the row of its new state
+in the same transaction, and ``verify`` checks it against the events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from .fold import SessionState, SessionStatus
+
+__all__ = ["PROJECTION_COLUMNS", "SessionSummary", "projection_row", "state_json"]
+
+
+class SessionSummary(BaseModel):
+    """One row of the ``sessions`` projection: what listings show without decoding events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    agent: str | None
+    model: str | None
+    status: SessionStatus
+    events: int
+    turns: int
+    steps: int
+    failures: int
+    tokens_in: int
+    tokens_out: int
+    tokens_cached: int
+    cost: float
+    started: str | None
+    ended: str | None
+    last_seq: int
+    head_hash: str
+    replay_of: str | None
+    forked_from: str | None
+    fork_seq: int | None
+    halt_rule: str | None
+    repairs: int = 0
+    committed: int = 0
+    model_calls: int = 0
+    latency_ms: float = 0.0
+
+    @property
+    def tool_success_rate(self) -> float:
+        """Committed calls over all calls decided (0 when there were none)."""
+        return self.committed / self.steps if self.steps else 0.0
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of input tokens served from the provider's prompt cache."""
+        return self.tokens_cached / self.tokens_in if self.tokens_in else 0.0
+
+    @property
+    def mean_latency_ms(self) -> float:
+        """Mean model latency per call."""
+        return self.latency_ms / self.model_calls if self.model_calls else 0.0
+
+
+PROJECTION_COLUMNS = tuple(SessionSummary.model_fields)
+"""Columns of the sessions table besides ``fold_version`` and ``state``."""
+
+
+def projection_row(state: SessionState, head_hash: str) -> dict[str, Any]:
+    """Return the sessions-table row for ``state`` (with its state JSON and fold version)."""
+    values = state.__dict__
+    row: dict[str, Any] = {name: values.get(name) for name in PROJECTION_COLUMNS}
+    row.update(head_hash=head_hash, fold_version=state.fold_version, state=state_json(state))
+    return row
+
+
+def state_json(state: SessionState) -> str:
+    """``state`` as the JSON stored beside its projection: ``state.model_dump(mode="json")``.
+
+    Built by orjson from the field values (nested models by their own fields), which is
+    several times cheaper than pydantic's serializer on this hot path (one per append).
+    """
+    return orjson.dumps(state.__dict__, default=_fields).decode()
+
+
+def _fields(value: object) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        return value.__dict__
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -1,0 +1,61 @@
+"""Which module replays a captured session: one registry from ``captured_with`` to it.
+
+Sessions journaled through `journal.Recorder` (a hand-written loop) or a framework
+integration carry ``captured_with`` in their metadata. Each kind is replayed by one module
+that exposes ``replay_captured(journal, session_id, target, *, reference, live, save,
+rules, live_model)``, where ``target`` is what the session's reference names (a loop's
+``run``, a framework's agent object) and ``live_model`` what `replay.Replayer` was given.
+The modules are imported only when a session of their kind is replayed, so an
+integration's framework is needed only for its own sessions.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Protocol, cast
+
+from journal import Journal
+
+from ._verdict import ReplayResult
+from .normalize import NormalizationRules
+
+__all__ = ["CAPTURED_REPLAYS", "CapturedReplay", "captured_replay"]
+
+CAPTURED_REPLAYS = {
+    "recorder": "replay.handwritten",
+    "pydantic-ai": "replay.integrations.pydantic_ai",
+    "openai-agents": "replay.integrations.openai_agents",
+}
+"""``captured_with`` → the module that replays such sessions (its ``CAPTURED_WITH``)."""
+
+
+class CapturedReplay(Protocol):
+    """The ``replay_captured`` function of a module in `CAPTURED_REPLAYS`."""
+
+    def __call__(
+        self,
+        journal: Journal,
+        session_id: str,
+        target: object,
+        *,
+        reference: str | None,
+        live: bool | Iterable[str] = False,
+        live_model: object = None,
+        save: bool = False,
+        rules: NormalizationRules = ...,
+    ) -> ReplayResult:
+        """Replay ``session_id`` through ``target`` and judge it."""
+        ...
+
+
+def captured_replay(captured_with: object) -> CapturedReplay | None:
+    """The function that replays sessions captured with ``captured_with`` (None: not captured).
+
+    Raises:
+        MissingExtraError: the integration's framework is not installed.
+    """
+    if not isinstance(captured_with, str) or captured_with not in CAPTURED_REPLAYS:
+        return None
+    module = importlib.import_module(CAPTURED_REPLAYS[captured_with])
+    return cast(CapturedReplay, module.replay_captured)

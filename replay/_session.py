@@ -1,0 +1,76 @@
+"""The sessions a replay reads and writes: the recording, a free id, the target journal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from journal import (
+    InvalidInputError,
+    Journal,
+    RecordedEvent,
+    SessionNotFoundError,
+    SessionStarted,
+)
+
+from .normalize import record_of
+
+__all__ = [
+    "free_session_id",
+    "load_recording",
+    "recorded_start",
+    "session_records",
+]
+
+
+def load_recording(journal: Journal, session_id: str) -> tuple[list[RecordedEvent], SessionStarted]:
+    """A session's events and its ``session_started``, checked to be a whole recording.
+
+    Raises:
+        SessionNotFoundError: no such session.
+        InvalidInputError: seq 0 is not ``session_started``, or a seq is missing (a journal
+            altered outside agent-journal: ``verify`` says more).
+    """
+    recorded = list(journal.events(session_id))
+    if not recorded:
+        raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+    for seq, item in enumerate(recorded):
+        if item.seq != seq:
+            raise InvalidInputError(
+                f"session {session_id}: seq {seq} is missing in {journal.target}; run verify"
+            )
+    started = recorded[0].event
+    if not isinstance(started, SessionStarted):
+        raise InvalidInputError(
+            f"session {session_id}: seq 0 is {started.type}, not session_started"
+        )
+    return recorded, started
+
+
+def recorded_start(journal: Journal, session_id: str) -> SessionStarted:
+    """The ``session_started`` of a session.
+
+    Raises:
+        SessionNotFoundError: no such session.
+    """
+    for item in journal.events(session_id, stop=1):
+        if isinstance(item.event, SessionStarted):
+            return item.event
+    raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+
+
+def free_session_id(journal: Journal, base: str, suffix: str) -> str:
+    """The first ``<base>.<suffix>-<n>`` not in ``journal`` (ids stay within 128 chars)."""
+    stem = base[: 128 - len(suffix) - 8]
+    n = 1
+    while journal.summary(f"{stem}.{suffix}-{n}") is not None:
+        n += 1
+    return f"{stem}.{suffix}-{n}"
+
+
+def session_records(journal: Journal, session_id: str) -> list[dict[str, Any]]:
+    """A session's events as the flat records replay, diff and fixtures compare.
+
+    Each is decoded and upcast to the current version of its type (`record_of`), so two
+    runs compare the same whichever version of agent-journal wrote them.
+    """
+    return [record_of(item) for item in journal.events(session_id)]

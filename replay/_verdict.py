@@ -1,0 +1,302 @@
+"""The verdict of a replay: the result types and the judging every replay path shares.
+
+Every way of replaying a session (the agentloop runtime, a hand-written loop, a framework
+integration) ends the same way: what the code journaled now is compared with the recording
+by `judge`, event by event after normalisation (`replay.normalize`), and the outcome is a
+`ReplayResult`, identical or with its first `Divergence`. This module knows nothing of how
+a replay ran: the facts it needs (an exception the driver caught, where the recording ran
+out, the calls the recording never ran, live results that differ) are handed to it as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from journal import AgentCompleted, AgentHalted, JournalError, RecordedEvent
+
+from .diff import Change, behaviour_rules, config_changes, field_changes
+from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize, record_of
+
+__all__ = [
+    "Divergence",
+    "DivergenceError",
+    "Exhaustion",
+    "LiveDifference",
+    "ReplayResult",
+    "UnrecordedCall",
+    "compare",
+    "is_complete",
+    "judge",
+    "summary",
+]
+
+
+@dataclass(frozen=True)
+class UnrecordedCall:
+    """A tool call the replay made that the recording never ran."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LiveDifference:
+    """A tool run live whose result differs from the recorded one."""
+
+    tool: str
+    args: dict[str, Any]
+    recorded: Any
+    live: Any
+    recorded_seq: int
+
+
+@dataclass(frozen=True)
+class Exhaustion:
+    """The code asked the model for more than the recording holds, at ``seq``."""
+
+    seq: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a replay first differs from its recording."""
+
+    seq: int
+    reason: str
+    expected: dict[str, Any] | None
+    actual: dict[str, Any] | None
+    changes: tuple[Change, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The divergence as a JSON object (the shape of ``replay --json``)."""
+        return {
+            "seq": self.seq,
+            "reason": self.reason,
+            "expected": self.expected,
+            "actual": self.actual,
+            "changes": [change.as_json() for change in self.changes],
+        }
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """The outcome of one replay."""
+
+    session_id: str
+    replay_session_id: str
+    saved: bool
+    agent: str | None
+    verdict: Literal["identical", "diverged"]
+    first_divergence: Divergence | None
+    recorded_events: int
+    replayed_events: int
+    recording_complete: bool
+    unrecorded_calls: tuple[UnrecordedCall, ...] = ()
+    live_differences: tuple[LiveDifference, ...] = ()
+    config_changes: tuple[Change, ...] = ()
+    """How the replay's configuration (prompt, tools, guardrails, model) differs from the
+    recording's; ``first_divergence`` is then the first behavioural divergence found by
+    assuming the recorded replies still apply."""
+    stopped_at: int | None = None
+    """The seq where the replay stopped: it needed a model output, none recorded fitted
+    its context, and no live model was there to answer (halt rule ``replay_stopped``)."""
+    live_from: int | None = None
+    """The seq from which a live model answered (the replay re-recorded from there)."""
+    unsaved: str | None = None
+    """Why a replay asked to be saved was not."""
+
+    @property
+    def identical(self) -> bool:
+        """True when the replay matched the recording, configuration and behaviour."""
+        return self.verdict == "identical"
+
+    def as_json(self) -> dict[str, Any]:
+        """The result as a JSON object (the shape of ``replay --json``)."""
+        return {
+            "verdict": self.verdict,
+            "first_divergence": None
+            if self.first_divergence is None
+            else self.first_divergence.as_json(),
+            "config_changes": [change.as_json() for change in self.config_changes],
+            "session_id": self.session_id,
+            "replay_session_id": self.replay_session_id,
+            "saved": self.saved,
+            "agent": self.agent,
+            "recorded_events": self.recorded_events,
+            "replayed_events": self.replayed_events,
+            "recording_complete": self.recording_complete,
+            "stopped_at": self.stopped_at,
+            "live_from": self.live_from,
+            "unsaved": self.unsaved,
+            "unrecorded_calls": [{"tool": c.tool, "args": c.args} for c in self.unrecorded_calls],
+            "live_differences": [
+                {
+                    "tool": d.tool,
+                    "args": d.args,
+                    "recorded": d.recorded,
+                    "live": d.live,
+                    "recorded_seq": d.recorded_seq,
+                }
+                for d in self.live_differences
+            ],
+        }
+
+
+class DivergenceError(JournalError):
+    """Raised by `Replayer.replay_or_raise` when a replay diverges; carries the result."""
+
+    def __init__(self, result: ReplayResult) -> None:
+        super().__init__(f"session {result.session_id} {summary(result)}")
+        self.result = result
+
+
+def summary(result: ReplayResult) -> str:
+    """One line for a replay that diverged: the configuration change, the divergence."""
+    parts = []
+    if result.config_changes:
+        paths = ", ".join(change.path for change in result.config_changes[:5])
+        parts.append(f"was replayed with another configuration ({paths})")
+    divergence = result.first_divergence
+    if divergence is not None:
+        parts.append(f"diverged at seq {divergence.seq}: {divergence.reason}")
+    return "; ".join(parts) or "replayed identically"
+
+
+def is_complete(events: Sequence[RecordedEvent]) -> bool:
+    """Whether a recording ends with a terminal event (not cut off by a crash)."""
+    return bool(events) and isinstance(events[-1].event, (AgentCompleted, AgentHalted))
+
+
+def judge(
+    recorded: Sequence[RecordedEvent],
+    replayed: Sequence[RecordedEvent],
+    *,
+    replay_id: str,
+    saved: bool,
+    agent: str | None,
+    rules: NormalizationRules,
+    error: str | None = None,
+    exhaustion: Exhaustion | None = None,
+    unrecorded: Sequence[UnrecordedCall] = (),
+    live_differences: Sequence[LiveDifference] = (),
+    stopped_at: int | None = None,
+    live_from: int | None = None,
+) -> ReplayResult:
+    """Compare a replay with its recording and say how it went (shared by every replay).
+
+    The configurations are compared by `replay.diff.config_changes`, the behaviour by
+    `compare`. Besides, a complete recording whose replay called a tool the recording
+    never ran diverges at the replay's last event.
+
+    Args:
+        recorded: the recording.
+        replayed: what the code journaled now.
+        replay_id: the replay's session id.
+        saved: whether the replay was kept in the journal.
+        agent: the reference of what was replayed.
+        rules: what counts as volatile.
+        error: the one-line text of an exception that escaped the code, if any.
+        exhaustion: where the code asked the model for more than was recorded, if it did.
+        unrecorded: tool calls the recording never ran.
+        live_differences: tools run live whose results differ from the recording.
+        stopped_at: where the replay stopped for want of a fitting recorded output.
+        live_from: where a live model took over.
+    """
+    changed_config = config_changes(
+        record_of(recorded[0]), record_of(replayed[0]) if replayed else None, rules
+    )
+    divergence = compare(
+        recorded, replayed, behaviour_rules(rules), error=error, exhaustion=exhaustion
+    )
+    if divergence is None and unrecorded and is_complete(recorded):
+        # (past the end of a cut recording every call is unrecorded, and that is fine)
+        call = unrecorded[0]
+        divergence = Divergence(
+            seq=len(replayed) - 1,
+            reason=f"the code called {call.tool}({call.args}), which the recording never ran",
+            expected=None,
+            actual=None,
+        )
+    return ReplayResult(
+        session_id=recorded[0].session_id,
+        replay_session_id=replay_id,
+        saved=saved,
+        agent=agent,
+        verdict="identical" if divergence is None and not changed_config else "diverged",
+        first_divergence=divergence,
+        recorded_events=len(recorded),
+        replayed_events=len(replayed),
+        recording_complete=is_complete(recorded),
+        unrecorded_calls=tuple(unrecorded),
+        live_differences=tuple(live_differences),
+        config_changes=changed_config,
+        stopped_at=stopped_at,
+        live_from=live_from,
+    )
+
+
+def compare(
+    recorded: Sequence[RecordedEvent],
+    replayed: Sequence[RecordedEvent],
+    rules: NormalizationRules = DEFAULT_RULES,
+    *,
+    error: str | None = None,
+    exhaustion: Exhaustion | None = None,
+) -> Divergence | None:
+    """Return the first divergence between a recording and a replay, or None."""
+    complete = is_complete(recorded)
+    for seq in range(max(len(recorded), len(replayed))):
+        if seq >= len(recorded):
+            if not complete:
+                return None
+            return Divergence(
+                seq,
+                "the replay went on past the end of the recording",
+                None,
+                record_of(replayed[seq]),
+            )
+        expected = record_of(recorded[seq])
+        if seq >= len(replayed):
+            reason = "the replay stopped before the recording's end"
+            if error:
+                reason += f": the loop raised {error}"
+            return Divergence(seq, reason, expected, None)
+        actual = record_of(replayed[seq])
+        if fingerprint(expected, rules) == fingerprint(actual, rules):
+            continue
+        changes = field_changes(normalize(expected, rules), normalize(actual, rules))
+        ran_out = exhaustion if exhaustion is not None and exhaustion.seq == seq else None
+        reason = _reason(expected, actual, changes, ran_out)
+        return Divergence(seq, reason, expected, actual, changes)
+    return None
+
+
+def _reason(
+    expected: dict[str, Any],
+    actual: dict[str, Any],
+    changes: tuple[Change, ...],
+    ran_out: Exhaustion | None,
+) -> str:
+    kind = actual.get("type")
+    if kind == "agent_halted" and ran_out is not None:
+        if expected.get("type") == "agent_halted":
+            # The recorded run was stopped from outside (a harness, a rule of its own).
+            return (
+                f"the recording stops here ({expected.get('rule')}), the code goes on: "
+                f"{ran_out.reason}"
+            )
+        return ran_out.reason
+    if kind == "agent_halted" and actual.get("rule") == "error":
+        return f"the agent's code raised: {actual.get('reason', '')}"
+    if kind != expected.get("type"):
+        detail = ""
+        if kind == "verification_failed":
+            detail = f" ({actual.get('stage')}: {actual.get('message')})"
+        elif kind == "agent_halted":
+            detail = f" ({actual.get('rule')}: {actual.get('reason')})"
+        return f"expected {expected.get('type')}, got {kind}{detail}"
+    paths = ", ".join(change.path for change in changes[:5])
+    return f"{kind} differs in {paths}"

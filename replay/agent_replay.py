@@ -1,0 +1,214 @@
+"""Replay of sessions an agentloop `Agent` ran: the same runtime, on recorded ports.
+
+`replay_agent_session` rebuilds nothing itself: it takes the `Agent` (see `agent_for` for
+building one from the session's recorded reference, under the trust list), swaps its
+ports for recorded ones (`replay.recorded`), feeds the recorded user inputs turn by turn,
+and hands what the runtime journals now to the shared verdict (`replay._verdict`).
+
+* A recording without a terminal event (a crash, a cut transcript) is replayed up to its
+  end and is identical if that prefix matches.
+* Asking the model for more than was recorded is a divergence ("recording exhausted at
+  seq N"), never a hang.
+* An exception in the agent's code is journaled by the loop as a halt with rule
+  ``error``; it shows as a divergence at that step, with the exception's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+
+from agentloop import (
+    Agent,
+    AgentLoadError,
+    AgentRuntime,
+    LLMProvider,
+    TrustList,
+    call_factory,
+    counter_ids,
+    load_agent,
+)
+from journal import (
+    AgentCompleted,
+    AgentHalted,
+    Journal,
+    RecordedEvent,
+    SessionStarted,
+    StoreError,
+    UserInput,
+)
+
+from ._follow import RecordingFollower
+from ._run import Drive, replay_session
+from ._verdict import ReplayResult
+from .normalize import DEFAULT_RULES, NormalizationRules
+from .recorded import RecordedClock, RecordedLLM, RecordedTools
+
+__all__ = ["LiveModel", "agent_for", "live_model_for", "replay_agent_session"]
+
+LiveModel = bool | str | LLMProvider | None
+"""What answers off the record: None/False (nothing: the replay stops), True or ``"agent"``
+(the agent's own model), ``"module:factory"`` (a factory returning a model), or a model."""
+
+
+def agent_for(
+    started: SessionStarted,
+    session_id: str,
+    override: str | Agent | None,
+    trust: TrustList | None = None,
+    *,
+    where: str | None = None,
+) -> Agent:
+    """The agent to replay a session with: the override, else the recorded reference.
+
+    A recorded reference runs only when ``trust`` (default: `TrustList.discover`) allows
+    it; an override runs as given. ``where`` names the session in messages (default
+    ``session ID``).
+
+    Raises:
+        AgentLoadError: neither is there, or the reference cannot be built.
+        UntrustedReferenceError: only the recorded reference is there, and it is not
+            trusted.
+    """
+    if isinstance(override, Agent):
+        return override
+    trust = trust or TrustList.discover()
+    reference = trust.choose(started.agent, override, where=where or f"session {session_id}")
+    trust.activate()
+    seed = started.metadata.get("seed")
+    return load_agent(reference, **({"seed": seed} if isinstance(seed, int) else {}))
+
+
+def live_model_for(spec: LiveModel, agent: Agent) -> LLMProvider | None:
+    """The model that answers off the record in a replay of ``agent``, from ``spec``.
+
+    A ``module:factory`` is given by the user, so it runs as given (see
+    `agentloop.TrustList`), imported from the trust list's folders.
+
+    Raises:
+        AgentLoadError: the agent has no model of its own, or the factory cannot be
+            imported or does not return a model.
+    """
+    if spec is None or spec is False:
+        return None
+    if spec is True or spec == "agent":
+        if agent.llm is None:
+            raise AgentLoadError(
+                f"agent {agent.reference}: it has no model of its own to go on live with; "
+                "name one with --live-model MODULE:FACTORY"
+            )
+        return agent.llm
+    if isinstance(spec, str):
+        TrustList.discover().activate()
+        built = call_factory(spec, what="live model")
+        if not isinstance(built, LLMProvider):
+            raise AgentLoadError(
+                f"live model {spec}: the factory returned {type(built).__name__}, which has "
+                "no async complete(request)"
+            )
+        return built
+    return spec
+
+
+def replay_agent_session(
+    journal: Journal,
+    session_id: str,
+    agent: Agent,
+    *,
+    live: bool | Iterable[str] = False,
+    live_model: LLMProvider | None = None,
+    save: bool = False,
+    rules: NormalizationRules = DEFAULT_RULES,
+) -> ReplayResult:
+    """Re-run ``agent`` on a session's recorded inputs and compare with the recording.
+
+    Args:
+        journal: the journal holding the session.
+        session_id: the session to replay.
+        agent: the agent to run (its model and tools are swapped for recorded ones).
+        live: tools to run for real (``True``: all) instead of serving the recording.
+        live_model: the model that answers where no recorded output fits (the replay
+            diverged, or ran past the recording); from there the tools run live too, as
+            in the original run. Without one the replay stops there.
+        save: keep the replay in ``journal`` (``replay_of`` the original).
+        rules: what counts as volatile; see `replay.normalize`.
+
+    Raises:
+        SessionNotFoundError: no such session.
+    """
+
+    def drive(
+        scratch: Journal,
+        replay_id: str,
+        follower: RecordingFollower,
+        recorded: Sequence[RecordedEvent],
+        started: SessionStarted,
+    ) -> Drive:
+        llm = RecordedLLM(recorded, follower=follower, live=live_model)
+        tools = RecordedTools(
+            recorded,
+            live if isinstance(live, bool) else frozenset(live),
+            follower=follower if live_model is not None else None,
+        )
+        runtime = AgentRuntime(
+            agent,
+            scratch,
+            llm=llm,
+            tools=tools,
+            clock=RecordedClock(recorded),
+            ids=counter_ids(replay_id),
+        )
+        error = _run(runtime, replay_id, session_id, started, recorded)
+        return Drive(llm=llm, tools=tools, error=error, agent=agent.reference)
+
+    return replay_session(
+        journal, session_id, drive, save=save, live_model=live_model is not None, rules=rules
+    )
+
+
+def _is_greeting(recorded: Sequence[RecordedEvent], index: int) -> bool:
+    """An ``agent_completed`` before any user input or model call: a greeting."""
+    return all(
+        isinstance(item.event, (SessionStarted, AgentCompleted)) for item in recorded[:index]
+    )
+
+
+def _ends_from_outside(recorded: Sequence[RecordedEvent], index: int) -> bool:
+    """An ``agent_halted`` right after a turn's answer: the session was ended from outside."""
+    return index > 0 and isinstance(recorded[index - 1].event, AgentCompleted)
+
+
+def _run(
+    runtime: AgentRuntime,
+    replay_id: str,
+    session_id: str,
+    started: SessionStarted,
+    recorded: Sequence[RecordedEvent],
+) -> str | None:
+    """Drive the replay; return the text of an exception the loop itself raised, if any."""
+
+    async def drive() -> None:
+        runtime.start(replay_id, metadata=started.metadata, replay_of=session_id)
+        for index, item in enumerate(recorded):
+            event = item.event
+            after = recorded[index + 1].event if index + 1 < len(recorded) else None
+            if isinstance(event, UserInput):
+                if isinstance(after, AgentHalted) and after.rule != "error":
+                    # The session was ended from outside before the agent answered.
+                    runtime.stop(replay_id, after.rule, after.reason, last_input=event.text)
+                    return
+                result = await runtime.run_turn(replay_id, event.text)
+                if result.status in ("halted", "failed"):
+                    return
+            elif isinstance(event, AgentCompleted) and _is_greeting(recorded, index):
+                runtime.greet(replay_id, event.answer)
+            elif isinstance(event, AgentHalted) and _ends_from_outside(recorded, index):
+                runtime.stop(replay_id, event.rule, event.reason)
+
+    try:
+        asyncio.run(drive())
+    except StoreError:
+        raise  # the journal refused the replay's write: a fault of the store, not a divergence
+    except Exception as error:  # the replay must report, never crash
+        return f"{type(error).__name__}: {error}"
+    return None
