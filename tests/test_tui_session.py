@@ -14,7 +14,7 @@ from rich.color import Color
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from journal import Journal, UserInput
+from journal import AgentHalted, Journal, SessionStarted, UserInput
 from tui.screens.dialogs import ChoiceScreen, PromptScreen
 from tui.screens.diff import DiffScreen
 from tui.screens.session import SessionScreen, parse_types
@@ -314,30 +314,38 @@ def test_d_on_a_session_with_several_replays_names_each_with_its_agent_and_endin
 
     with Journal.open(db) as journal:
         Replayer(save=True).replay(journal, INCIDENTS)
-        other = "agentloop.examples.incidents:build_no_fallback"
-        Replayer(save=True, agent=other).replay(journal, INCIDENTS)
+        journal.append(  # a saved run of another agent that halted: a lineage and an ending
+            f"{INCIDENTS}.replay-2",
+            [
+                SessionStarted(
+                    agent="agentloop.examples.incidents:build_no_fallback", replay_of=INCIDENTS
+                ),
+                UserInput(text="database disk alerts"),
+                AgentHalted(rule="circuit_open", reason="search_incidents is unavailable"),
+            ],
+        )
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "d")
         dialog = pilot.app.screen
         assert isinstance(dialog, ChoiceScreen)
-        assert dialog.answers == [
+        assert dialog.answers == [  # newest first, as in the sessions list
+            (
+                f"{INCIDENTS}.replay-2",
+                f"{INCIDENTS}.replay-2\n  agentloop.examples.incidents:build_no_fallback\n"
+                "  halted (circuit_open), 3 events; this one completed, 16 events",
+            ),
             (
                 f"{INCIDENTS}.replay-1",
                 f"{INCIDENTS}.replay-1\n  agentloop.examples.incidents:build\n"
                 "  completed, 16 events, as this one",
-            ),
-            (
-                f"{INCIDENTS}.replay-2",
-                f"{INCIDENTS}.replay-2\n  agentloop.examples.incidents:build_no_fallback\n"
-                "  halted (circuit_open), 13 events; this one completed, 16 events",
             ),
         ]
         text = screen_text(pilot.app)  # type: ignore[arg-type]
         assert all(line in text for _, label in dialog.answers for line in label.split("\n"))
         await press(pilot, "down", "enter")
         assert isinstance(pilot.app.screen, DiffScreen)
-        assert pilot.app.screen.b == f"{INCIDENTS}.replay-2"
+        assert pilot.app.screen.b == f"{INCIDENTS}.replay-1"
 
     drive(open_app(db, session=INCIDENTS), scenario)
 
