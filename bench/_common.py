@@ -1,6 +1,8 @@
-"""What the benches share: the realistic workload, the reference rows, timing and the table.
+"""What the benches share: the realistic workload, the reference rows, timing and the report.
 
 Imported by the bench scripts (``python bench/NAME.py`` puts this folder on the path).
+Each bench measures in functions that return figures or rows, builds a `Report` of them
+(lines and tables) and prints it with `report`, the one printing function.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -322,6 +325,39 @@ def read_rows(
     ]
 
 
+@dataclass(frozen=True)
+class Table:
+    """A Markdown table: column names (one ending in ``>`` is right-aligned) and rows."""
+
+    header: Sequence[str]
+    rows: Sequence[Sequence[str]]
+
+
+Block = Sequence["str | Table"]
+"""Lines and tables printed one after the other."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a bench found: blocks printed with a blank line between, and its exit code."""
+
+    blocks: Sequence[Block]
+    code: int = 0
+
+
+def report(found: Report) -> int:
+    """Print a bench's report and return its exit code (1: a target was missed)."""
+    for index, block in enumerate(found.blocks):
+        if index:
+            print()
+        for item in block:
+            if isinstance(item, Table):
+                markdown(item.header, item.rows)
+            else:
+                print(item)
+    return found.code
+
+
 def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """Print a Markdown table; a header ending in ``>`` is a right-aligned column."""
     names = [name.rstrip(">") for name in header]
@@ -342,9 +378,9 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         print(line(row))
 
 
-def print_table(rows: Sequence[Row], unit: str = "µs/event") -> None:
-    """Print rows as a Markdown table with a ratio, a target and whether it was met."""
-    markdown(
+def speed_table(rows: Sequence[Row], unit: str = "µs/event") -> Table:
+    """Rows as a table with a ratio, a target and whether it was met."""
+    return Table(
         ["", "what", unit + ">", "ratio>", "target", "met"],
         [
             [kind, what, f"{value:.1f}", "" if r is None else f"{r:.2f}×", goal, met(r, goal)]

@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +54,20 @@ from _common import (
     CLOCK,
     GENESIS,
     MOMENT,
+    Block,
+    Report,
+    Row,
+    Table,
     interleave,
     measure,
-    print_table,
+    per_round_ratio,
     read_bodies,
     read_rows,
     reference_row,
     reference_rows,
+    report,
     session_events,
+    speed_table,
     workload,
 )
 
@@ -285,10 +292,20 @@ def measure_memory(directory: Path, sizes: Sequence[int]) -> list[dict[str, Any]
     return results
 
 
-# -- the run -------------------------------------------------------------------------------
+# -- the run: settings, measuring, the report ---------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@dataclass(frozen=True)
+class Settings:
+    events: int
+    per_event: int
+    repeat: int
+    batch: int
+    memory: list[int]
+    clock: str
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=None, help="events written and read")
     parser.add_argument("--per-event", type=int, default=None, help="events for per-event appends")
@@ -300,24 +317,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--clock", choices=("cpu", "wall"), default="cpu", help="time CPU (default) or wall time"
     )
     parser.add_argument("--memory-child", nargs=2, metavar=("DB", "STOP"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
-    if args.memory_child:
-        memory_child(args.memory_child[0], int(args.memory_child[1]))
-        return 0
+    return parser.parse_args(argv)
+
+
+def settings(args: argparse.Namespace) -> Settings:
     events = args.events or (5_000 if args.quick else 50_000)
-    per_event = min(events, args.per_event or (2_000 if args.quick else 10_000))
-    repeat = args.repeat or (3 if args.quick else 5)
-    memory = (
-        args.memory
-        if args.memory is not None
-        else ([10_000, 100_000] if args.quick else [100_000, 1_000_000])
+    default_memory = [10_000, 100_000] if args.quick else [100_000, 1_000_000]
+    return Settings(
+        events=events,
+        per_event=min(events, args.per_event or (2_000 if args.quick else 10_000)),
+        repeat=args.repeat or (3 if args.quick else 5),
+        batch=args.batch,
+        memory=args.memory if args.memory is not None else default_memory,
+        clock=args.clock,
     )
 
-    work = workload(events)
+
+def measure_speed(s: Settings) -> tuple[list[str], list[Row]]:
+    """Time (a) to (g) in turns; return the heading lines and the rows (µs per event)."""
+    work = workload(s.events)
     payloads = [(sid, [e.model_dump(mode="json") for e in evs]) for sid, evs in work]
     session_ids = [sid for sid, _ in work]
-    small = workload(per_event)
+    small = workload(s.per_event)
     small_payloads = [(sid, [e.model_dump(mode="json") for e in evs]) for sid, evs in small]
     floor = floor_steps(interleave(small))
     body_sizes = [
@@ -325,17 +346,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for sid, items in payloads
         for seq, p in enumerate(items)
     ]
-
     with tempfile.TemporaryDirectory(prefix="journal-bench-") as tmp:
         directory = Path(tmp)
         ours_db, ref_db = directory / "c-0.db", directory / "a-0.db"
         times = measure(
-            repeat,
+            s.repeat,
             {
                 "a": lambda p: reference_batched(p, payloads),
                 "b": lambda p: reference_per_event(p, interleave(small_payloads)),
                 "b+": lambda p: floor_per_event(p, floor),
-                "c": lambda p: ours_batched(p, work, args.batch),
+                "c": lambda p: ours_batched(p, work, s.batch),
                 "d": lambda p: ours_per_event(p, interleave(small)),
                 "e": lambda _p: reference_read(ref_db, session_ids),
                 "f": lambda _p: ours_read(ours_db, session_ids),
@@ -343,16 +363,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             directory,
         )
-        mem = measure_memory(directory, memory) if memory else []
-
-    counts = {"a": events, "b": per_event, "b+": per_event, "c": events, "d": per_event}
-    per_us = {k: statistics.median(v) / counts.get(k, events) * 1e6 for k, v in times.items()}
+    counts = {"a": s.events, "b": s.per_event, "b+": s.per_event, "c": s.events, "d": s.per_event}
+    per_us = {k: statistics.median(v) / counts.get(k, s.events) * 1e6 for k, v in times.items()}
 
     def ratio(ours: str, reference: str) -> float:
-        """Median over rounds of the per-round ratio (both sides measured in the same round)."""
-        return statistics.median(x / y for x, y in zip(times[ours], times[reference], strict=True))
+        return per_round_ratio(times, ours, reference)
 
-    rows = [
+    rows: list[Row] = [
         ("write", "(a) raw executemany, one transaction", per_us["a"], None, ""),
         ("write", "(b) raw commit per event", per_us["b"], None, ""),
         (
@@ -364,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         (
             "write",
-            f"(c) Journal.append, {args.batch} events/call",
+            f"(c) Journal.append, {s.batch} events/call",
             per_us["c"],
             ratio("c", "a"),
             "(a) ≤ 2×",
@@ -372,33 +389,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("write", "(d) Journal.append, 1 event/call", per_us["d"], ratio("d", "b"), "(b) ≤ 1.5×"),
         *read_rows(per_us, ratio, "e", "f", "g"),
     ]
-    print(
-        f"agent-journal bench: {events} events ({per_event} for per-event appends) in "
+    heading = [
+        f"agent-journal bench: {s.events} events ({s.per_event} for per-event appends) in "
         f"{len(work)} sessions, body {statistics.mean(body_sizes):.0f} B mean "
-        f"({min(body_sizes)}-{max(body_sizes)}), median of {repeat} runs"
-    )
-    print(
+        f"({min(body_sizes)}-{max(body_sizes)}), median of {s.repeat} runs",
         f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, "
-        f"{os.cpu_count()} cpus, WAL + synchronous=NORMAL, {args.clock} time"
-    )
-    print()
-    print_table(rows)
-    if mem:
-        print()
-        print("| streamed + folded events | peak RSS MiB | growth while streaming MiB | seconds |")
-        print("|-------------------------:|------------:|---------------------------:|--------:|")
-        for item in mem:
-            print(
-                f"| {item['events']:>24,} | {item['peak'] / 1024:11.1f} | "
-                f"{(item['peak'] - item['base']) / 1024:26.1f} | {item['s']:7.1f} |"
-            )
-        growth = [(item["peak"] - item["base"]) / 1024 for item in mem]
-        flat = growth[-1] <= max(growth[0] * 1.5, growth[0] + 8)
-        print(
-            f"memory flat ({mem[0]['events']:,} vs {mem[-1]['events']:,} events): "
-            f"{'yes' if flat else 'NO'} ({growth[0]:.1f} MiB vs {growth[-1]:.1f} MiB growth)"
-        )
-    return 0
+        f"{os.cpu_count()} cpus, WAL + synchronous=NORMAL, {s.clock} time",
+    ]
+    return heading, rows
+
+
+def memory_block(found: list[dict[str, Any]]) -> Block:
+    """The memory table and its verdict (nothing when no size was asked for)."""
+    if not found:
+        return []
+    growth = [(item["peak"] - item["base"]) / 1024 for item in found]
+    flat = growth[-1] <= max(growth[0] * 1.5, growth[0] + 8)
+    rows = [
+        [f"{item['events']:,}", f"{item['peak'] / 1024:.1f}", f"{grew:.1f}", f"{item['s']:.1f}"]
+        for item, grew in zip(found, growth, strict=True)
+    ]
+    header = ["streamed + folded events>", "peak RSS MiB>", "growth while streaming MiB>"]
+    return [
+        Table([*header, "seconds>"], rows),
+        f"memory flat ({found[0]['events']:,} vs {found[-1]['events']:,} events): "
+        f"{'yes' if flat else 'NO'} ({growth[0]:.1f} MiB vs {growth[-1]:.1f} MiB growth)",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
+    if args.memory_child:
+        memory_child(args.memory_child[0], int(args.memory_child[1]))
+        return 0
+    s = settings(args)
+    heading, rows = measure_speed(s)
+    with tempfile.TemporaryDirectory(prefix="journal-bench-") as tmp:
+        found = measure_memory(Path(tmp), s.memory) if s.memory else []
+    return report(Report([heading, [speed_table(rows)], memory_block(found)]))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from _common import Report, Table, report
 from pydantic import BaseModel
 
 from agentloop import Agent, AgentRuntime, ModelRequest, ModelResponse, Tool, counter_ids
@@ -190,7 +191,7 @@ def profile(sessions: int, turns: int, steps: int, top: int = 30) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20, help="sessions per run (20)")
     parser.add_argument("--turns", type=int, default=5, help="turns per session (5)")
@@ -202,32 +203,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--clock", choices=("cpu", "wall"), default="cpu", help="time CPU (default) or wall time"
     )
     args = parser.parse_args(argv)
-    TIMER[0] = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.quick:
         args.sessions, args.repeat = min(args.sessions, 5), min(args.repeat, 3)
-    if args.profile:
-        profile(args.sessions, args.turns, args.steps)
-        return 0
+    return args
+
+
+def loop_report(args: argparse.Namespace) -> Report:
+    """Measure the loop and the bare append; the table, and exit 1 when the target is missed."""
     total = args.sessions * args.turns * args.steps
     loop_us, bare_us, per_step = measure(args.sessions, args.turns, args.steps, args.repeat)
     own_us = loop_us - per_step * bare_us
     met = "yes" if loop_us < TARGET_US else "NO"
-    print(
-        f"{total} steps per run ({args.sessions} sessions x {args.turns} turns x "
-        f"{args.steps} calls), median of {args.repeat} runs, SQLite file (WAL, synchronous="
-        f"NORMAL), a commit per append, {args.clock} time"
-    )
-    print()
     rows = [
         ("bare Journal.append, one event per call", bare_us, "", ""),
         (f"loop step, all in ({per_step:.2f} appends per step)", loop_us, "< 500 µs", met),
         ("loop's own work per step (minus its appends)", own_us, "", ""),
     ]
-    print(f"| {'what':46} | {'µs':>8} | {'ratio':>6} | {'target':9} | {'met':3} |")
-    print(f"|{'-' * 48}|{'-' * 10}|{'-' * 8}|{'-' * 11}|{'-' * 5}|")
-    for what, value, target, ok in rows:
-        print(f"| {what:46} | {value:8.1f} | {value / bare_us:6.2f} | {target:9} | {ok:3} |")
-    return 0 if loop_us < TARGET_US else 1
+    heading = (
+        f"{total} steps per run ({args.sessions} sessions x {args.turns} turns x "
+        f"{args.steps} calls), median of {args.repeat} runs, SQLite file (WAL, synchronous="
+        f"NORMAL), a commit per append, {args.clock} time"
+    )
+    table = Table(
+        ["what", "µs>", "ratio>", "target", "met"],
+        [[what, f"{us:.1f}", f"{us / bare_us:.2f}", goal, ok] for what, us, goal, ok in rows],
+    )
+    return Report([[heading], [table]], code=0 if loop_us < TARGET_US else 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    TIMER[0] = time.process_time if args.clock == "cpu" else time.perf_counter
+    if args.profile:
+        profile(args.sessions, args.turns, args.steps)
+        return 0
+    return report(loop_report(args))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -59,15 +60,18 @@ from _common import (
     _LAST,
     CLOCK,
     MOMENT,
+    Block,
+    Report,
+    Table,
     body_sizes,
     describe,
     disk_bytes,
     interleave,
     machine,
-    markdown,
     measure,
     payloads_of,
     per_round_ratio,
+    report,
     session_events,
     sessions_of,
 )
@@ -448,10 +452,30 @@ def plot(path: Path, sizes: Sequence[int], growth: dict[str, list[int]], title: 
     pyplot.close(figure)
 
 
-# -- the run -------------------------------------------------------------------------------
+# -- the run: settings, measuring, the report ---------------------------------------------
+
+LABELS = {
+    "raw-batch": ("write", "raw sqlite3 executemany, one transaction"),
+    "raw-each": ("write", "raw sqlite3, commit per event"),
+    "ours-batch": ("write", "this journal: append, {per} events/call"),
+    "ours-each": ("write", "this journal: append, 1 event/call"),
+    "es-batch": ("write", "eventsourcing: save, {per} events/call"),
+    "es-each": ("write", "eventsourcing: save per event"),
+    "lg-put": ("write", "LangGraph: SqliteSaver.put, checkpoint per step"),
+    "lg-graph": ("write", "LangGraph: graph.invoke, node per step ({graph} ev)"),
+    "raw-read": ("read", "raw SELECT + orjson.loads"),
+    "ours-read": ("read", "this journal: events() (validated)"),
+    "ours-fold": ("read", "this journal: fold(events())"),
+    "es-read": ("read", "eventsourcing: select_events + mapper"),
+    "es-fold": ("read", "eventsourcing: repository.get (its fold)"),
+    "lg-list": ("read", "LangGraph: list (every checkpoint)"),
+    "ours-state": ("state", "this journal: state() (projection)"),
+    "lg-latest": ("state", "LangGraph: get_tuple (latest checkpoint)"),
+}
+"""Case -> (kind, what); ``{per}`` and ``{graph}`` are filled in from the run."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=None, help="events written and read")
     parser.add_argument("--sessions", type=int, default=None, help="sessions they are spread over")
@@ -465,55 +489,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--clock", choices=("cpu", "wall"), default="cpu", help="time CPU (default) or wall time"
     )
-    args = parser.parse_args(argv)
-    CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
-    events = args.events or (5_000 if args.quick else 100_000)
-    sessions = args.sessions or (10 if args.quick else 100)
-    repeat = args.repeat or 3
-    sizes = args.steps if args.steps is not None else [1, 10, 100] + ([] if args.quick else [1000])
-    plot_to = args.plot if args.plot is not None or args.quick else PLOT
-    have = {peer: available(peer) for peer in PEERS}
-    for peer, found in have.items():
-        if not found:
-            print(f"{peer}: not installed ({EXTRA}); skipped")
+    return parser.parse_args(argv)
 
-    per = max(1, events // sessions)
-    events = per * sessions
-    work = sessions_of(sessions, per, prefix="peer")
+
+@dataclass
+class Throughput:
+    """What the throughput cases measured: seconds per round, bytes on disk, durability."""
+
+    times: dict[str, list[float]]
+    on_disk: dict[str, int]
+    durability: dict[str, str]
+    counts: dict[str, int]
+    labels: dict[str, tuple[str, str]]
+
+
+def measure_throughput(
+    work: list[tuple[str, list[AgentEvent]]], graph_events: int, repeat: int, have: dict[str, bool]
+) -> Throughput:
+    """Every write and read case of every installed peer, in turns."""
+    per = len(work[0][1])
+    events = sum(len(items) for _, items in work)
     payloads = payloads_of(work)
     order = interleave(payloads)
     ours_order = interleave(work)
     session_ids = [sid for sid, _ in work]
-    graph_events = min(events, args.graph_events or max(sessions, events // 50))
-    graph_payloads = [(sid, items[: max(1, graph_events // sessions)]) for sid, items in payloads]
+    graph_payloads = [(sid, items[: max(1, graph_events // len(work))]) for sid, items in payloads]
     graph_events = sum(len(items) for _, items in graph_payloads)
-    sizes_b = body_sizes(payloads)
-
+    labels = {
+        name: (kind, what.format(per=per, graph=graph_events))
+        for name, (kind, what) in LABELS.items()
+    }
     cases: dict[str, Callable[[Path], None]] = {
         "raw-batch": lambda p: reference_batched(p, payloads),
         "raw-each": lambda p: reference_per_event(p, order),
         "ours-batch": lambda p: ours_batched(p, work, per),
         "ours-each": lambda p: ours_per_event(p, ours_order),
     }
-    labels = {
-        "raw-batch": ("write", "raw sqlite3 executemany, one transaction"),
-        "raw-each": ("write", "raw sqlite3, commit per event"),
-        "ours-batch": ("write", f"this journal: append, {per} events/call"),
-        "ours-each": ("write", "this journal: append, 1 event/call"),
-        "es-batch": ("write", f"eventsourcing: save, {per} events/call"),
-        "es-each": ("write", "eventsourcing: save per event"),
-        "lg-put": ("write", "LangGraph: SqliteSaver.put, checkpoint per step"),
-        "lg-graph": ("write", f"LangGraph: graph.invoke, node per step ({graph_events} ev)"),
-        "raw-read": ("read", "raw SELECT + orjson.loads"),
-        "ours-read": ("read", "this journal: events() (validated)"),
-        "ours-fold": ("read", "this journal: fold(events())"),
-        "es-read": ("read", "eventsourcing: select_events + mapper"),
-        "es-fold": ("read", "eventsourcing: repository.get (its fold)"),
-        "lg-list": ("read", "LangGraph: list (every checkpoint)"),
-        "ours-state": ("state", "this journal: state() (projection)"),
-        "lg-latest": ("state", "LangGraph: get_tuple (latest checkpoint)"),
-    }
-    counts = {name: events for name in labels} | {"lg-graph": graph_events}
     directory = Path(tempfile.mkdtemp(prefix="peers-bench-"))
     durability = {"raw sqlite3 and this journal": "wal + synchronous=NORMAL (set by each)"}
     if have["eventsourcing"]:
@@ -540,38 +551,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         times = measure(repeat, cases | reads, directory)
         on_disk = {name: disk_bytes(directory / f"{name}-0.db") for name in cases}
-        growth = storage_growth(directory, sizes, have["langgraph"])
     finally:
         for leftover in directory.iterdir():
             leftover.unlink()
         directory.rmdir()
+    counts = {name: events for name in labels} | {"lg-graph": graph_events}
+    return Throughput(times, on_disk, durability, counts, labels)
 
-    us = {name: statistics.median(t) / counts[name] * 1e6 for name, t in times.items()}
-    print(
-        f"agent-journal peers bench: {describe(events, sessions, sizes_b, repeat)}, "
-        f"{args.clock} time"
-    )
-    print(f"machine: {machine()}, sqlite {sqlite3.sqlite_version}")
-    print("durability: " + "; ".join(f"{who}: {how}" for who, how in durability.items()))
-    print()
+
+def throughput_table(found: Throughput, sessions: int) -> Table:
+    """Time per event (per session for the state cases) and bytes on disk per event."""
     rows = []
-    for name, (kind, what) in labels.items():
-        if name not in times:
+    for name, (kind, what) in found.labels.items():
+        if name not in found.times:
             continue
         per_session = name in ("ours-state", "lg-latest")
-        value = statistics.median(times[name]) / sessions * 1e6 if per_session else us[name]
+        count = sessions if per_session else found.counts[name]
+        value = statistics.median(found.times[name]) / count * 1e6
         unit = "µs/session" if per_session else "µs/event"
-        size = f"{on_disk[name] / counts[name]:.0f}" if name in on_disk else ""
+        size = f"{found.on_disk[name] / found.counts[name]:.0f}" if name in found.on_disk else ""
         rows.append([kind, what, f"{value:.1f} {unit}", size])
-    markdown(["", "what", "time>", "bytes on disk/event>"], rows)
+    return Table(["", "what", "time>", "bytes on disk/event>"], rows)
 
-    print()
+
+def targets_block(found: Throughput) -> Block:
+    """Our appends against each peer's fastest path, with the goals."""
+    times, labels = found.times, found.labels
+    us = {name: statistics.median(t) / found.counts[name] * 1e6 for name, t in times.items()}
     targets = []
 
     def target(what: str, ours: str, peer: str, limit: float, goal: str) -> None:
-        if peer not in times:
-            return
-        ratio = per_round_ratio(times, ours, peer, counts[peer] / counts[ours])
+        ratio = per_round_ratio(times, ours, peer, found.counts[peer] / found.counts[ours])
         shown = f"{us[ours]:.1f} vs {us[peer]:.1f} µs/event"
         targets.append([what, shown, f"{ratio:.2f}×", goal, "yes" if ratio <= limit else "NO"])
 
@@ -597,12 +607,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             1.0,
             "≤ 1× (no slower)",
         )
-    if targets:
-        markdown(["target", "measured", "ratio>", "goal", "met"], targets)
-    else:
-        print("no peer installed: no targets to check")
+    if not targets:
+        return ["no peer installed: no targets to check"]
+    return [Table(["target", "measured", "ratio>", "goal", "met"], targets)]
 
-    print()
+
+def growth_block(sizes: Sequence[int], growth: dict[str, list[int]]) -> Block:
+    """Bytes on disk against steps, bytes added per step, and whether that is linear."""
     names = list(growth)
 
     def added(name: str, i: int) -> str:
@@ -617,22 +628,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append([f"{n:,}"])
         for name in names:
             rows[-1] += [f"{growth[name][i]:,}", added(name, i)]
-    markdown(["steps>", *header], rows)
+    block: list[str | Table] = [Table(["steps>", *header], rows)]
     if len(sizes) >= 2:
         for name in names:
             factor = linearity(sizes, growth[name])
             verdict = "linear" if factor <= 1.5 else "NOT linear"
-            print(
+            block.append(
                 f"{name}: {verdict} in steps (a step at the top of the range adds "
                 f"{factor:.1f}× the bytes of one lower down)"
             )
+    return block
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
+    events = args.events or (5_000 if args.quick else 100_000)
+    sessions = args.sessions or (10 if args.quick else 100)
+    repeat = args.repeat or 3
+    sizes = args.steps if args.steps is not None else [1, 10, 100] + ([] if args.quick else [1000])
+    plot_to = args.plot if args.plot is not None or args.quick else PLOT
+    have = {peer: available(peer) for peer in PEERS}
+    missing = [
+        f"{peer}: not installed ({EXTRA}); skipped" for peer, found in have.items() if not found
+    ]
+
+    per = max(1, events // sessions)
+    work = sessions_of(sessions, per, prefix="peer")
+    graph_events = min(per * sessions, args.graph_events or max(sessions, per * sessions // 50))
+    found = measure_throughput(work, graph_events, repeat, have)
+    with tempfile.TemporaryDirectory(prefix="peers-growth-") as folder:
+        growth = storage_growth(Path(folder), sizes, have["langgraph"])
+
+    plotted: list[str | Table] = []
     if not have["matplotlib"]:
-        print("no plot: matplotlib is not installed")
+        plotted.append("no plot: matplotlib is not installed")
     elif plot_to is not None and len(sizes) >= 2:
         title = f"one session, bytes on disk against steps ({machine().split(',')[0]})"
         plot(plot_to, sizes, growth, title)
-        print(f"plot: {plot_to}")
-    return 0
+        plotted.append(f"plot: {plot_to}")
+    heading = [
+        *missing,
+        f"agent-journal peers bench: "
+        f"{describe(per * sessions, sessions, body_sizes(payloads_of(work)), repeat)}, "
+        f"{args.clock} time",
+        f"machine: {machine()}, sqlite {sqlite3.sqlite_version}",
+        "durability: " + "; ".join(f"{who}: {how}" for who, how in found.durability.items()),
+    ]
+    blocks = [
+        heading,
+        [throughput_table(found, sessions)],
+        targets_block(found),
+        [*growth_block(sizes, growth), *plotted],
+    ]
+    return report(Report(blocks))
 
 
 if __name__ == "__main__":

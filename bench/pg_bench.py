@@ -58,20 +58,23 @@ from _common import (
     _LAST,
     CLOCK,
     MOMENT,
+    Report,
+    Row,
+    Table,
     body_sizes,
     describe,
     interleave,
     machine,
-    markdown,
     payloads_of,
     per_round_ratio,
-    print_table,
     read_bodies,
     read_rows,
     reference_row,
     reference_rows,
+    report,
     session_events,
     sessions_of,
+    speed_table,
     take_turns,
 )
 from journal_bench import ours_batched, ours_fold, ours_per_event, ours_read
@@ -268,8 +271,8 @@ def writers_round(case: str, url: str, writers: int, count: int) -> float:
     return writers * count * (BATCH if case == "d" else 1) / (last - start)
 
 
-def writers_main(args: argparse.Namespace) -> int:
-    """Print the table of commits per second for 1 writer and ``args.writers`` writers."""
+def measure_writers(args: argparse.Namespace) -> Report:
+    """Commits per second for 1 writer and ``args.writers`` writers, as a report."""
     appends = args.appends or (40 if args.quick else 300)
     repeat = args.repeat or 3
     counts = {"a": appends, "b": appends, "c": appends, "d": max(1, appends // 20)}
@@ -278,7 +281,7 @@ def writers_main(args: argparse.Namespace) -> int:
     rates: dict[tuple[str, int], list[float]] = {(c, w): [] for c in WRITER_CASES for w in sizes}
     schemas = Schemas(args.url)
     try:
-        server, sync = _server(args.url)
+        server, sync = server_of(args.url)
         for index in range(repeat):
             for case in WRITER_CASES:
                 for writers in sizes:
@@ -302,42 +305,34 @@ def writers_main(args: argparse.Namespace) -> int:
             text += f" ({ratio((case, writers), ('a', writers)):.2f}× (a))"
         return text
 
-    print(
+    heading = [
         f"agent-journal PostgreSQL writers bench: one event per commit ({BATCH} for (d)), each "
         f"writer its own process, connection and session; {appends} appends per writer "
         f"({counts['d']} for (d)); wall time from a barrier to the last commit, median of "
-        f"{repeat} rounds taken in turns"
-    )
-    print(f"machine: {machine()}")
-    print(f"server: {server} on the same machine, synchronous_commit={sync}")
-    print()
-    markdown(
+        f"{repeat} rounds taken in turns",
+        f"machine: {machine()}",
+        f"server: {server} on the same machine, synchronous_commit={sync}",
+    ]
+    table = Table(
         ["commits per second", "1 writer>", f"{many} writers>", f"{many} / 1>"],
         [
             [what, cell(case, 1), cell(case, many), f"{ratio((case, many), (case, 1)):.2f}×"]
             for case, what in WRITER_CASES.items()
         ],
     )
-    print()
     against_raw = ratio(("c", many), ("a", many))
     scaling = ratio(("c", many), ("c", 1))
-    for what, value, goal in (
-        (f"(c) at {many} writers against (a) at {many} writers", against_raw, 0.5),
-        (f"(c) at {many} writers against (c) at 1 writer", scaling, 2.0),
-    ):
-        print(f"{what}: {value:.2f}× (target ≥ {goal}×: {'met' if value >= goal else 'NOT met'})")
-    return 0
+    verdicts = [
+        f"{what}: {value:.2f}× (target ≥ {goal}×: {'met' if value >= goal else 'NOT met'})"
+        for what, value, goal in (
+            (f"(c) at {many} writers against (a) at {many} writers", against_raw, 0.5),
+            (f"(c) at {many} writers against (c) at 1 writer", scaling, 2.0),
+        )
+    ]
+    return Report([heading, [table], verdicts])
 
 
-def _server(url: str) -> tuple[str, str]:
-    """The server's version and its ``synchronous_commit``."""
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT version(), current_setting('synchronous_commit')").fetchone()
-    assert row is not None
-    return str(row[0]).split(" on ")[0], str(row[1])
-
-
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--url",
@@ -354,36 +349,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--appends", type=int, default=None, help="appends per writer (--writers)")
     args = parser.parse_args(argv)
-    if args.writers is not None:
-        if args.writers < 2:
-            parser.error("--writers needs at least 2 writers")
-        return writers_main(args)
-    CLOCK[0] = time.perf_counter
-    sessions = args.sessions or (5 if args.quick else 50)
-    per = max(1, (args.events or (5_000 if args.quick else 50_000)) // sessions)
-    events = per * sessions
-    per_event = min(events, args.per_event or (200 if args.quick else 1_000))
-    repeat = args.repeat or (3 if args.quick else 5)
+    if args.writers is not None and args.writers < 2:
+        parser.error("--writers needs at least 2 writers")
+    return args
 
-    work = sessions_of(sessions, per, prefix="pg")
+
+def server_of(url: str) -> tuple[str, str]:
+    """The server's version and its ``synchronous_commit``."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version(), current_setting('synchronous_commit')").fetchone()
+        assert row is not None
+        return str(row[0]).split(" on ")[0], row[1]
+
+
+def measure_cases(
+    url: str, repeat: int, work: list[tuple[str, list[Any]]], per_event: int
+) -> dict[str, list[float]]:
+    """Seconds of (a) to (h) in each of ``repeat`` rounds, each write in a fresh schema."""
     payloads = payloads_of(work)
     session_ids = [sid for sid, _ in work]
-    small = [(sid, items[: max(1, per_event // sessions)]) for sid, items in work]
-    per_event = sum(len(items) for _, items in small)
+    per = len(work[0][1])
+    small = [(sid, items[: max(1, per_event // len(work))]) for sid, items in work]
     small_order, small_payload_order = interleave(small), interleave(payloads_of(small))
-    sizes = body_sizes(payloads)
-
-    schemas = Schemas(args.url)
+    schemas = Schemas(url)
     kept: dict[str, str] = {}
 
     def case(name: str, run: Callable[[str], None]) -> Callable[[int], None]:
         def one(index: int) -> None:
-            url = schemas.url(name, index)
-            run(url)
+            target = schemas.url(name, index)
+            run(target)
             if index:
-                schemas.drop(url)
+                schemas.drop(target)
             else:
-                kept[name] = url
+                kept[name] = target
 
         return one
 
@@ -391,15 +389,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return lambda _index: run(kept[source], session_ids)
 
     try:
-        server, sync = _server(args.url)
-        times = take_turns(
+        return take_turns(
             repeat,
             {
-                "a": case("a", lambda url: reference_executemany(url, payloads)),
-                "b": case("b", lambda url: reference_copy(url, payloads)),
-                "c": case("c", lambda url: ours_batched(url, work, per)),
-                "d": case("d", lambda url: reference_per_event(url, small_payload_order)),
-                "e": case("e", lambda url: ours_per_event(url, small_order)),
+                "a": case("a", lambda target: reference_executemany(target, payloads)),
+                "b": case("b", lambda target: reference_copy(target, payloads)),
+                "c": case("c", lambda target: ours_batched(target, work, per)),
+                "d": case("d", lambda target: reference_per_event(target, small_payload_order)),
+                "e": case("e", lambda target: ours_per_event(target, small_order)),
                 "f": read("a", reference_read),
                 "g": read("c", ours_read),
                 "h": read("c", ours_fold),
@@ -408,13 +405,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         schemas.drop_all()
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    if args.writers is not None:
+        return report(measure_writers(args))
+    CLOCK[0] = time.perf_counter
+    sessions = args.sessions or (5 if args.quick else 50)
+    per = max(1, (args.events or (5_000 if args.quick else 50_000)) // sessions)
+    events = per * sessions
+    repeat = args.repeat or (3 if args.quick else 5)
+    work = sessions_of(sessions, per, prefix="pg")
+    wanted = min(events, args.per_event or (200 if args.quick else 1_000))
+    per_event = sessions * min(per, max(1, wanted // sessions))
+    server, sync = server_of(args.url)
+    times = measure_cases(args.url, repeat, work, wanted)
     counts = {"d": per_event, "e": per_event}
     us = {k: statistics.median(v) / counts.get(k, events) * 1e6 for k, v in times.items()}
 
     def ratio(ours: str, reference: str) -> float:
         return per_round_ratio(times, ours, reference)
 
-    rows = [
+    rows: list[Row] = [
         ("write", "(a) raw executemany, one transaction", us["a"], None, ""),
         ("write", "(b) raw COPY, one transaction", us["b"], None, ""),
         ("write", f"(c) Journal.append, {per} events/call", us["c"], ratio("c", "a"), "(a) ≤ 2×"),
@@ -423,18 +435,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("write", "(e) Journal.append, 1 event/call", us["e"], ratio("e", "d"), "(d)"),
         *read_rows(us, ratio, "f", "g", "h"),
     ]
-    print(
+    sizes = body_sizes(payloads_of(work))
+    heading = [
         f"agent-journal PostgreSQL bench: {describe(events, sessions, sizes, repeat)}, "
-        f"wall time; {per_event:,} of the events for per-event appends"
-    )
-    print(f"machine: {machine()}")
-    print(
+        f"wall time; {per_event:,} of the events for per-event appends",
+        f"machine: {machine()}",
         f"server: {server} on the same machine, synchronous_commit={sync}, "
-        f"psycopg {psycopg.__version__}"
-    )
-    print()
-    print_table(rows)
-    return 0
+        f"psycopg {psycopg.__version__}",
+    ]
+    return report(Report([heading, [speed_table(rows)]]))
 
 
 if __name__ == "__main__":

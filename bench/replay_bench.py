@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import CLOCK, machine, markdown, session_events
+from _common import CLOCK, Report, Table, machine, report, session_events
 from pydantic import BaseModel
 
 from agentloop import (
@@ -299,14 +299,14 @@ def bench_diff(path: Path, total: int, loop: int, runs: int) -> dict[str, float]
     }
 
 
-# -- the table -------------------------------------------------------------------------------
+# -- the report ------------------------------------------------------------------------------
 
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:,.1f}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=None, help="tool calls of the replayed run")
     parser.add_argument("--events", type=int, default=None, help="events of the long sessions")
@@ -315,7 +315,90 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="random seqs asked per run")
     parser.add_argument("--quick", action="store_true", help="small sizes, well under a minute")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="what to time with")
-    options = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def replay_rows(steps: int, replayed: dict[str, float]) -> list[list[str]]:
+    ratio = replayed["replay"] / replayed["original"]
+    events = int(replayed["events"])
+    return [
+        ["(a)", f"original run, {steps} steps ({events} events)", ms(replayed["original"]), "", ""],
+        [
+            "(b)",
+            "replay of that run, compared event by event",
+            ms(replayed["replay"]),
+            f"{ratio:.2f}× (a)",
+            f"≤ 2× (a): {MET[ratio <= 2]}",
+        ],
+        ["(c)", f"fold of the recording ({events} events)", ms(replayed["fold"]), "", ""],
+    ]
+
+
+def state_rows(total: int, queries: int, state: dict[str, float]) -> list[list[str]]:
+    return [
+        [
+            "(d)",
+            f"state at a random seq, refold from 0 ({total:,} events)",
+            ms(state["refold"]),
+            "",
+            "",
+        ],
+        [
+            "(e)",
+            "state, first question (last seq; stores the snapshots)",
+            ms(state["first"]),
+            "",
+            "",
+        ],
+        [
+            "(f)",
+            f"state at a random seq, snapshots exist ({queries} per run)",
+            ms(state["later"]),
+            f"{state['refold'] / state['later']:,.0f}× faster than (d)",
+            "milliseconds",
+        ],
+    ]
+
+
+def diff_rows(total: int, loop: int, diffs: dict[str, float]) -> list[list[str]]:
+    return [
+        ["(g)", f"read two {total:,}-event sessions", ms(diffs["read"]), "", ""],
+        [
+            "(h)",
+            "diff of the two, one event differs",
+            ms(diffs["diff"]),
+            f"{diffs['diff'] / diffs['read']:.2f}× (g)",
+            f"< 1 s: {MET[diffs['diff'] < 1]}",
+        ],
+        [
+            "(i)",
+            "read + diff (agent-journal diff A B)",
+            ms(diffs["read"] + diffs["diff"]),
+            "",
+            "report",
+        ],
+        [
+            "(j)",
+            f"read + diff of two {loop:,}-event loops of identical calls",
+            ms(diffs["loop"]),
+            "",
+            "report",
+        ],
+        [
+            "(k)",
+            f"plain difflib over {int(diffs['plain_events']):,} loop events (quadratic)",
+            ms(diffs["plain"]),
+            f"≈ {diffs['plain'] * 100:,.0f} s at {loop:,}",
+            "",
+        ],
+    ]
+
+
+MET = {True: "yes", False: "NO"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse(argv)
     quick = options.quick
     steps = options.steps or (200 if quick else 1000)
     total = options.events or (10_000 if quick else 100_000)
@@ -323,73 +406,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = options.repeat or (3 if quick else 5)
     if options.clock == "wall":
         CLOCK[0] = time.perf_counter
-    print(f"{machine()}; {options.clock} time, median of {runs} runs")
-
     replayed = bench_replay(steps, runs)
     with tempfile.TemporaryDirectory(prefix="replay-bench-") as folder:
         state = bench_state(Path(folder) / "state.db", total, runs, options.queries)
         diffs = bench_diff(Path(folder) / "diff.db", total, loop, runs)
-
-    ratio = replayed["replay"] / replayed["original"]
-    events = int(replayed["events"])
-    met = {True: "yes", False: "NO"}
     rows = [
-        ["(a)", f"original run, {steps} steps ({events} events)", replayed["original"], "", ""],
-        [
-            "(b)",
-            "replay of that run, compared event by event",
-            replayed["replay"],
-            f"{ratio:.2f}× (a)",
-            f"≤ 2× (a): {met[ratio <= 2]}",
-        ],
-        ["(c)", f"fold of the recording ({events} events)", replayed["fold"], "", ""],
-        [
-            "(d)",
-            f"state at a random seq, refold from 0 ({total:,} events)",
-            state["refold"],
-            "",
-            "",
-        ],
-        ["(e)", "state, first question (last seq; stores the snapshots)", state["first"], "", ""],
-        [
-            "(f)",
-            f"state at a random seq, snapshots exist ({options.queries} per run)",
-            state["later"],
-            f"{state['refold'] / state['later']:,.0f}× faster than (d)",
-            "milliseconds",
-        ],
-        ["(g)", f"read two {total:,}-event sessions", diffs["read"], "", ""],
-        [
-            "(h)",
-            "diff of the two, one event differs",
-            diffs["diff"],
-            f"{diffs['diff'] / diffs['read']:.2f}× (g)",
-            f"< 1 s: {met[diffs['diff'] < 1]}",
-        ],
-        [
-            "(i)",
-            "read + diff (agent-journal diff A B)",
-            diffs["read"] + diffs["diff"],
-            "",
-            "report",
-        ],
-        [
-            "(j)",
-            f"read + diff of two {loop:,}-event loops of identical calls",
-            diffs["loop"],
-            "",
-            "report",
-        ],
-        [
-            "(k)",
-            f"plain difflib over {int(diffs['plain_events']):,} loop events (quadratic)",
-            diffs["plain"],
-            f"≈ {diffs['plain'] * 100:,.0f} s at {loop:,}",
-            "",
-        ],
+        *replay_rows(steps, replayed),
+        *state_rows(total, options.queries, state),
+        *diff_rows(total, loop, diffs),
     ]
-    markdown(["", "what", "ms>", "versus>", "target"], [[*r[:2], ms(r[2]), *r[3:]] for r in rows])
-    return 0 if ratio <= 2 and diffs["diff"] < 1 else 1
+    met = replayed["replay"] <= 2 * replayed["original"] and diffs["diff"] < 1
+    heading = f"{machine()}; {options.clock} time, median of {runs} runs"
+    table = Table(["", "what", "ms>", "versus>", "target"], rows)
+    return report(Report([[heading, table]], code=0 if met else 1))
 
 
 if __name__ == "__main__":

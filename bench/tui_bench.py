@@ -32,8 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+from _common import Report, Table, report
 
 from journal import (
     ActionCommitted,
@@ -153,7 +155,7 @@ def run_child(db: Path, session: str) -> dict[str, float]:
     return result
 
 
-def main() -> None:
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="100k events instead of 1M")
     parser.add_argument("--big", type=int, help="events in the big session")
@@ -161,43 +163,63 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per session (median)")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--child", nargs=2, metavar=("DB", "SESSION"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(*args.child)
-        return
-    big = args.big or (100_000 if args.quick else 1_000_000)
-    sizes = {"bench-small": args.small, "bench-big": big}
-    args.cache.mkdir(parents=True, exist_ok=True)
-    db = args.cache / f"agent-journal-tui-bench-{args.small}-{big}.db"
-    build(db, sizes)
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in sizes}
-    for _ in range(args.repeat):
-        for name in sizes:  # interleaved, so drift in the machine's load hits both
+    return parser.parse_args(argv)
+
+
+def measure_sessions(db: Path, names: Sequence[str], repeat: int) -> dict[str, dict[str, float]]:
+    """Median first paint, jump to end and peak RSS of each session, runs interleaved."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    for _ in range(repeat):
+        for name in names:  # interleaved, so drift in the machine's load hits both
             runs[name].append(run_child(db, name))
-    rows = {
+    return {
         name: {
             key: statistics.median(run[key] for run in found)
             for key in ("first_paint", "jump_end", "peak_mb")
         }
         for name, found in runs.items()
     }
-    print(f"{'session':<12} {'events':>10} {'first paint':>12} {'jump to end':>12} {'peak RSS':>9}")
-    for name, size in sizes.items():
-        row = rows[name]
-        print(
-            f"{name:<12} {size:>10,} {row['first_paint'] * 1000:>9.0f} ms "
-            f"{row['jump_end'] * 1000:>9.0f} ms {row['peak_mb']:>6.0f} MB"
-        )
+
+
+def tui_report(sizes: dict[str, int], rows: dict[str, dict[str, float]], repeat: int) -> Report:
+    """The table, the big/small ratios and the verdict on the targets."""
     small, large = rows["bench-small"], rows["bench-big"]
     paint = large["first_paint"] / small["first_paint"]
     jump = large["jump_end"] / small["jump_end"]
-    print(f"{'big / small':<23} {paint:>11.2f}x {jump:>11.2f}x")
-    verdict = paint <= 1.5 and jump <= 1.5 and large["peak_mb"] < 200
-    print(
-        f"targets (big within 1.5x of small, peak under 200 MB): {'met' if verdict else 'missed'}"
-        f" (median of {args.repeat} run(s); machine load moves single runs)"
+    met = paint <= 1.5 and jump <= 1.5 and large["peak_mb"] < 200
+    table = Table(
+        ["session", "events>", "first paint>", "jump to end>", "peak RSS>"],
+        [
+            [
+                name,
+                f"{size:,}",
+                f"{rows[name]['first_paint'] * 1000:.0f} ms",
+                f"{rows[name]['jump_end'] * 1000:.0f} ms",
+                f"{rows[name]['peak_mb']:.0f} MB",
+            ]
+            for name, size in sizes.items()
+        ]
+        + [["big / small", "", f"{paint:.2f}x", f"{jump:.2f}x", ""]],
     )
+    verdict = (
+        f"targets (big within 1.5x of small, peak under 200 MB): {'met' if met else 'missed'}"
+        f" (median of {repeat} run(s); machine load moves single runs)"
+    )
+    return Report([[table, verdict]])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    if args.child:
+        child(*args.child)
+        return 0
+    big = args.big or (100_000 if args.quick else 1_000_000)
+    sizes = {"bench-small": args.small, "bench-big": big}
+    args.cache.mkdir(parents=True, exist_ok=True)
+    db = args.cache / f"agent-journal-tui-bench-{args.small}-{big}.db"
+    build(db, sizes)
+    return report(tui_report(sizes, measure_sessions(db, list(sizes), args.repeat), args.repeat))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

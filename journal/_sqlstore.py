@@ -41,7 +41,7 @@ from .errors import (
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
 from .projection import PROJECTION_COLUMNS, SessionSummary, projection_row
-from .records import RecordedEvent, StoredEvent, decode, decode_body, stored_row
+from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
 from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, system_clock
 from .verify import Problem, VerifyReport, check_session
 
@@ -51,6 +51,8 @@ _BODY_COLUMNS = "body, seq, hash, pos"
 """What `decode_body` takes (``seq`` second, as `_row_pages` needs)."""
 _ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
 _MAX_SEQ = 2**63 - 1
+_IN_CHUNK = 500
+"""Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
 _INDEXED_COLUMNS = ("agent", "status", "started")
 """Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
 its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
@@ -599,6 +601,22 @@ class SQLJournal(Journal):
         if limit is not None:
             text += f" LIMIT {int(limit)}"
         return [self._summary(row) for row in self._query(text, params)]
+
+    def last_summaries(self, session_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The type and summary of each session's last event; see `Journal.last_summaries`."""
+        ids = list(dict.fromkeys(session_ids))
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[start : start + _IN_CHUNK]
+            rows = self._query(
+                "SELECT e.session_id, e.type, e.summary FROM sessions s JOIN events e "
+                "ON e.session_id = s.session_id AND e.seq = s.last_seq "
+                f"WHERE s.session_id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            for session_id, kind, summary in rows:  # untrusted: any column type may be there
+                found[as_text(session_id)] = (as_text(kind), as_text(summary))
+        return found
 
     def summary(self, session_id: str) -> SessionSummary | None:
         """One session's summary; see `Journal.summary`."""

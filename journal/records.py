@@ -32,6 +32,7 @@ __all__ = [
     "ENVELOPE_FIELDS",
     "RecordedEvent",
     "StoredEvent",
+    "as_text",
     "decode",
     "decode_body",
     "decode_payload",
@@ -144,12 +145,21 @@ def stored_row(row: Sequence[Any]) -> StoredEvent:
     if type(values[4]) is not int:
         values[4] = -1
     for index in _TEXT:
-        value = values[index]
-        if isinstance(value, bytes):
-            values[index] = value.decode("utf-8", "replace")
-        elif not isinstance(value, str):
-            values[index] = "" if value is None else str(value)
+        values[index] = as_text(values[index])
     return StoredEvent(*values)
+
+
+def as_text(value: object) -> str:
+    """A text column's value as text, whatever a foreign writer stored in it.
+
+    Blobs are decoded as UTF-8 (invalid bytes replaced), NULL reads as ``""``, anything
+    else (a number) as its ``str``.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
 
 
 _TEXT = (0, 2, 3, 5, 6, 7)

@@ -306,6 +306,14 @@ class Journal(ABC):
         """List session summaries, newest first, filtered by status, agent and start time."""
 
     @abstractmethod
+    def last_summaries(self, session_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Return the type and one-line summary of each session's last event.
+
+        Listings show how each session ended without reading a payload: one query per 500
+        sessions. Unknown sessions are left out.
+        """
+
+    @abstractmethod
     def summary(self, session_id: str) -> SessionSummary | None:
         """Return one session's summary, or None when there is no such session."""
 

@@ -13,10 +13,23 @@ from typing import Any
 
 import click
 import pytest
+from rich.cells import cell_len
 
-from journal import Journal, SessionStarted, UserInput, export_session
+from journal import (
+    ActionCommitted,
+    ActionProposed,
+    AgentCompleted,
+    AgentHalted,
+    Journal,
+    SessionStarted,
+    ToolCall,
+    UserInput,
+    export_session,
+)
 from journal.sqlite import SQLiteJournal
 from tui.cli import cli
+from tui.clikit import EXIT_CODES
+from tui.columns import COLUMNS
 
 from .helpers import (
     REPO,
@@ -72,11 +85,34 @@ def test_the_group_help_lists_every_command_with_its_summary() -> None:
     result = run_cli("--help")
     assert result.exit_code == 0
     assert result.stdout.startswith("Usage: agent-journal [OPTIONS] COMMAND [ARGS]...")
-    listed = {line.split()[0]: line for line in result.stdout.split("Commands:\n")[1].splitlines()}
+    commands = result.stdout.split("Commands:\n")[1].split("\n\n")[0]
+    listed = {line.split()[0]: line for line in commands.splitlines()}
     assert set(listed) == set(cli.commands)
     for name, command in cli.commands.items():
-        first_words = " ".join(command.get_short_help_str(limit=200).split()[:3])
-        assert first_words in listed[name]
+        assert listed[name].split(maxsplit=1)[1] == command.get_short_help_str(limit=200)
+
+
+def test_the_help_fits_80_columns_and_cuts_no_summary() -> None:
+    for name in ["", *sorted(cli.commands)]:
+        result = run_cli(*[name] * bool(name), "--help", env={"COLUMNS": "80"})
+        assert result.exit_code == 0
+        assert "..." not in result.stdout.split("\n\n", 1)[1], name  # past the usage line
+        assert max(len(line) for line in result.stdout.splitlines()) <= 80, name
+
+
+def test_the_top_level_help_describes_the_whole_tool_and_its_exit_codes() -> None:
+    text = " ".join(run_cli("--help").stdout.split())
+    for what in ("record", "replay", "diff", "tui", "fixture", "export, import and copy"):
+        assert what in text
+    assert "Exit codes: 0 ok, or identical 1 a finding" in text
+    for code, meaning in EXIT_CODES:
+        assert f" {code} {meaning}" in text
+    assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3]
+
+
+def test_replay_says_it_takes_a_session_or_a_file() -> None:
+    usage = run_cli("replay", "--help").stdout.splitlines()[0]
+    assert usage == "Usage: agent-journal replay [OPTIONS] SESSION|FILE.jsonl"
 
 
 @pytest.mark.parametrize("name", sorted(cli.commands))
@@ -137,30 +173,243 @@ def test_sessions_filters_and_reads_the_db_from_the_environment(db: Path) -> Non
 
 
 def test_sessions_table(db: Path) -> None:
-    result = run_cli("sessions", "--db", db)
+    result = run_cli("sessions", "--db", db)  # not a terminal: 400 columns, all but lineage
     assert result.exit_code == 0
     header, *rows = result.stdout.splitlines()
-    assert header.split() == [
-        "session",
-        "agent",
-        "status",
-        "events",
-        "steps",
-        "fail",
-        "ok%",
-        "rep",
-        "tokens",
-        "cache%",
-        "cost",
-        "lat",
-        "ms",
-        "started",
-        "lineage",
+    assert header.replace("lat ms", "lat-ms").split() == [
+        *("session", "agent", "status", "events", "steps", "fail", "ok%", "rep", "tokens"),
+        *("cache%", "cost", "lat-ms", "started", "outcome"),
     ]
-    assert [row.split()[:6] for row in rows] == [
-        ["s", "tests.agents:build", "failed", "14", "3", "2"],
-        ["short", "tests.agents:short", "completed", "5", "1", "0"],
+    assert [row.split()[:7] for row in rows] == [
+        ["s", "tests.agents:build", "failed", "14", "3", "3", "25%"],
+        ["short", "tests.agents:short", "completed", "5", "1", "0", "100%"],
     ]
+
+
+@pytest.fixture
+def story(tmp_path: Path) -> Path:
+    """The refund story's sessions: over-refunded, crashed mid-turn, cut off, and a replay."""
+    lookup = ToolCall(call_id="c1", tool="lookup_order", args={"order_id": "2210"})
+    refund = ToolCall(call_id="c2", tool="issue_refund", args={"amount": 150.0, "order_id": "2210"})
+    looked_up = ActionCommitted(
+        call_id="c1", tool="lookup_order", args=lookup.args, result={"total": 100.0}
+    )
+    buggy = "agentloop.examples.refund:build_buggy"
+    return make_journal(
+        tmp_path / "story.db",
+        {
+            "refund-buggy": [
+                SessionStarted(agent=buggy),
+                UserInput(text="refund $150"),
+                ActionProposed(calls=[lookup]),
+                looked_up,
+                ActionProposed(calls=[refund]),
+                ActionCommitted(
+                    call_id="c2", tool="issue_refund", args=refund.args, result={"id": "rf-1"}
+                ),
+                AgentCompleted(answer="Done: refunded $150.0 for order 2210."),
+            ],
+            "crashed": [
+                SessionStarted(agent="agentloop.examples.crashy:build"),
+                UserInput(text="go"),
+                ActionProposed(calls=[lookup]),
+                looked_up,
+                ActionProposed(calls=[refund]),
+                AgentHalted(rule="error", reason="the guard of issue_refund raised KeyError"),
+            ],
+            "cut-off": [
+                SessionStarted(agent=buggy),
+                UserInput(text="go"),
+                ActionProposed(calls=[lookup]),
+                looked_up,
+            ],
+            "refund-buggy.replay-1": [
+                SessionStarted(
+                    agent="agentloop.examples.refund:build_fixed", replay_of="refund-buggy"
+                ),
+                UserInput(text="refund $150"),
+                AgentCompleted(answer="Refund of $100.0 issued."),
+            ],
+        },
+    )
+
+
+TABLES = {
+    80: [
+        "session                status     fail   ok%  rep     cost  started",
+        "refund-buggy.replay-1  completed     0     -    0  $0.0000  2026-11-29 23:00:00",
+        "cut-off                running       0     ?    0  $0.0000  2026-11-29 23:00:00",
+        "crashed                failed        1   50%    0  $0.0000  2026-11-29 23:00:00",
+        "refund-buggy           completed     0  100%    0  $0.0000  2026-11-29 23:00:00",
+    ],
+    120: [
+        "session                status     steps  fail   ok%  rep     cost  started"
+        "              outcome",
+        "refund-buggy.replay-1  completed      0     0     -    0  $0.0000  2026-11-29 23:00:00"
+        "  Refund of $100.0 issued.",
+        "cut-off                running        1     0     ?    0  $0.0000  2026-11-29 23:00:00"
+        "  action_committed: lookup_order …",
+        "crashed                failed         1     1   50%    0  $0.0000  2026-11-29 23:00:00"
+        "  error: the guard of issue_refun…",
+        "refund-buggy           completed      2     0  100%    0  $0.0000  2026-11-29 23:00:00"
+        "  Done: refunded $150.0 for order…",
+    ],
+    160: [
+        "session                status     events  steps  fail   ok%  rep  tokens     cost"
+        "  started              outcome                           lineage",
+        "refund-buggy.replay-1  completed       3      0     0     -    0       0  $0.0000"
+        "  2026-11-29 23:00:00  Refund of $100.0 issued.          replay of refund-buggy",
+        "cut-off                running         4      1     0     ?    0       0  $0.0000"
+        "  2026-11-29 23:00:00  action_committed: lookup_order …",
+        "crashed                failed          6      1     1   50%    0       0  $0.0000"
+        "  2026-11-29 23:00:00  error: the guard of issue_refun…",
+        "refund-buggy           completed       7      2     0  100%    0       0  $0.0000"
+        "  2026-11-29 23:00:00  Done: refunded $150.0 for order…",
+    ],
+}
+
+
+@pytest.mark.parametrize("width", sorted(TABLES))
+def test_the_sessions_table_gives_way_by_priority_at_each_width(story: Path, width: int) -> None:
+    result = run_cli("sessions", "--db", story, env={"COLUMNS": str(width)})
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == TABLES[width]
+
+
+def test_the_docs_show_the_table_as_the_cli_prints_it() -> None:
+    docs = (REPO / "docs" / "sessions.md").read_text()
+    shown = docs.split("```text\n")[1].split("```")[0].splitlines()
+    assert shown == TABLES[120]
+    for name in COLUMNS:  # every column is explained there
+        assert f"| `{name}` |" in docs
+
+
+def test_wide_characters_take_two_cells_and_the_columns_still_line_up(tmp_path: Path) -> None:
+    db = make_journal(
+        tmp_path / "wide.db",
+        {
+            "narrow": short_session(),
+            "wide": [
+                SessionStarted(agent="代理:构建"),
+                AgentCompleted(answer="日本語の回答です" * 8),
+            ],
+        },
+    )
+    for width in (60, 120, 400):
+        lines = run_cli("sessions", "--db", db, env={"COLUMNS": str(width)}).stdout.splitlines()
+        assert all(cell_len(line) <= width for line in lines)
+        started = {cell_len(line[: line.index("2026-")]) for line in lines[1:]}
+        assert len(started) == 1, lines  # the same cell on every row
+    assert "代理:构建" in lines[1] and lines[1].endswith("日本語の回答です" * 8)
+
+
+def test_a_crash_counts_as_a_failure_and_a_session_without_an_ending_has_no_rate(
+    story: Path,
+) -> None:
+    rows = {
+        line.split()[0]: line.split()
+        for line in run_cli("sessions", "--db", story).stdout.splitlines()[1:]
+    }
+    fail, ok = 5, 6  # session agent status events steps fail ok% ...
+    assert (rows["crashed"][fail], rows["crashed"][ok]) == ("1", "50%")  # 1 committed, then raised
+    assert (rows["cut-off"][2], rows["cut-off"][ok]) == ("running", "?")
+    listed = {
+        s["session_id"]: s for s in json.loads(run_cli("sessions", "--db", story, "--json").stdout)
+    }
+    assert listed["crashed"]["failures"] == 0  # --json keeps the fold's own count
+
+
+def test_the_over_refund_reads_as_what_the_agent_did_not_as_a_clean_success(story: Path) -> None:
+    rows = run_cli("sessions", "--db", story).stdout.splitlines()
+    [buggy] = [row for row in rows if row.startswith("refund-buggy ")]
+    assert buggy.rstrip().endswith("  Done: refunded $150.0 for order 2210.")
+
+
+@pytest.fixture
+def dated(tmp_path: Path) -> Path:
+    """Sessions started in 2020 (``old``), on 2026-11-29 (``s``, ``short``) and now (``new``)."""
+    path = make_journal(tmp_path / "dated.db", {"short": short_session(), "s": sample_session()})
+    with Journal.open(path) as journal:
+        journal.append("old", [SessionStarted(agent="x:y")], ts="2020-01-01T00:00:00.000000Z")
+        journal.append("new", [SessionStarted(agent="x:y")])  # the system clock
+    return path
+
+
+def listed_ids(*args: object) -> list[str]:
+    result = run_cli("sessions", "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return [row["session_id"] for row in json.loads(result.stdout)]
+
+
+def test_since_and_until_take_rfc_3339_or_a_duration_ago(dated: Path) -> None:
+    for args, expected in [
+        (["--since", "2026-11-29T23:00:00Z"], ["new", "s", "short"]),
+        (["--since", "2026-11-29t23:00:00.001+00:00"], ["new", "s"]),
+        (["--since", "2026-11-30T00:00:00.001+01:00"], ["new", "s"]),  # 23:00:00.001 UTC
+        (["--since", "2020-01-01", "--until", "2026-11-29"], ["old"]),
+    ]:
+        assert listed_ids("--db", dated, *args) == expected, args
+    for args, expected in [  # durations: only "old" and "new" are far enough from any today
+        (["--since", "1h"], ["new"]),
+        (["--since", "1h30m", "--until", "1w"], []),  # since is after until
+        (["--until", "2d"], ["old"]),
+        (["--until", "90m", "--since", "100000d"], ["old"]),
+        (["--since", "3600s", "--until", "0m"], ["new"]),  # 0m: now, after "new" started
+    ]:
+        found = listed_ids("--db", dated, *args)
+        assert [x for x in found if x in ("old", "new")] == expected, args
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("yesterday", "'yesterday' is not a time: give RFC 3339"),
+        ("2026-11-29T23:00:00", "'2026-11-29T23:00:00' has no time zone: add Z (UTC)"),
+        ("2026-13-01", "'2026-13-01': month must be in 1..12"),
+        ("90", "'90' is not a time"),
+        ("2d ago", "'2d ago' is not a time"),
+        ("9999999d", "'9999999d': a duration that reaches before year 1"),
+    ],
+)
+def test_a_time_that_is_neither_is_exit_2_with_one_line(
+    dated: Path, value: str, message: str
+) -> None:
+    copy = ["copy", "--from", dated, "--to", dated.parent / "x.db"]
+    for args in (
+        ["sessions", "--db", dated, "--since"],
+        ["sessions", "--until"],
+        [*copy, "--since"],
+    ):
+        line = one_error_line(run_cli(*args, value, env={"AGENT_JOURNAL_DB": str(dated)}))
+        assert f"Invalid value for '{args[-1]}': {message}" in line
+    assert not (dated.parent / "x.db").exists()
+
+
+def test_show_with_from_after_to_is_exit_2(db: Path) -> None:
+    line = one_error_line(run_cli("show", "s", "--db", db, "--from", "5", "--to", "2"))
+    assert line == (
+        "agent-journal: Invalid value for '--to': 2 is before --from 5 "
+        "(see agent-journal show --help)"
+    )
+    assert run_cli("show", "s", "--db", db, "--from", "2", "--to", "2").stdout.count("\n") == 2
+
+
+def test_state_at_a_seq_outside_the_session_names_its_range(db: Path) -> None:
+    line = one_error_line(run_cli("state", "s", "--db", db, "--at", "-1"))
+    assert line == "agent-journal: session s: --at -1: no such seq (it has seqs 0..13)"
+
+
+def test_real_processes_exit_2_with_one_line_on_each_cli_edge(dated: Path) -> None:
+    for args, message in [
+        (["sessions", "--since", "yesterday"], "'yesterday' is not a time"),
+        (["show", "s", "--from", "5", "--to", "2"], "2 is before --from 5"),
+        (["state", "s", "--at", "-1"], "--at -1: no such seq (it has seqs 0..13)"),
+        (["tui", "--diff", "s", "--db", dated], "--db is an option, not a session"),
+    ]:
+        done = run_process(*args, "--db", dated)
+        assert (done.returncode, done.stdout) == (2, ""), args
+        [line] = done.stderr.splitlines()
+        assert line.startswith("agent-journal: ") and message in line
 
 
 def test_the_default_db_is_in_the_working_directory(

@@ -124,7 +124,7 @@ def test_the_tui_follows_a_running_demo(tmp_path: Path) -> None:
 
     async def scenario(pilot: Pilot[Any]) -> None:
         listing = pilot.app.screen.query_one(SessionsList)
-        await wait_until(pilot, lambda: len(listing.summaries) == sessions, 60)
+        await wait_until(pilot, lambda: len(listing.rows) == sessions, 60)
         assert demo.wait(timeout=60) == 0
 
     drive(JournalApp(db=db, poll=0.05, state_delay=0), scenario)

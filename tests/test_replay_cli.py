@@ -136,8 +136,14 @@ def test_replay_without_an_agent_reference_is_exit_2(db: Path) -> None:
         (["replay", BUGGY, "--agent", "no.such.module:build"], "cannot import no.such.module"),
         (["replay", BUGGY, "--agent", "nocolon"], "is not of the form module:factory"),
         (["replay", BUGGY, "--live-tools", "--live-tool", "x"], "exclude each other"),
-        (["state", BUGGY, "--at", "99"], "seq 99 is outside 0..7"),
-        (["state", BUGGY, "--at", "-2"], "seq -2 is outside 0..7"),
+        (
+            ["state", BUGGY, "--at", "99"],
+            f"session {BUGGY}: --at 99: no such seq (it has seqs 0..7)",
+        ),
+        (
+            ["state", BUGGY, "--at", "-1"],
+            f"session {BUGGY}: --at -1: no such seq (it has seqs 0..7)",
+        ),
         (["state", "nope"], "session nope: not in"),
         (["fork", BUGGY, "--at", "8"], "cannot fork at seq 8; it has seqs 0..7"),
         (["fork", BUGGY, "--at", "-1"], "cannot fork at seq -1"),

@@ -197,6 +197,27 @@ def test_sessions_lists_filters_and_summarises(any_journal: Journal) -> None:
         any_journal.require("nope")
 
 
+def test_last_summaries_are_each_sessions_last_event_in_one_line(any_journal: Journal) -> None:
+    any_journal.append("a", sample_session())
+    any_journal.append("b", [_started(), AgentHalted(rule="step_limit", reason="too many")])
+    any_journal.append("c", [_started(), UserInput(text="hi")])
+    for index in range(600):  # more than one IN (...) list
+        any_journal.append(f"many-{index}", [_started(), UserInput(text=f"n{index}")])
+    ids = [s.session_id for s in any_journal.sessions()]
+    found = any_journal.last_summaries([*ids, "nope", "a"])
+    expected = {}
+    for session_id in ids:
+        last = list(any_journal.stored_events(session_id))[-1]
+        expected[session_id] = (last.type, last.summary)
+    assert found == expected
+    assert (found["b"], found["c"], found["many-599"]) == (
+        ("agent_halted", "step_limit: too many"),
+        ("user_input", "hi"),
+        ("user_input", "n599"),
+    )
+    assert any_journal.last_summaries([]) == {}
+
+
 # -- global positions and tailing ------------------------------------------------------------
 
 

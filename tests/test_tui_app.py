@@ -184,6 +184,11 @@ def test_bad_input_fails_before_anything_is_drawn(db: Path, tmp_path: Path) -> N
         (["nope"], "agent-journal: session nope: not in {db}\n"),
         (["--diff", "demo-crawler-s0", "nope"], "agent-journal: session nope: not in {db}\n"),
         (
+            ["--diff", "demo-crawler-s0", "--db", "{db}"],
+            "agent-journal: Invalid value for '--diff': takes two sessions (--diff A B), and "
+            "--db is an option, not a session (see agent-journal tui --help)\n",
+        ),
+        (
             ["--db", "{missing}"],
             "agent-journal: {missing}: no journal here (the file does not exist)\n",
         ),

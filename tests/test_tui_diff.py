@@ -69,18 +69,39 @@ def test_brackets_jump_between_differences_and_stop_at_the_ends(db: Path) -> Non
     drive(open_app(db, diff=(BUGGY, REPLAY)), scenario)
 
 
-def test_a_changed_row_lists_each_field_that_differs(db: Path) -> None:
+GUARD = (
+    "amount ($150) exceeds the order's refundable balance ($100); propose a refund of at most $100"
+)
+
+
+def test_a_changed_row_lists_each_field_that_differs_with_whole_values(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "right_square_bracket")
         assert pilot.app.screen.query_one(Pane).shown.splitlines()[:4] == [
             "changed: A seq 5 ↔ B seq 5",
             '  args (removed): {"amount":150.0,"order_id":"2210"} → null',
-            "  message (added): null → "
-            "\"amount ($150) exceeds the order's refundable balance ($100…",
+            f'  message (added): null → "{GUARD}"',
             '  result (removed): {"amount":150.0,"refund_id":"rf-2210-1"} → null',
         ]
+        lines = screen_text(pilot.app).splitlines()  # type: ignore[arg-type]
+        assert any(f'null → "{GUARD}"' in line for line in lines)  # the key phrase shows
 
-    drive(open_app(db, diff=(BUGGY, REPLAY)), scenario)
+    drive(open_app(db, diff=(BUGGY, REPLAY)), scenario, size=(150, 40))
+
+
+def test_a_value_wider_than_the_pane_folds_under_its_field_not_at_column_0(db: Path) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "right_square_bracket")
+        lines = screen_text(pilot.app).splitlines()  # type: ignore[arg-type]
+        start = next(i for i, line in enumerate(lines) if "message (added)" in line)
+        first, more = lines[start], lines[start + 1]
+        text = first.index("│ ") + 2  # the pane's border and padding
+        assert first[text:].startswith('  message (added): null → "amount ($150)')
+        assert more[text : text + 4] == "    " and more[text + 4] != " "
+        folded = "".join(line[text:].rstrip(" │").strip() for line in (first, more))
+        assert folded.startswith(f'message (added): null → "{GUARD[:40]}')
+
+    drive(open_app(db, diff=(BUGGY, REPLAY)), scenario, size=(80, 40))
 
 
 def test_an_event_on_one_side_only_is_shown_there_with_its_json(db: Path) -> None:

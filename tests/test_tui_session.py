@@ -3,22 +3,37 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from rich.color import Color
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from journal import Journal, UserInput
+from journal import AgentHalted, Journal, SessionStarted, UserInput
 from tui.screens.dialogs import ChoiceScreen, PromptScreen
 from tui.screens.diff import DiffScreen
 from tui.screens.session import SessionScreen, parse_types
-from tui.screens.sessions import SessionsScreen
+from tui.screens.sessions import SessionsList, SessionsScreen
+from tui.widgets.lines import LineList
 from tui.widgets.panes import Pane
 from tui.widgets.timeline import TimelineView
 
-from .tui_helpers import HOSTILE, drive, open_app, press, screen_text, small_journal, type_in
+from .stores import PgSchema
+from .tui_helpers import (
+    HOSTILE,
+    drive,
+    open_app,
+    press,
+    screen_text,
+    settle,
+    small_journal,
+    type_in,
+)
 
 INCIDENTS = "demo-incidents-s0"  # 16 events; failures at 3, 5, 8, 9, 11
 
@@ -292,21 +307,45 @@ def test_d_without_a_saved_replay_says_so(db: Path) -> None:
     drive(open_app(db, session="demo-travel-chat-s0"), scenario)
 
 
-def test_d_on_a_session_with_several_replays_asks_which(db: Path) -> None:
+def test_d_on_a_session_with_several_replays_names_each_with_its_agent_and_ending(
+    db: Path,
+) -> None:
     from replay import Replayer
 
     with Journal.open(db) as journal:
         Replayer(save=True).replay(journal, INCIDENTS)
-        Replayer(save=True).replay(journal, INCIDENTS)
+        journal.append(  # a saved run of another agent that halted: a lineage and an ending
+            f"{INCIDENTS}.replay-2",
+            [
+                SessionStarted(
+                    agent="agentloop.examples.incidents:build_no_fallback", replay_of=INCIDENTS
+                ),
+                UserInput(text="database disk alerts"),
+                AgentHalted(rule="circuit_open", reason="search_incidents is unavailable"),
+            ],
+        )
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "d")
         dialog = pilot.app.screen
         assert isinstance(dialog, ChoiceScreen)
-        assert dialog.answers == [(f"{INCIDENTS}.replay-{n}",) * 2 for n in (1, 2)]
+        assert dialog.answers == [  # newest first, as in the sessions list
+            (
+                f"{INCIDENTS}.replay-2",
+                f"{INCIDENTS}.replay-2\n  agentloop.examples.incidents:build_no_fallback\n"
+                "  halted (circuit_open), 3 events; this one completed, 16 events",
+            ),
+            (
+                f"{INCIDENTS}.replay-1",
+                f"{INCIDENTS}.replay-1\n  agentloop.examples.incidents:build\n"
+                "  completed, 16 events, as this one",
+            ),
+        ]
+        text = screen_text(pilot.app)  # type: ignore[arg-type]
+        assert all(line in text for _, label in dialog.answers for line in label.split("\n"))
         await press(pilot, "down", "enter")
         assert isinstance(pilot.app.screen, DiffScreen)
-        assert pilot.app.screen.b == f"{INCIDENTS}.replay-2"
+        assert pilot.app.screen.b == f"{INCIDENTS}.replay-1"
 
     drive(open_app(db, session=INCIDENTS), scenario)
 
@@ -338,3 +377,166 @@ def test_the_state_of_a_late_seq_comes_from_snapshots(long_db: Path) -> None:
         from journal import FOLD_VERSION
 
         assert journal.load_snapshot("long", 999, FOLD_VERSION) is not None
+
+
+# -- edges: the cursor, long values, the state pane, scans that take a while -------------------
+
+
+def _luminance(color: Color) -> float:
+    def channel(value: int) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = color.get_truecolor()
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def contrast(fg: Color, bg: Color) -> float:
+    """The WCAG contrast ratio of two colours (1 to 21; 4.5 is the floor for text)."""
+    high, low = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def cursor_contrast(pilot: Pilot[Any], lines: LineList) -> float:
+    """The lowest contrast of any character drawn on the cursor row of ``lines``."""
+    region = lines.content_region
+    y = region.y + lines.cursor - lines.scroll_offset.y
+    ratios, x = [], 0
+    for segment in pilot.app.screen._compositor.render_strips()[y]:
+        style = segment.style
+        inside = region.x <= x < region.right
+        x += segment.cell_length
+        if inside and segment.text.strip() and style and style.color and style.bgcolor:
+            ratios.append(contrast(style.color, style.bgcolor))
+    assert ratios
+    return min(ratios)
+
+
+def test_the_cursor_row_is_readable_in_the_default_theme(db: Path) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        assert pilot.app.theme == "textual-dark"
+        await press(pilot, "j", "j", "j")  # seq 3: a failure, red in the timeline
+        focused = cursor_contrast(pilot, timeline(pilot))
+        await press(pilot, "tab")  # the timeline keeps its cursor, unfocused
+        assert min(focused, cursor_contrast(pilot, timeline(pilot))) >= 4.5
+        await press(pilot, "q")  # the sessions list: the same cursor
+        assert cursor_contrast(pilot, pilot.app.screen.query_one(SessionsList)) >= 4.5
+
+    drive(open_app(db, session=INCIDENTS), scenario)
+
+
+def pane_lines(pilot: Pilot[Any], name: str) -> list[str]:
+    """The lines a pane shows on screen, inside its border and padding."""
+    region = pilot.app.screen.query_one(f"#{name}", Pane).content_region
+    lines = screen_text(pilot.app).splitlines()  # type: ignore[arg-type]
+    return [line[region.x : region.right] for line in lines[region.y : region.bottom]]
+
+
+def test_long_values_fold_under_their_key_in_the_event_and_state_panes(tmp_path: Path) -> None:
+    from journal import SessionStarted
+
+    db = tmp_path / "long-values.db"
+    long_text = " ".join(f"word{i}" for i in range(60))
+    with Journal.open(db) as journal:
+        journal.append("s", [SessionStarted(agent="x:y"), UserInput(text=long_text)])
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "j")
+        detail = pane_lines(pilot, "detail")
+        first = next(i for i, line in enumerate(detail) if '"text": "word0' in line)
+        key = detail[first].index('"text"')
+        folded = [detail[first]]
+        for line in detail[first + 1 :]:
+            if not line.startswith(" " * (key + 2)) or not line.strip():
+                break
+            folded.append(line)
+        assert len(folded) > 2  # folded, and every continuation under the key, not at 0
+        assert "".join("".join(folded).split()) == "".join(f'"text": "{long_text}",'.split())
+        state = pane_lines(pilot, "state")
+        guard = next(i for i, line in enumerate(state) if line.startswith("  guardrails"))
+        assert state[guard + 1].startswith("    ") and state[guard + 1].strip()
+
+    drive(open_app(db, session="s"), scenario, size=(110, 60))
+
+
+def test_the_state_pane_says_at_once_which_seq_it_is_folding(db: Path) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        state = pilot.app.screen.query_one("#state", Pane)
+        assert str(state.border_title) == "state after seq 0"
+        pilot.app.state_delay = 3600  # the cursor rests an hour before a fold starts
+        await press(pilot, "j")
+        assert str(state.border_title) == "state after seq 0 · folding seq 1…"
+        assert "changed by seq 0:" in state.shown  # and the content is still seq 0's
+        pilot.app.state_delay = 0
+        await press(pilot, "j")
+        assert str(state.border_title) == "state after seq 2"
+        assert "changed by seq 2:" in state.shown
+
+    drive(open_app(db, session=INCIDENTS), scenario)
+
+
+@pytest.fixture
+def pg_long(pg_schema: PgSchema) -> str:
+    """A PostgreSQL journal with one 300-event session ``long``: a failure every 10 seqs."""
+    from journal import SessionStarted, VerificationFailed
+
+    with Journal.open(pg_schema.url) as journal:
+        events: list[Any] = [SessionStarted(agent="x:y")]
+        for seq in range(1, 300):
+            if seq % 10:
+                events.append(UserInput(text=f"message {seq}"))
+            else:
+                events.append(
+                    VerificationFailed(call_id=f"c{seq}", tool="t", stage="schema", message="no")
+                )
+        journal.append("long", events)
+    return pg_schema.url
+
+
+@contextmanager
+def reads_blocked(url: str) -> Iterator[None]:
+    """Hold an exclusive lock on the events table: every read of an event waits for it."""
+    with psycopg.connect(url) as conn:
+        conn.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+async def answer(pilot: Pilot[Any], key: str, text: str) -> None:
+    """Open a prompt and answer it, without waiting for what the answer starts."""
+    await pilot.press(key)
+    await pilot.pause()
+    pilot.app.screen.query_one(Input).value = text
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+def test_g_while_the_filter_scans_stays_at_the_end_when_the_scan_is_done(pg_long: str) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await type_in(pilot, "colon", "150")
+        view = timeline(pilot)
+        with reads_blocked(pg_long):
+            await answer(pilot, "f", "failures")  # the scan waits on the lock
+            assert view.filter is not None and len(view.filter) == 0
+            await pilot.press("G")
+            await pilot.pause()
+        await settle(pilot)
+        assert len(view.filter) == 29
+        assert (view.cursor, view.seq) == (28, 290)  # where G went, not back to seq 150
+
+    drive(open_app(pg_long, session="long"), scenario)
+
+
+def test_a_search_says_how_far_it_got_while_it_runs(pg_long: str) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        with reads_blocked(pg_long):
+            await answer(pilot, "slash", "message 299")  # the scan waits on the lock
+            status = screen_text(pilot.app).splitlines()[0]  # type: ignore[arg-type]
+            assert "/message 299  searching… 0 of 300 events" in status
+        await settle(pilot)
+        assert timeline(pilot).seq == 299
+        assert "searching" not in screen_text(pilot.app).splitlines()[0]  # type: ignore[arg-type]
+
+    drive(open_app(pg_long, session="long"), scenario)

@@ -10,10 +10,11 @@ from textual.content import Content
 from textual.pilot import Pilot
 
 from journal import Journal, SessionStarted
+from tui.render import format_cost, format_time
 from tui.screens.dialogs import ChoiceScreen
 from tui.screens.diff import DiffScreen
 from tui.screens.session import SessionScreen
-from tui.screens.sessions import COLUMNS, SessionsList, SessionsScreen
+from tui.screens.sessions import SessionsList, SessionsScreen
 
 from .tui_helpers import drive, open_app, press, screen_text, small_journal, type_in, wait_until
 
@@ -44,7 +45,7 @@ def listing(pilot: Pilot[Any]) -> SessionsList:
 
 
 def shown(pilot: Pilot[Any]) -> list[str]:
-    return [s.session_id for s in listing(pilot).summaries]
+    return [row.summary.session_id for row in listing(pilot).rows]
 
 
 def current(pilot: Pilot[Any]) -> str:
@@ -62,24 +63,85 @@ def test_every_session_is_listed_newest_first_with_its_columns(db: Path) -> None
             "started",
             "↓",
         ]
-        assert lines[1].split() == list(COLUMNS)
+        assert lines[1].split() == [
+            *("session", "status", "events", "steps", "fail", "ok%", "rep", "tokens", "cache%"),
+            *("cost", "lat", "ms", "started", "outcome", "lineage"),
+        ]
         assert lines[3].split() == [
-            "demo-refund-buggy-s0.replay-1",
-            "agentloop.examples.refund:build_fixed",
-            "completed",
-            "8",
-            "2",
-            "1",
-            "727",
-            "$0.0004",
-            "2026-11-29",
-            "09:11:00",
-            "replay",
-            "of",
-            "demo-refund-buggy-s0",
+            *("demo-refund-buggy-s0.replay-1", "completed", "8", "2", "1", "50%", "0", "727"),
+            *("10%", "$0.0004", "1", "2026-11-29", "09:11:00", "Done:", "refunded", "$150.0"),
+            *("for", "order", "2210.", "replay", "of", "demo-refund-buggy-s0"),
         ]
 
-    drive(open_app(db), scenario, size=(180, 24))
+    drive(open_app(db), scenario, size=(200, 24))
+
+
+WIDTHS = {
+    80: ["session", "status", "fail", "ok%", "cost", "started"],
+    120: ["session", "status", "fail", "ok%", "cost", "started", "outcome"],
+    160: [
+        *("session", "status", "steps", "fail", "ok%", "rep", "cost", "started"),
+        *("outcome", "lineage"),
+    ],
+}
+
+
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_the_columns_give_way_by_priority_and_never_cut_the_kept_ones(db: Path, width: int) -> None:
+    with Journal.open(db) as journal:
+        summaries = {s.session_id: s for s in journal.sessions()}
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        lines = screen_text(pilot.app).splitlines()  # type: ignore[arg-type]
+        header, rows = lines[1], lines[2:15]
+        assert header.replace("lat ms", "lat-ms").split() == WIDTHS[width]
+        outcome = header.find("outcome")
+        lineage = header.find("lineage")
+        for line, session_id in zip(rows, NEWEST_FIRST, strict=True):
+            summary = summaries[session_id]
+            kept = [session_id, summary.status, format_cost(summary.cost)]
+            assert all(f" {cell} " in f" {line} " for cell in [*kept, format_time(summary.started)])
+            # only an outcome is ever cut here: no stray … elsewhere, a lineage whole or absent
+            outside = (
+                line
+                if outcome < 0
+                else line[:outcome] + line[lineage if lineage > 0 else len(line) :]
+            )
+            assert "…" not in outside, line
+            if lineage > 0:
+                assert line[lineage:].rstrip() == (
+                    f"replay of {summary.replay_of}" if summary.replay_of else ""
+                )
+        assert all(len(line) <= width for line in lines)
+
+    drive(open_app(db), scenario, size=(width, 24))
+
+
+def test_an_empty_journal_says_how_to_get_sessions(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    Journal.open(db).close()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        text = screen_text(pilot.app)  # type: ignore[arg-type]
+        assert "0 of 0 sessions" in text
+        assert "no sessions in this journal yet." in text
+        assert f"  agent-journal demo --db {db}  " in text
+        with Journal.open(db) as writer:
+            writer.append("first", [SessionStarted(agent="later:agent")])
+        await wait_until(pilot, lambda: shown(pilot) == ["first"])
+        assert "no sessions in this journal yet" not in screen_text(pilot.app)  # type: ignore[arg-type]
+
+    drive(open_app(db, follow=True, poll=0.05), scenario, size=(200, 24))
+
+
+def test_a_filter_that_matches_nothing_says_so(db: Path) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await type_in(pilot, "f", "agent:nobody")
+        assert shown(pilot) == []
+        text = screen_text(pilot.app)  # type: ignore[arg-type]
+        assert "no session matches the filter: f changes it (empty shows all)" in text
+
+    drive(open_app(db), scenario)
 
 
 def test_keys_move_the_cursor_and_enter_opens_the_session(db: Path) -> None:
@@ -100,7 +162,7 @@ def test_keys_move_the_cursor_and_enter_opens_the_session(db: Path) -> None:
 
 def test_s_sorts_by_the_next_column_and_shift_s_reverses(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
-        await press(pilot, "s")  # lineage: the replay first, then the newest
+        await press(pilot, "s", "s")  # outcome, then lineage: the replay first, then the newest
         assert shown(pilot)[:2] == ["demo-refund-buggy-s0.replay-1", "hostile-markup"]
         await press(pilot, "s", "s", "s", "s", "s")  # session, agent, status, events, steps
         assert shown(pilot)[0] == "demo-crawler-s0"  # 10 steps
@@ -193,10 +255,10 @@ def test_palette_commands_built_from_data_show_markup_literally(db: Path) -> Non
         titles = [Content.from_markup(c.title).plain for c in commands]
         assert f"filter: agent {agent}" in titles
         assert {"sort: by cost", "filter: status halted", "filter: clear"} <= set(titles)
-        assert agent in screen_text(app)  # type: ignore[arg-type]
         [evil] = [c for c in commands if agent in Content.from_markup(c.title).plain]
         evil.callback()
         await press(pilot)
         assert shown(pilot) == ["evil"]
+        assert agent in screen_text(app)  # type: ignore[arg-type]
 
     drive(open_app(db), scenario, size=(160, 24))

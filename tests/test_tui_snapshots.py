@@ -15,6 +15,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from journal import Journal
+
 from .tui_helpers import SIZE, open_app, settle, small_journal
 
 Compare = Callable[..., bool]
@@ -45,9 +47,13 @@ def steps(*keys: str | tuple[str, str]) -> Callable[[Pilot[Any]], Any]:
 
 
 def snap(
-    snap_compare: Compare, db: Path, keys: Sequence[str | tuple[str, str]], **app: Any
+    snap_compare: Compare,
+    db: Path,
+    keys: Sequence[str | tuple[str, str]],
+    size: tuple[int, int] = SIZE,
+    **app: Any,
 ) -> bool:
-    result: bool = snap_compare(open_app(db, **app), run_before=steps(*keys), terminal_size=SIZE)
+    result: bool = snap_compare(open_app(db, **app), run_before=steps(*keys), terminal_size=size)
     return result
 
 
@@ -57,6 +63,17 @@ class TestSessions:
 
     def test_filtered_to_halted_sessions(self, snap_compare: Compare, db: Path) -> None:
         assert snap(snap_compare, db, [("f", "halted"), "enter"])
+
+    @pytest.mark.parametrize("width", [80, 160])
+    def test_the_list_at_a_width(self, snap_compare: Compare, db: Path, width: int) -> None:
+        assert snap(snap_compare, db, [], size=(width, 20))
+
+    def test_an_empty_journal(
+        self, snap_compare: Compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.chdir(tmp_path)  # the hint names the journal as given: the same each run
+        Journal.open("empty.db").close()
+        assert snap(snap_compare, Path("empty.db"), [], size=(100, 12))
 
 
 class TestSession:
@@ -78,8 +95,18 @@ class TestSession:
     def test_the_help(self, snap_compare: Compare, db: Path) -> None:
         assert snap(snap_compare, db, ["question_mark"], session="demo-incidents-s0")
 
+    def test_a_long_value_folds_under_its_key(self, snap_compare: Compare, db: Path) -> None:
+        assert snap(snap_compare, db, ["j", "j", "j"], session="demo-refund-buggy-s0")
+
 
 class TestDiff:
     def test_a_replay_with_the_fixed_guard(self, snap_compare: Compare, db: Path) -> None:
         diff = ("demo-refund-buggy-s0", "demo-refund-buggy-s0.replay-1")
         assert snap(snap_compare, db, ["right_square_bracket"], diff=diff)
+
+    def test_the_replay_picker(self, snap_compare: Compare, db: Path) -> None:
+        from replay import Replayer
+
+        with Journal.open(db) as journal:  # a second replay: d asks which
+            Replayer(save=True).replay(journal, "demo-refund-buggy-s0")
+        assert snap(snap_compare, db, ["d"], session="demo-refund-buggy-s0")

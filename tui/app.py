@@ -25,13 +25,13 @@ from textual.binding import BindingType
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from journal import InvalidInputError, Journal
+from journal import InvalidInputError, Journal, SessionSummary
 from replay import ReplayResult
 
 from .keys import bind, command, commands_for, declared_bindings
 from .render import safe_text
 from .screens.base import JournalScreen
-from .screens.dialogs import ChoiceScreen, HelpScreen, PromptScreen, help_content
+from .screens.dialogs import ChoiceScreen, HelpScreen, PromptScreen, help_content, replay_label
 from .screens.diff import DiffScreen
 from .screens.session import STATE_DELAY, SessionScreen
 from .screens.sessions import SessionsScreen
@@ -255,21 +255,28 @@ class JournalApp(App[None]):
 
     @work(thread=True, exclusive=True, group="lookup", exit_on_error=False)
     def _find_replays(self, session_id: str) -> None:
-        def find() -> list[str]:
+        def find() -> tuple[SessionSummary, list[SessionSummary]]:
             summary = self.journal.require(session_id)
-            others = [s.session_id for s in self.journal.sessions() if s.replay_of == session_id]
-            return [summary.replay_of, *others] if summary.replay_of else others
+            others = [s for s in self.journal.sessions() if s.replay_of == session_id]
+            if summary.replay_of:
+                others.insert(0, self.journal.require(summary.replay_of))
+            return summary, others
 
-        self.hand_over(f"replays of {session_id}", find, partial(self._choose_replay, session_id))
+        self.hand_over(f"replays of {session_id}", find, self._choose_replay)
 
-    def _choose_replay(self, session_id: str, others: list[str]) -> None:
+    def _choose_replay(self, found: tuple[SessionSummary, list[SessionSummary]]) -> None:
+        summary, others = found
+        session_id = summary.session_id
         if not others:
             self.warn(f"no saved replay of {session_id}: press r to replay it now")
         elif len(others) == 1:
-            self._open_diff(session_id, others[0])
+            self._open_diff(session_id, others[0].session_id)
         else:
             self.push_screen(
-                ChoiceScreen(f"diff {session_id} with:", [(other, other) for other in others]),
+                ChoiceScreen(
+                    f"diff {session_id} with:",
+                    [(other.session_id, replay_label(summary, other)) for other in others],
+                ),
                 lambda answer: self._open_diff(session_id, answer) if answer else None,
             )
 

@@ -1,9 +1,4 @@
-"""The ``agent-journal`` command line.
-
-Exit codes scripts can rely on: 0 ok (or identical), 1 a finding (verify found problems,
-a replay or diff diverged), 2 bad usage or bad input (one line on stderr, no traceback),
-3 an internal error (a bug: one line on stderr; ``AGENT_JOURNAL_DEBUG=1`` shows the trace).
-"""
+"""The ``agent-journal`` command line (its exit codes: `tui.clikit.EXIT_CODES`)."""
 
 from __future__ import annotations
 
@@ -21,6 +16,7 @@ from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_tui import tui
 from .clikit import (
     EXIT_BAD_INPUT,
+    EXIT_CODES,
     EXIT_FINDING,
     ErrorBoundaryGroup,
     db_option,
@@ -28,31 +24,53 @@ from .clikit import (
     json_option,
     open_existing,
     print_json,
+    time_option,
 )
+from .columns import help_text
 
 __all__ = ["main"]
 
+STATUSES: tuple[str, ...] = get_args(SessionStatus)
+"""The session statuses the fold derives (the choices of every ``--status``)."""
 
-@click.group(cls=ErrorBoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
+_EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code}  {what}" for code, what in EXIT_CODES)
+
+
+@click.group(
+    cls=ErrorBoundaryGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=_EPILOG + "\n\nEvery command that reads a journal takes --db (env AGENT_JOURNAL_DB).",
+)
 @click.version_option(package_name="agent-journal")
 def cli() -> None:
-    """A flight recorder for tool-calling AI agents.
+    r"""Record, replay, diff and browse the sessions of tool-calling AI agents.
 
-    Every fact of an agent session is a typed event in an append-only journal (SQLite or
-    PostgreSQL). Read sessions back, verify their hash chains, and move them as JSONL.
+    A flight recorder: every fact of an agent session (the model's output, each tool call
+    and its result, the clock) is a typed event in an append-only, hash-chained journal, a
+    SQLite file or PostgreSQL for a fleet.
+
+    \b
+      record   the agent loop or the Recorder writes sessions; demo runs examples
+      look     sessions, show, state; tui steps through a timeline, live
+      replay   replay re-runs a session on the recorded model and tools (no API
+               key, no side effects); fork runs on from a seq
+      compare  diff aligns two runs and shows the first divergence
+      freeze   fixture turns a session into a pytest regression test
+      keep     verify checks the chains; export, import and copy move sessions
+               (JSONL, OpenAI transcripts, OTLP); erase removes one for good
     """
 
 
-@cli.command()
-@db_option
-@click.option(
-    "--status",
-    type=click.Choice(["running", "completed", "halted", "failed"]),
-    help="Only sessions with this status.",
+@cli.command(
+    short_help="List sessions, newest first, and how each went.",
+    epilog="\b\nColumns (the narrower the terminal, the fewer; --json has every field):\n"
+    + "\n".join(f"  {line}" for line in help_text().splitlines()),
 )
+@db_option
+@click.option("--status", type=click.Choice(STATUSES), help="Only sessions with this status.")
 @click.option("--agent", help="Only sessions of this agent reference (module:factory).")
-@click.option("--since", metavar="TS", help="Only sessions started at or after this time.")
-@click.option("--until", metavar="TS", help="Only sessions started before this time.")
+@time_option("--since", "Only sessions started then or later")
+@time_option("--until", "Only sessions started before then")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many sessions.")
 @json_option
 def sessions(
@@ -64,18 +82,25 @@ def sessions(
     limit: int | None,
     as_json: bool,
 ) -> None:
-    """List sessions, newest first, with status, steps, failures, tokens and cost."""
+    """List sessions, newest first: status, failures, success rate, cost, outcome and more.
+
+    The table fits the terminal: status, fail, ok%, cost and started always show; the
+    other columns give way in turn, agent and lineage first.
+    """
     with open_existing(db) as journal:
         found = journal.sessions(status=status, agent=agent, since=since, until=until, limit=limit)
+        if not as_json:
+            last = journal.last_summaries([s.session_id for s in found])
     if as_json:
         print_json([s.model_dump(mode="json") for s in found])
         return
+    from .columns import listed
     from .render import print_sessions
 
-    print_sessions(found)
+    print_sessions(listed(found, last))
 
 
-@cli.command()
+@cli.command(short_help="Show one session's timeline, one line per event.")
 @click.argument("session")
 @db_option
 @click.option("--from", "start", type=click.IntRange(min=0), default=0, help="First seq to show.")
@@ -83,6 +108,8 @@ def sessions(
 @json_option
 def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> None:
     """Show one session's timeline: one line per event (seq, time, type, summary)."""
+    if stop is not None and stop < start:
+        raise click.BadParameter(f"{stop} is before --from {start}", param_hint="'--to'")
     with open_existing(db) as journal:
         summary = journal.require(session)
         rows = journal.stored_events(session, start=start, stop=None if stop is None else stop + 1)
@@ -101,7 +128,7 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
         print_timeline(summary, rows)
 
 
-@cli.command()
+@cli.command(short_help="Check hash chains, the projection and the triggers.")
 @db_option
 @click.option(
     "--session",
@@ -121,14 +148,7 @@ def verify(db: str, session_ids: Sequence[str], as_json: bool) -> None:
     with open_existing(db) as journal:
         report = journal.verify(list(session_ids) or None)
     if as_json:
-        print_json(
-            {
-                "ok": report.ok,
-                "problems": [p.model_dump() for p in report.problems],
-                "sessions": report.sessions,
-                "events": report.events,
-            }
-        )
+        print_json(report.model_dump(mode="json"))
     else:
         from .render import print_verify
 
@@ -137,7 +157,7 @@ def verify(db: str, session_ids: Sequence[str], as_json: bool) -> None:
         sys.exit(EXIT_FINDING)
 
 
-@cli.command()
+@cli.command(short_help="Print the JSON Schema of one journal record.")
 def schema() -> None:
     """Print the JSON Schema of one journal record (any event type with its envelope).
 
@@ -148,7 +168,7 @@ def schema() -> None:
     print_json(event_json_schema())
 
 
-@cli.command()
+@cli.command(short_help="Export a session as JSONL, or sessions as OTLP traces.")
 @click.argument("sessions", nargs=-1, required=True, metavar="SESSION...")
 @db_option
 @click.option(
@@ -210,7 +230,7 @@ def export(
     click.echo(f"exported {session}: {count} events to {output}", err=True)
 
 
-@cli.command("import")
+@cli.command("import", short_help="Import sessions from JSONL or OpenAI transcripts.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @db_option
 @click.option(
@@ -264,7 +284,7 @@ def import_(
         sys.exit(EXIT_BAD_INPUT)
 
 
-@cli.command()
+@cli.command(short_help="Create a journal, or upgrade its schema.")
 @db_option
 def init(db: str) -> None:
     """Create a journal, or upgrade an older one's schema, and say which.
@@ -276,7 +296,7 @@ def init(db: str) -> None:
         click.echo(journal.schema_setup.describe(journal.target))
 
 
-@cli.command()
+@cli.command(short_help="Copy sessions between journals (SQLite, PostgreSQL).")
 @click.argument("session_ids", nargs=-1, metavar="[SESSION]...")
 @click.option(
     "--from", "source", required=True, metavar="PATH_OR_URL", help="Journal to copy from."
@@ -284,10 +304,8 @@ def init(db: str) -> None:
 @click.option(
     "--to", "destination", required=True, metavar="PATH_OR_URL", help="Journal to copy into."
 )
-@click.option("--since", metavar="TS", help="Only sessions started at or after this time.")
-@click.option(
-    "--status", type=click.Choice(get_args(SessionStatus)), help="Only sessions with this status."
-)
+@time_option("--since", "Only sessions started then or later")
+@click.option("--status", type=click.Choice(STATUSES), help="Only sessions with this status.")
 def copy(
     session_ids: Sequence[str],
     source: str,
@@ -326,7 +344,7 @@ def copy(
         sys.exit(EXIT_BAD_INPUT)
 
 
-@cli.command()
+@cli.command(short_help="Remove a whole session for good, keeping an audit record.")
 @click.argument("session")
 @db_option
 @click.option("--reason", required=True, help="Why it is erased; kept in the audit record.")

@@ -26,7 +26,7 @@ from .clikit import (
 __all__ = ["demo", "diff", "fixture", "fork", "replay", "state"]
 
 
-@click.command()
+@click.command(short_help="Run the example agents into a journal and show them.")
 @db_option_with("Journal to write the demo sessions into (created if missing).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scripted models.")
 @click.option(
@@ -47,6 +47,7 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
     """
     from agentloop.examples import SCENARIOS, run_demo
 
+    from .columns import listed
     from .render import console, print_sessions
 
     total = count or len(SCENARIOS)
@@ -62,7 +63,8 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
         else:
             ran = run_demo(journal, seed=seed, sessions=total)
         summaries = [journal.require(item.session_id) for item in ran]
-    print_sessions(summaries)
+        last = journal.last_summaries([s.session_id for s in summaries])
+    print_sessions(listed(summaries, last))
     out = console()
     out.print()
     for item in ran:
@@ -80,7 +82,7 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
         JournalApp(db=db).run()
 
 
-@click.command()
+@click.command(short_help="Show a session's state after a seq, and what changed.")
 @click.argument("session")
 @db_option
 @click.option(
@@ -98,6 +100,10 @@ def state(session: str, db: str, at_seq: int | None, as_json: bool) -> None:
     with open_existing(db) as journal:
         timeline = Timeline(journal, session)
         seq = timeline.last_seq if at_seq is None else at_seq
+        if not 0 <= seq <= timeline.last_seq:
+            raise InvalidInputError(
+                f"session {session}: --at {seq}: no such seq (it has seqs 0..{timeline.last_seq})"
+            )
         after = timeline.state_at(seq)
         changes = timeline.changes_at(seq)
     if as_json:
@@ -157,8 +163,8 @@ def _live_option(function: Any) -> Any:
     )(function)
 
 
-@click.command()
-@click.argument("session")
+@click.command(short_help="Re-run a session or a JSONL file and compare, event by event.")
+@click.argument("session", metavar="SESSION|FILE.jsonl")
 @db_option
 @click.option(
     "--agent", metavar="MODULE:FACTORY", help="Run this agent instead of the recorded one."
@@ -218,7 +224,7 @@ def replay(
         sys.exit(EXIT_FINDING)
 
 
-@click.command()
+@click.command(short_help="Copy a session up to a seq and run on with the current code.")
 @click.argument("session")
 @db_option
 @click.option("--at", "at_seq", type=int, required=True, help="The last seq to keep.")
@@ -284,9 +290,9 @@ def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, 
     return source, session_records(journal, source)
 
 
-@click.command()
-@click.argument("a")
-@click.argument("b")
+@click.command(short_help="Compare two runs (sessions or JSONL files), aligned.")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
 @db_option
 @_ignore_option
 @json_option
@@ -319,7 +325,7 @@ def diff(a: str, b: str, db: str, ignore: Sequence[str], as_json: bool) -> None:
         sys.exit(EXIT_FINDING)
 
 
-@click.command()
+@click.command(short_help="Freeze a session into a pytest regression fixture.")
 @click.argument("session")
 @db_option
 @click.option(

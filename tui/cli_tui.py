@@ -16,13 +16,29 @@ def has_terminal() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-@click.command()
+def _two_sessions(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, str] | None
+) -> tuple[str, str] | None:
+    """``--diff A B`` takes the next two words: neither may be one of the command's options."""
+    if value is None:
+        return None
+    options = {name for p in ctx.command.params for name in (*p.opts, *p.secondary_opts)}
+    for word in value:
+        if word in options | set(ctx.help_option_names):
+            raise click.BadParameter(
+                f"takes two sessions (--diff A B), and {word} is an option, not a session"
+            )
+    return value
+
+
+@click.command(short_help="Browse, step through and diff sessions in the terminal.")
 @click.argument("session", required=False)
 @db_option
 @click.option(
     "--diff",
     nargs=2,
     metavar="A B",
+    callback=_two_sessions,
     help="Open the diff of two sessions (say, an original and its replay).",
 )
 @click.option("--no-follow", is_flag=True, help="Do not watch the journal for new events.")

@@ -1,15 +1,15 @@
 """What every command of the CLI shares: exit codes, the error boundary and common options.
 
-Exit codes scripts can rely on: 0 ok (or identical), 1 a finding (verify found problems,
-a replay or diff diverged), 2 bad usage or bad input (one line on stderr, no traceback),
-3 an internal error (a bug: one line on stderr; ``AGENT_JOURNAL_DEBUG=1`` shows the trace).
+The exit codes scripts can rely on are `EXIT_CODES` (the top-level ``--help`` prints them).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
@@ -20,6 +20,7 @@ from journal import Journal, JournalError
 __all__ = [
     "DEFAULT_DB",
     "EXIT_BAD_INPUT",
+    "EXIT_CODES",
     "EXIT_FINDING",
     "EXIT_INTERNAL",
     "ErrorBoundaryGroup",
@@ -27,13 +28,22 @@ __all__ = [
     "db_option_with",
     "fail",
     "json_option",
+    "moment",
     "open_existing",
     "print_json",
+    "time_option",
 ]
 
 EXIT_FINDING = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_CODES = (
+    (0, "ok, or identical"),
+    (EXIT_FINDING, "a finding: verify found problems, a replay or a diff diverged"),
+    (EXIT_BAD_INPUT, "bad usage or bad input: one line on stderr, no traceback"),
+    (EXIT_INTERNAL, "an internal error (a bug); AGENT_JOURNAL_DEBUG=1 shows the trace"),
+)
+"""The exit codes scripts can rely on, with what each means."""
 DEFAULT_DB = "./agent-journal.db"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,6 +75,58 @@ class ErrorBoundaryGroup(click.Group):
                 f"internal error: {type(e).__name__}: {e} (AGENT_JOURNAL_DEBUG=1 shows the trace)",
                 EXIT_INTERNAL,
             )
+
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2}))?"
+)
+_DURATION = re.compile(r"(?:\d+[smhdw])+")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def moment(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Read a point in time (an option's callback): RFC 3339, or a duration ago.
+
+    ``2026-11-29T23:00:00Z``, ``2026-11-29T23:00:00+01:00`` and ``2026-11-29`` (its
+    midnight UTC) name a moment; ``90m``, ``2d`` or ``1h30m`` (units s, m, h, d, w) name
+    that long before now. The value is the canonical UTC timestamp the journal compares
+    ``started`` with; anything else is bad usage (exit 2, one line).
+    """
+    if value is None:
+        return None
+    from journal import format_ts
+
+    text = value.strip()
+    if _DURATION.fullmatch(text):
+        pairs = re.findall(r"(\d+)(\w)", text)
+        seconds = sum(int(amount[:20]) * _UNITS[unit] for amount, unit in pairs)
+        try:
+            return format_ts(datetime.now(UTC) - timedelta(seconds=seconds))
+        except (OverflowError, ValueError):
+            raise click.BadParameter(f"{text!r}: a duration that reaches before year 1") from None
+    if _RFC3339.fullmatch(text):
+        iso = text.upper().replace(" ", "T").replace("Z", "+00:00")
+        try:
+            return format_ts(datetime.fromisoformat(iso if "T" in iso else f"{iso}T00:00+00:00"))
+        except ValueError as e:
+            raise click.BadParameter(f"{text!r}: {e}") from None
+    if _RFC3339.fullmatch(f"{text}Z"):
+        raise click.BadParameter(f"{text!r} has no time zone: add Z (UTC) or an offset (+01:00)")
+    raise click.BadParameter(
+        f"{text!r} is not a time: give RFC 3339 (2026-11-29T23:00:00Z, 2026-11-29) "
+        "or a duration ago (90m, 2d, 1h30m)"
+    )
+
+
+def time_option(name: str, help_text: str) -> Callable[[F], F]:
+    """``--since``/``--until TIME``: RFC 3339 or a duration ago (see `moment`)."""
+    return click.option(
+        name,
+        metavar="TIME",
+        callback=moment,
+        help=f"{help_text}: RFC 3339 (2026-11-29T23:00:00Z, 2026-11-29) or a duration ago "
+        "(90m, 2d).",
+    )
 
 
 def fail(message: str, code: int) -> None:

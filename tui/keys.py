@@ -3,7 +3,7 @@
 Every binding of the app has an id ``category.name`` and a description; the command
 palette lists each one as ``category: description``, so whatever a key does can also be
 found by name (and a keymap can rebind it by id). Screens add commands that have no key
-(sort by a column, filter by one status) through ``palette_commands``.
+(sort by a column, filter by one status) through ``JournalScreen.extra_commands``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ cell is a `rich.text.Text`, so ``[bold red]`` in a tool result prints as those c
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -20,9 +21,14 @@ if TYPE_CHECKING:
     from journal import SessionState, SessionSummary, StoredEvent, VerifyReport
     from replay import Change, DiffResult, ReplayResult, StateChange
 
+    from .columns import Listed
+
 __all__ = [
     "FAILURE_TYPES",
+    "STATUS_STYLE",
     "console",
+    "cut",
+    "cut_middle",
     "diff_json",
     "event_style",
     "format_cost",
@@ -35,6 +41,7 @@ __all__ = [
     "print_timeline",
     "print_verify",
     "safe_text",
+    "short_json",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # tabs and newlines too
@@ -44,10 +51,43 @@ FAILURE_TYPES = frozenset(
 )
 """Event types marked as failures in timelines."""
 
+STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "running": "cyan"}
+"""How each session status is coloured (the CLI and the TUI)."""
+
 
 def safe_text(text: str) -> str:
     """Replace control characters (escape sequences, bell, newlines) with visible escapes."""
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` terminal cells, the last one an ellipsis when anything was cut.
+
+    Cells, not characters: a wide character (CJK, most emoji) takes two.
+    """
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, max(width - 1, 0)) + "…" if width > 0 else ""
+
+
+def cut_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells in the middle (both ends kept: ids differ there)."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    if width < 3:
+        return cut(text, width)
+    head = (width - 1) // 2
+    tail = set_cell_size(text[::-1], width - 1 - head)[::-1]
+    return set_cell_size(text, head) + "…" + tail
+
+
+def short_json(value: Any, width: int = 100) -> str:
+    """``value`` as one line of JSON (keys sorted), cut to ``width`` characters, safe to show."""
+    return safe_text(cut(orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode(), width))
 
 
 def format_time(ts: str | None) -> str:
@@ -74,7 +114,11 @@ def event_style(event_type: str) -> str:
 
 
 def console(stderr: bool = False) -> Console:
-    """Return a rich console that never interprets markup or emoji in what it prints."""
+    """Return a rich console that never interprets markup or emoji in what it prints.
+
+    Its width is the terminal's; ``COLUMNS`` (when set) overrides it, and output that is
+    not a terminal is 400 cells wide unless ``COLUMNS`` says otherwise.
+    """
     from rich.console import Console
 
     class _Console(Console):
@@ -84,9 +128,10 @@ def console(stderr: bool = False) -> Console:
             raise BrokenPipeError
 
     stream = sys.stderr if stderr else sys.stdout
+    columns = os.environ.get("COLUMNS", "")
     return _Console(
         file=stream,
-        width=None if stream.isatty() else 400,
+        width=None if stream.isatty() else int(columns) if columns.isdigit() else 400,
         markup=False,
         emoji=False,
         highlight=False,
@@ -94,62 +139,19 @@ def console(stderr: bool = False) -> Console:
     )
 
 
-_STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "running": "cyan"}
+def print_sessions(rows: Sequence[Listed]) -> None:
+    """Print sessions as a table whose columns give way by priority (see `tui.columns`).
 
-
-def print_sessions(summaries: Iterable[SessionSummary]) -> None:
-    """Print session summaries as a table.
-
-    Besides counts: ``ok%`` is the tool success rate (committed calls over calls decided),
-    ``rep`` the repairs, ``cache%`` the share of input tokens served from the prompt cache,
-    ``lat ms`` the mean model latency per call.
+    The table fits the terminal's width (``COLUMNS`` when set; 400 cells when the output
+    is not a terminal, so nothing is left out of a pipe).
     """
-    from rich.table import Table
-    from rich.text import Text
+    from .columns import layout, natural_widths
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, justify in (
-        ("session", "left"),
-        ("agent", "left"),
-        ("status", "left"),
-        ("events", "right"),
-        ("steps", "right"),
-        ("fail", "right"),
-        ("ok%", "right"),
-        ("rep", "right"),
-        ("tokens", "right"),
-        ("cache%", "right"),
-        ("cost", "right"),
-        ("lat ms", "right"),
-        ("started", "left"),
-        ("lineage", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for s in summaries:
-        lineage = (
-            f"replay of {s.replay_of}"
-            if s.replay_of
-            else f"fork of {s.forked_from}@{s.fork_seq}"
-            if s.forked_from
-            else ""
-        )
-        table.add_row(
-            Text(safe_text(s.session_id)),
-            Text(safe_text(s.agent or "-")),
-            Text(s.status, style=_STATUS_STYLE.get(s.status, "")),
-            str(s.events),
-            str(s.steps),
-            Text(str(s.failures), style="red" if s.failures else ""),
-            f"{s.tool_success_rate:.0%}" if s.steps else "-",
-            Text(str(s.repairs), style="yellow" if s.repairs else ""),
-            str(s.tokens_in + s.tokens_out),
-            f"{s.cache_hit_rate:.0%}" if s.tokens_in else "-",
-            format_cost(s.cost),
-            f"{s.mean_latency_ms:.0f}" if s.model_calls else "-",
-            format_time(s.started),
-            Text(safe_text(lineage)),
-        )
-    console().print(table)
+    out = console()
+    shape = layout(natural_widths(rows), out.width)
+    out.print(shape.header())
+    for row in rows:
+        out.print(shape.row(row))
 
 
 def print_timeline(summary: SessionSummary, rows: Iterable[StoredEvent]) -> None:
@@ -158,7 +160,7 @@ def print_timeline(summary: SessionSummary, rows: Iterable[StoredEvent]) -> None
 
     out = console()
     header = Text(safe_text(f"{summary.session_id}  {summary.agent or '-'}  "), style="bold")
-    header.append(summary.status, style=_STATUS_STYLE.get(summary.status, ""))
+    header.append(summary.status, style=STATUS_STYLE.get(summary.status, ""))
     header.append(
         f"  events={summary.events} steps={summary.steps} failures={summary.failures} "
         f"tokens={summary.tokens_in + summary.tokens_out} cost={format_cost(summary.cost)}"
@@ -200,13 +202,9 @@ def _record_line(record: dict[str, Any] | None) -> str:
     return safe_text(describe(record))
 
 
-def _short(value: Any, width: int = 100) -> str:
-    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    return safe_text(text if len(text) <= width else text[: width - 1] + "…")
-
-
 def _change_line(path: str, before: Any, after: Any, width: int, *, indent: int) -> str:
-    return f"{' ' * indent}{safe_text(path)}: {_short(before, width)} -> {_short(after, width)}"
+    before_text, after_text = short_json(before, width), short_json(after, width)
+    return f"{' ' * indent}{safe_text(path)}: {before_text} -> {after_text}"
 
 
 def _diff_line(change: Change, width: int, *, indent: int) -> str:
@@ -221,7 +219,7 @@ def print_state(
     out = console()
     out.print(safe_text(f"{session_id} after seq {seq}"), style="bold")
     for key, value in state.model_dump(mode="json").items():
-        out.print(f"  {key:<22} {_short(value)}", overflow="ellipsis", no_wrap=True)
+        out.print(f"  {key:<22} {short_json(value)}", overflow="ellipsis", no_wrap=True)
     if changes:
         out.print("changed by this event:", style="bold")
         for change in changes:
@@ -270,13 +268,14 @@ def print_replay(result: ReplayResult) -> None:
         out.print(safe_text(f"  {result.unsaved}"), style="yellow")
     for call in result.unrecorded_calls:
         out.print(
-            safe_text(f"  not in the recording: {call.tool}({_short(call.args)})"), style="yellow"
+            safe_text(f"  not in the recording: {call.tool}({short_json(call.args)})"),
+            style="yellow",
         )
     for live in result.live_differences:
         out.print(
             safe_text(
                 f"  live {live.tool} differs from seq {live.recorded_seq}: "
-                f"{_short(live.recorded, 50)} -> {_short(live.live, 50)}"
+                f"{short_json(live.recorded, 50)} -> {short_json(live.live, 50)}"
             ),
             style="yellow",
         )

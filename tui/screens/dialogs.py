@@ -18,11 +18,13 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from journal import SessionSummary
+
 from ..keys import bind, declared_bindings
-from ..render import safe_text
+from ..render import cut, cut_middle
 from ..widgets.panes import safe_lines
 
-__all__ = ["ChoiceScreen", "HelpScreen", "PromptScreen", "help_content"]
+__all__ = ["ChoiceScreen", "HelpScreen", "PromptScreen", "help_content", "replay_label"]
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -132,6 +134,32 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+def _ending(summary: SessionSummary) -> str:
+    rule = f" ({summary.halt_rule})" if summary.halt_rule else ""
+    return f"{summary.status}{rule}, {summary.events} events"
+
+
+def replay_label(session: SessionSummary, other: SessionSummary, width: int = 68) -> str:
+    """Three lines naming ``other`` for a diff with ``session``.
+
+    Its id, its agent, and how it ended beside how ``session`` ended (status, halt rule and
+    length; the diff itself says what differs).
+    """
+    same = (other.status, other.halt_rule, other.events) == (
+        session.status,
+        session.halt_rule,
+        session.events,
+    )
+    ending = f"{_ending(other)}{', as this one' if same else f'; this one {_ending(session)}'}"
+    return "\n".join(
+        [
+            cut_middle(other.session_id, width),
+            f"  {cut_middle(other.agent or '-', width - 2)}",
+            f"  {cut(ending, width - 2)}",
+        ]
+    )
+
+
 class ChoiceScreen(ModalScreen[str | None]):
     """A question with a few answers (ids with labels); enter picks, escape cancels."""
 
@@ -159,7 +187,7 @@ class ChoiceScreen(ModalScreen[str | None]):
         with Vertical():
             yield Static(Content(safe_lines(self.question)))
             yield OptionList(
-                *(Option(Content(safe_text(label)), id=key) for key, label in self.answers)
+                *(Option(Content(safe_lines(label)), id=key) for key, label in self.answers)
             )
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -220,9 +220,7 @@ class DiffScreen(JournalScreen):
             if index is not None
         )
         parts: list[Part] = [(f"{row.kind}: {where}\n", "bold")]
-        parts += change_lines(
-            ((f"{c.path} ({c.kind})", c.expected, c.actual) for c in row.changes), width=60
-        )
+        parts += change_lines((f"{c.path} ({c.kind})", c.expected, c.actual) for c in row.changes)
         shown = row.a if row.a is not None else row.b
         if row.kind != "changed" and shown is not None:
             record = (records_a if row.a is not None else records_b)[shown]

@@ -3,7 +3,9 @@
 The timeline reads rows as it draws them (`RowSource`); the detail pane reads the one
 selected payload; the state pane asks `replay.Timeline` (snapshots, never a refold from
 zero) in a worker once the cursor rests. Search, next failure and the type filter scan
-the session page by page in workers, so the screen answers keys while they run.
+the session page by page in workers, so the screen answers keys while they run; the status
+line says how far a search got. The state pane's title says at once when the state it shows
+is not the selected event's (``state after seq 5 · folding seq 9…``).
 """
 
 from __future__ import annotations
@@ -26,19 +28,22 @@ from journal import EVENT_TYPES, JournalError, SessionState, StoredEvent
 from replay import StateChange, Timeline
 
 from ..keys import bind, command
-from ..render import FAILURE_TYPES, safe_text
+from ..render import FAILURE_TYPES, STATUS_STYLE, safe_text
 from ..source import RowSource, matches
 from ..widgets.lines import LineList
 from ..widgets.panes import Pane, Part, change_lines, fields_content, json_content
 from ..widgets.timeline import TimelineView
 from .base import SearchingScreen, StatusLine
 from .dialogs import PromptScreen
-from .sessions import STATUS_STYLE
 
 __all__ = ["STATE_DELAY", "SessionScreen", "parse_types", "state_content"]
 
 STATE_DELAY = 0.12
 """Seconds the cursor rests before the state after it is folded."""
+
+SCAN_REPORT = 8192
+"""Events between two progress reports of a search or a failure scan (a million events
+scan in about 6 s: some 20 reports a second)."""
 
 
 def parse_types(answer: str) -> frozenset[str]:
@@ -87,6 +92,11 @@ class SessionScreen(SearchingScreen):
         self._fold_lock = threading.Lock()
         self._timeline_state: Timeline | None = None
         self._keep_seq = -1
+        self._user_at_end = False
+        self._state_shown = -1
+        self._scan_generation = 0
+        self.scanning: str | None = None
+        """What a running scan has done so far (shown in the status line), or None."""
         self._filter_generation = 0
         self._filtered_until = -1
         self._filter_worker: Worker[None] | None = None
@@ -133,12 +143,17 @@ class SessionScreen(SearchingScreen):
             parts.append((f"  filter: {types} ({len(view.filter)} shown)", "$text-warning"))
         if self.search:
             parts.append(f"  /{safe_text(self.search)}")
+        if self.scanning is not None:
+            parts.append((f"  {self.scanning}", "$text-accent"))
         if self.following:
             parts.append(("  following", "$text-success"))
         self.query_one("#status", StatusLine).say(*parts)
 
     @on(LineList.Highlighted, "#timeline")
     def _highlighted(self, event: LineList.Highlighted) -> None:
+        if event.by_user:  # the user went somewhere: a filter scan must not take them back
+            self._keep_seq = -1
+            self._user_at_end = event.index >= self.timeline.line_count - 1
         self._selected(self.timeline.seq_at(event.index))
 
     def _selected(self, seq: int) -> None:
@@ -149,6 +164,9 @@ class SessionScreen(SearchingScreen):
             self._state_timer.stop()
         if seq < 0:
             return
+        if seq != self._state_shown:  # say at once that the state shown is not this one's
+            shown = "state" if self._state_shown < 0 else f"state after seq {self._state_shown}"
+            self.query_one("#state", Pane).retitle(f"{shown} · folding seq {seq}…")
         if self.japp.state_delay > 0:
             self._state_timer = self.set_timer(
                 self.japp.state_delay, partial(self._load_state, seq)
@@ -176,7 +194,6 @@ class SessionScreen(SearchingScreen):
         with self._fold_lock:  # one fold at a time; a stale request is dropped
             if seq != self._state_wanted or self._timeline_state is None:
                 return
-            self.from_thread(self._state_pending, seq)
             timeline = self._timeline_state
 
             def fold() -> Content:
@@ -184,15 +201,10 @@ class SessionScreen(SearchingScreen):
 
             self.japp.hand_over(f"state after seq {seq}", fold, partial(self._show_state, seq))
 
-    def _state_pending(self, seq: int) -> None:
-        if seq == self._state_wanted:
-            self.query_one("#state", Pane).border_subtitle = "folding…"
-
     def _show_state(self, seq: int, content: Content) -> None:
-        pane = self.query_one("#state", Pane)
-        pane.border_subtitle = ""
         if seq == self._state_wanted:
-            pane.show(content, title=f"state after seq {seq}")
+            self._state_shown = seq
+            self.query_one("#state", Pane).show(content, title=f"state after seq {seq}")
 
     # -- live -------------------------------------------------------------------------
 
@@ -208,14 +220,14 @@ class SessionScreen(SearchingScreen):
         if view.filter is not None:
             self._scan_filter()
         if self.following or at_end:
-            view.action_last()
+            view.move_to(view.line_count - 1)
         self.refresh_status()
 
     def action_follow(self) -> None:
         """Toggle follow mode: the cursor stays on the newest event as events arrive."""
         self.following = not self.following
         if self.following:
-            self.timeline.action_last()
+            self.timeline.move_to(self.timeline.line_count - 1)
         self.refresh_status()
 
     @on(LineList.Chosen, "#timeline")
@@ -258,11 +270,25 @@ class SessionScreen(SearchingScreen):
     ) -> None:
         view = self.timeline
         start = view.seq + (-1 if backward else 1)
-        self._scan_worker(wanted, start, backward, wrap, view.filter_types, missing)
+        self._scan_generation += 1
+        self._scan_progress(self._scan_generation, 0)
+        self._scan_worker(
+            self._scan_generation, wanted, start, backward, wrap, view.filter_types, missing
+        )
+
+    def _scan_progress(self, generation: int, scanned: int | None) -> None:
+        """Show how far scan ``generation`` got (None: it ended)."""
+        if generation != self._scan_generation:
+            return
+        assert self.source is not None
+        total = self.source.last_seq + 1
+        self.scanning = None if scanned is None else f"searching… {scanned:,} of {total:,} events"
+        self.refresh_status()
 
     @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
     def _scan_worker(
         self,
+        generation: int,
         wanted: Callable[[StoredEvent], bool],
         start: int,
         backward: bool,
@@ -270,25 +296,34 @@ class SessionScreen(SearchingScreen):
         types: frozenset[str],
         missing: str,
     ) -> None:
-        """Walk the session from ``start`` for the first wanted event (a worker)."""
+        """Walk the session from ``start`` for the first wanted event (a worker).
+
+        Every `SCAN_REPORT` events it says how far it got; it says when it ends, too.
+        """
         assert self.source is not None
         worker = get_current_worker()
         last = self.source.last_seq
         runs: list[tuple[int, int | None]] = [(start, None)]
         if wrap:
             runs.append((last, start) if backward else (0, start))
+        scanned = 0
         try:
             for begin, stop in runs:
                 rows = self.source.scan(
                     begin, backward=backward, stop=stop, cancelled=lambda: worker.is_cancelled
                 )
                 for row in rows:
+                    scanned += 1
+                    if scanned % SCAN_REPORT == 0:
+                        self.from_thread(self._scan_progress, generation, scanned)
                     if (not types or row.type in types) and wanted(row):
                         self.from_thread(self.timeline.go_to_seq, row.seq)
                         return
         except Exception as error:  # shown, never a crash
             self.from_thread(self.japp.report, "scanning the session", error)
             return
+        finally:
+            self.from_thread(self._scan_progress, generation, None)
         if not worker.is_cancelled:
             self.from_thread(self.japp.warn, missing)
 
@@ -321,6 +356,7 @@ class SessionScreen(SearchingScreen):
         """Show only events of ``types`` (None: every event), keeping the selected event."""
         view = self.timeline
         keep = view.seq
+        self._user_at_end = False
         self._filter_generation += 1
         self._filtered_until = -1
         if self._filter_worker is not None:
@@ -369,6 +405,8 @@ class SessionScreen(SearchingScreen):
             return
         view = self.timeline
         view.extend_filter(seqs)
+        if self._user_at_end and self._keep_seq < 0:  # G while scanning: stay at the end
+            view.move_to(view.line_count - 1)
         if done_until is not None:
             self._filtered_until = done_until
             self._filter_worker = None

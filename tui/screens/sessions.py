@@ -1,117 +1,77 @@
 """The Sessions screen: every session of the journal, one line each; sort, filter, search.
 
-Sessions come from the ``sessions`` projection (one query, no event is read), loaded in a
-worker and again when the journal changes. The list is a `LineList`, so thousands of
-sessions cost what a screenful does.
+Sessions come from the ``sessions`` projection and one batched read of each session's
+last event summary (no payload is read), loaded in a worker and again when the journal
+changes. The list is a `LineList`, so thousands of sessions cost what a screenful does;
+its columns are `tui.columns`: they give way by priority when the terminal is narrow, the
+same as in ``agent-journal sessions``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any, ClassVar, get_args
+from typing import ClassVar, get_args
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import BindingType
+from textual.message import Message
 from textual.widgets import Footer
 
-from journal import SessionStatus, SessionSummary
+from journal import SessionStatus
 
+from ..columns import COLUMNS, Layout, Listed, layout, listed, natural_widths
 from ..keys import bind, command
-from ..render import format_cost, format_time, safe_text
+from ..render import safe_text
 from ..widgets.lines import LineList
 from .base import SearchingScreen, StatusLine
 from .dialogs import PromptScreen
 
-__all__ = ["COLUMNS", "STATUS_STYLE", "SessionsList", "SessionsScreen", "lineage"]
+__all__ = ["SessionsList", "SessionsScreen"]
 
 STATUSES: tuple[str, ...] = get_args(SessionStatus)
-STATUS_STYLE = {"completed": "green", "halted": "yellow", "failed": "red", "running": "cyan"}
-"""How each session status is coloured."""
-
-
-def lineage(summary: SessionSummary) -> str:
-    """``replay of X`` or ``fork of X@N`` (empty for an original session)."""
-    if summary.replay_of:
-        return f"replay of {summary.replay_of}"
-    if summary.forked_from:
-        return f"fork of {summary.forked_from}@{summary.fork_seq}"
-    return ""
-
-
-Cell = Callable[[SessionSummary], Any]
-
-COLUMNS: dict[str, tuple[Cell, bool]] = {
-    "session": (lambda s: s.session_id, False),
-    "agent": (lambda s: s.agent or "-", False),
-    "status": (lambda s: s.status, False),
-    "events": (lambda s: s.events, True),
-    "steps": (lambda s: s.steps, True),
-    "fail": (lambda s: s.failures, True),
-    "tokens": (lambda s: s.tokens_in + s.tokens_out, True),
-    "cost": (lambda s: s.cost, True),
-    "started": (lambda s: s.started or "", False),
-    "lineage": (lineage, False),
-}
-"""Column name -> (value of a session, right-aligned). Sorting uses the same values."""
-
-_MAX_WIDTH = {"session": 40, "agent": 44, "lineage": 60}
-
-
-def _cell(summary: SessionSummary, name: str) -> str:
-    value = COLUMNS[name][0](summary)
-    if name == "cost":
-        return format_cost(value)
-    if name == "started":
-        return format_time(value or None)
-    return safe_text(str(value))
 
 
 class SessionsList(LineList):
-    """Session summaries, one per line, in columns sized to what is shown."""
+    """Sessions, one per line, in the columns that fit the list's width."""
+
+    class Reshaped(Message):
+        """The columns shown changed (the header must follow)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.summaries: list[SessionSummary] = []
-        self.widths: dict[str, int] = {name: len(name) for name in COLUMNS}
+        self.rows: list[Listed] = []
+        self._natural = natural_widths([])
+        self._shape: Layout | None = None
+        self._shape_width = -1
 
-    def show(self, summaries: Sequence[SessionSummary]) -> None:
-        """Show ``summaries`` (already filtered and sorted)."""
-        self.summaries = list(summaries)
-        self.widths = {name: len(name) for name in COLUMNS}
-        for summary in self.summaries:
-            for name in COLUMNS:
-                width = min(len(_cell(summary, name)), _MAX_WIDTH.get(name, 24))
-                if width > self.widths[name]:
-                    self.widths[name] = width
+    def show(self, rows: Sequence[Listed]) -> None:
+        """Show ``rows`` (already filtered and sorted)."""
+        self.rows = list(rows)
+        self._natural = natural_widths(self.rows)
+        self._shape_width = -1
         self.invalidate()
-        self.set_line_count(len(self.summaries))
+        self.set_line_count(len(self.rows))
+        self.post_message(self.Reshaped())
 
-    def line(self, cells: dict[str, tuple[str, str]]) -> Text:
-        """One line of columns: each cell is (text, style), padded or cut to its width."""
-        text = Text()
-        for name, (value, style) in cells.items():
-            width = self.widths[name]
-            if len(value) > width:
-                value = value[: width - 1] + "…"
-            text.append(value.rjust(width) if COLUMNS[name][1] else value.ljust(width), style)
-            text.append("  ")
-        return text
+    def shape(self, width: int) -> Layout:
+        """The columns that fit ``width`` cells (kept until the width or the rows change)."""
+        if self._shape is None or width != self._shape_width:
+            if self._shape_width >= 0:
+                self.post_message(self.Reshaped())
+            self._shape = layout(self._natural, width)
+            self._shape_width = width
+        return self._shape
 
     def header(self) -> Text:
-        """The column titles."""
-        return self.line({name: (name, "bold") for name in COLUMNS})
+        """The titles of the columns shown."""
+        return self.shape(max(self.scrollable_content_region.width, 1)).header()
 
     def render_row(self, index: int, width: int) -> Text:
         """The cells of session ``index``."""
-        summary = self.summaries[index]
-        cells = {name: (_cell(summary, name), "") for name in COLUMNS}
-        cells["status"] = (summary.status, STATUS_STYLE.get(summary.status, ""))
-        if summary.failures:
-            cells["fail"] = (cells["fail"][0], "red")
-        return self.line(cells)
+        return self.shape(width).row(self.rows[index])
 
 
 class SessionsScreen(SearchingScreen):
@@ -134,7 +94,7 @@ class SessionsScreen(SearchingScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.all: list[SessionSummary] = []
+        self.all: list[Listed] = []
         self.sort_by = "started"
         self.descending = True
         self.status: str | None = None
@@ -162,10 +122,15 @@ class SessionsScreen(SearchingScreen):
 
     @work(thread=True, exclusive=True, group="sessions", exit_on_error=False)
     def load(self) -> None:
-        """Read the session summaries (a worker); the list shows them when they are in."""
-        self.japp.hand_over("listing sessions", self.journal.sessions, self._show)
+        """Read the sessions and how each ended (a worker); the list shows them when in."""
 
-    def _show(self, found: list[SessionSummary]) -> None:
+        def read() -> list[Listed]:
+            found = self.journal.sessions()
+            return listed(found, self.journal.last_summaries([s.session_id for s in found]))
+
+        self.japp.hand_over("listing sessions", read, self._show)
+
+    def _show(self, found: list[Listed]) -> None:
         self.all = found
         self._loaded = True
         self.apply()
@@ -186,35 +151,50 @@ class SessionsScreen(SearchingScreen):
         """Filter and sort the sessions into the list, keeping the cursor on its session."""
         current = self.current
         shown = [
-            s
-            for s in self.all
-            if (self.status is None or s.status == self.status)
-            and (self.agent is None or self.agent in (s.agent or ""))
+            row
+            for row in self.all
+            if (self.status is None or row.summary.status == self.status)
+            and (self.agent is None or self.agent in (row.summary.agent or ""))
         ]
-        value = COLUMNS[self.sort_by][0]
-        shown.sort(key=lambda s: (s.started or "", s.session_id), reverse=True)
-        shown.sort(key=value, reverse=self.descending)
+        shown.sort(key=lambda r: (r.summary.started or "", r.summary.session_id), reverse=True)
+        shown.sort(key=COLUMNS[self.sort_by].key, reverse=self.descending)
         listing = self.listing
+        listing.empty = self._empty_hint()
         listing.show(shown)
-        self.query_one("#header", StatusLine).update(listing.header())
-        ids = [s.session_id for s in shown]
+        ids = [row.summary.session_id for row in shown]
         listing.move_to(ids.index(current) if current in ids else 0)
         self.refresh_status()
+
+    def _empty_hint(self) -> str:
+        if not self._loaded:
+            return "loading…"
+        if self.all:
+            return "no session matches the filter: f changes it (empty shows all)"
+        return (
+            "no sessions in this journal yet.\n"
+            f"  agent-journal demo --db {self.japp.journal.target}\n"
+            "writes example sessions into it; sessions being recorded show up here as they "
+            "are written."
+        )
+
+    @on(SessionsList.Reshaped)
+    def _reshaped(self) -> None:
+        self.query_one("#header", StatusLine).update(self.listing.header())
 
     @property
     def current(self) -> str | None:
         """The session under the cursor."""
         listing = self.listing
-        if not listing.summaries:
+        if not listing.rows:
             return None
-        return listing.summaries[listing.cursor].session_id
+        return listing.rows[listing.cursor].summary.session_id
 
     def refresh_status(self) -> None:
         """Journal, how many sessions are shown, the order, filters and search."""
         listing = self.listing
         parts: list[str | tuple[str, str]] = [
             (f"{self.journal_name}  ", "bold"),
-            f"{len(listing.summaries)} of {len(self.all)} sessions" if self._loaded else "loading…",
+            f"{len(listing.rows)} of {len(self.all)} sessions" if self._loaded else "loading…",
             f"  sorted by {self.sort_by} {'↓' if self.descending else '↑'}",
         ]
         if self.status or self.agent:
@@ -236,16 +216,16 @@ class SessionsScreen(SearchingScreen):
     def _open(self, event: LineList.Chosen) -> None:
         from .session import SessionScreen
 
-        self.app.push_screen(SessionScreen(self.listing.summaries[event.index].session_id))
+        self.app.push_screen(SessionScreen(self.listing.rows[event.index].summary.session_id))
 
     def find(self, needle: str, *, backward: bool) -> None:
         """Go to the next (or previous) session with ``needle`` in a column, wrapping."""
         listing = self.listing
-        count = len(listing.summaries)
+        count = len(listing.rows)
         for step in range(1, count + 1):
             index = (listing.cursor + (-step if backward else step)) % count
-            summary = listing.summaries[index]
-            if any(needle in _cell(summary, name).lower() for name in COLUMNS):
+            row = listing.rows[index]
+            if any(needle in column.text(row).lower() for column in COLUMNS.values()):
                 listing.move_to(index)
                 return
         self.japp.warn(f"not found: {needle}")
@@ -256,7 +236,7 @@ class SessionsScreen(SearchingScreen):
             [f"status:{self.status}"] * bool(self.status)
             + [f"agent:{self.agent}"] * bool(self.agent)
         )
-        agents = sorted({f"agent:{s.agent}" for s in self.all if s.agent})
+        agents = sorted({f"agent:{r.summary.agent}" for r in self.all if r.summary.agent})
         self.app.push_screen(
             PromptScreen(
                 "filter:",
@@ -331,7 +311,7 @@ class SessionsScreen(SearchingScreen):
                 "only sessions with this status",
                 partial(self.set_filter, status=status, agent=self.agent),
             )
-        for agent in sorted({s.agent for s in self.all if s.agent}):
+        for agent in sorted({r.summary.agent for r in self.all if r.summary.agent}):
             yield command(
                 f"filter: agent {agent}",
                 "only sessions of this agent",

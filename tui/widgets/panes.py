@@ -3,6 +3,10 @@
 Everything shown is `Content` assembled from plain strings (never markup), and JSON is
 pretty-printed by orjson (control characters in strings come out as escapes) and then
 passed through `safe_text` line by line, so no payload can style, link or move the cursor.
+
+A line wider than the pane is folded with a hanging indent (`hang`): its continuation
+lines start two cells right of where its text starts, never at column 0, so a long value
+stays under its key. Values are shown whole up to `MAX_VALUE` characters.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import orjson
+from rich.cells import get_character_cell_size
+from textual import events
 from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
@@ -18,21 +24,25 @@ from textual.highlight import highlight
 from textual.widgets import Static
 
 from ..keys import motion_bindings
-from ..render import safe_text
+from ..render import safe_text, short_json
 
 __all__ = [
     "MAX_JSON",
+    "MAX_VALUE",
     "Pane",
     "Part",
     "change_lines",
     "fields_content",
+    "hang",
     "json_content",
     "safe_lines",
-    "short_json",
 ]
 
 MAX_JSON = 64_000
 """Characters of pretty JSON shown in a pane (the rest is elided with a note)."""
+
+MAX_VALUE = 4_000
+"""Characters of one value shown on a field or change line (longer ones end in …)."""
 
 
 def safe_lines(text: str) -> str:
@@ -51,17 +61,11 @@ def json_content(value: Any) -> Content:
     return content + Content.styled(note, "italic $text-muted") if note else content
 
 
-def short_json(value: Any, width: int = 60) -> str:
-    """``value`` as one line of JSON, cut to ``width`` characters, safe to show."""
-    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    return safe_text(text if len(text) <= width else text[: width - 1] + "…")
-
-
 Part = str | tuple[str, str] | Content
 """A piece of a pane's text: plain text, (text, style), or content."""
 
 
-def change_lines(changes: Iterable[tuple[str, Any, Any]], width: int = 40) -> list[Part]:
+def change_lines(changes: Iterable[tuple[str, Any, Any]], width: int = MAX_VALUE) -> list[Part]:
     """One line per changed field: ``path: before → after``, before in red, after in green."""
     parts: list[Part] = []
     for path, before, after in changes:
@@ -75,7 +79,7 @@ def change_lines(changes: Iterable[tuple[str, Any, Any]], width: int = 40) -> li
     return parts
 
 
-def fields_content(values: dict[str, Any], width: int = 60) -> list[Part]:
+def fields_content(values: dict[str, Any], width: int = MAX_VALUE) -> list[Part]:
     """One line per field: ``name  value`` (the value as one line of JSON)."""
     size = max((len(name) for name in values), default=0)
     parts: list[Part] = []
@@ -87,8 +91,40 @@ def fields_content(values: dict[str, Any], width: int = 60) -> list[Part]:
     return parts
 
 
+def hang(content: Content, width: int) -> Content:
+    """Fold the lines of ``content`` wider than ``width`` cells, with a hanging indent.
+
+    A continuation starts two cells right of where its line's text starts (at most half
+    the width in), so a long value never runs back to column 0. Folds fall on cells, not
+    words: a JSON string is shown exactly, spaces included.
+    """
+    if width <= 0:
+        return content
+    lines: list[Content] = []
+    for line in content.split(allow_blank=True):
+        text = line.plain
+        if line.cell_length <= width:
+            lines.append(line)
+            continue
+        indent = min(len(text) - len(text.lstrip(" ")) + 2, width // 2)
+        cuts, used, limit = [], 0, width
+        for offset, character in enumerate(text):
+            size = get_character_cell_size(character)
+            if used + size > limit and used:
+                cuts.append(offset)
+                used, limit = 0, width - indent
+            used += size
+        pieces = line.divide(cuts)
+        lines.append(pieces[0])
+        lines += [piece.pad_left(indent) for piece in pieces[1:]]
+    return Content("\n").join(lines)
+
+
 class Pane(VerticalScroll):
-    """A focusable scrolling pane holding one `Content`; keys scroll it like less."""
+    """A focusable scrolling pane holding one `Content`; keys scroll it like less.
+
+    What it shows is folded to its width (`hang`) again whenever its size changes.
+    """
 
     DEFAULT_CSS = """
     Pane {
@@ -96,6 +132,7 @@ class Pane(VerticalScroll):
         border-title-color: $text-muted;
         padding: 0 1;
         height: 1fr;
+        scrollbar-gutter: stable;
         &:focus { border: round $accent; border-title-color: $text; }
         & > Static { width: 1fr; }
     }
@@ -107,6 +144,8 @@ class Pane(VerticalScroll):
         super().__init__(id=id)
         self.border_title = Content(title)
         self._body = Static(Content(""), expand=True)
+        self._content = Content("")
+        self._folded_at = -1
 
     def compose(self) -> Any:
         """The one Static the pane scrolls."""
@@ -114,10 +153,25 @@ class Pane(VerticalScroll):
 
     def show(self, content: Content, *, title: str | None = None) -> None:
         """Replace what the pane shows (and its title), and scroll back to the top."""
-        self._body.update(content)
+        self._content = content
+        self._fold(force=True)
         if title is not None:
-            self.border_title = Content(safe_text(title))
+            self.retitle(title)
         self.scroll_home(animate=False)
+
+    def retitle(self, title: str) -> None:
+        """Change the pane's title (plain text)."""
+        self.border_title = Content(safe_text(title))
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Fold the content again to the new width."""
+        self._fold()
+
+    def _fold(self, *, force: bool = False) -> None:
+        width = self.scrollable_content_region.width
+        if force or width != self._folded_at:
+            self._folded_at = width
+            self._body.update(hang(self._content, width))
 
     def action_cursor_down(self) -> None:
         """Scroll a line down."""
@@ -145,6 +199,5 @@ class Pane(VerticalScroll):
 
     @property
     def shown(self) -> str:
-        """The plain text the pane shows (for tests and the bench)."""
-        content = self._body.content
-        return content.plain if isinstance(content, Content) else str(content)
+        """The plain text the pane shows, before folding (for tests and the bench)."""
+        return self._content.plain
