@@ -48,6 +48,7 @@ __all__ = [
     "VerificationStage",
     "arguments_text",
     "event_json_schema",
+    "ordered_text",
 ]
 
 RepairLevel = Literal["flatten", "scavenge", "truncation", "storm"]
@@ -191,6 +192,15 @@ class ToolCall(_Frozen):
         return self.args
 
 
+def ordered_text(value: Any) -> str | None:
+    """The JSON text of ``value`` in its own key order, or None when that order is sorted.
+
+    None means the canonical bytes keep the order already.
+    """
+    text = json.dumps(value, ensure_ascii=False)
+    return None if text == json.dumps(value, ensure_ascii=False, sort_keys=True) else text
+
+
 def arguments_text(args: Mapping[str, Any] | str) -> str:
     """The text of arguments given as an object (its keys in their order), or the text itself."""
     if isinstance(args, str):
@@ -279,14 +289,30 @@ class VerificationFailed(EventModel):
 
 
 class ActionCommitted(EventModel):
-    """A tool ran with validated ``args`` and returned ``result``."""
+    """A tool ran with validated ``args`` and returned ``result``.
 
+    ``result_text`` (v2): the result's JSON text in the order the tool gave its keys, kept
+    when that order is not the sorted one of the canonical bytes (so only then): code that
+    serialises a result into its next model request sends, in a replay, what it sent. A
+    tool is handed back `given_result`. A v1 record upcasts without it.
+    """
+
+    VERSION: ClassVar[int] = 2
     type: Literal["action_committed"] = "action_committed"
     call_id: str
     tool: str
     args: dict[str, Json] = Field(default_factory=dict)
     result: Json = None
     duration_ms: float | None = None
+    result_text: str | None = None
+
+    @property
+    def given_result(self) -> Any:
+        """The result as the tool returned it.
+
+        ``result_text`` parsed (its key order) when it was kept, else ``result``.
+        """
+        return self.result if self.result_text is None else loads_strict(self.result_text)
 
 
 class ActionFailed(EventModel):

@@ -17,6 +17,7 @@ The project's own steps, registered here:
   ``args`` (a v1 record kept only the object, its keys sorted by the canonical bytes);
   ``request`` and ``response`` are absent (None).
 * ``agent_halted`` v1 -> v2: no ``error`` record (None).
+* ``action_committed`` v1 -> v2: no ``result_text`` (None).
 """
 
 from __future__ import annotations
@@ -171,5 +172,7 @@ def _action_proposed_v2(payload: dict[str, Any]) -> dict[str, Any]:
 
 @register_upcaster("agent_halted", 1)
 @register_upcaster("action_failed", 2)
-def _no_error_record(payload: dict[str, Any]) -> dict[str, Any]:
+@register_upcaster("action_committed", 1)
+def _fields_added_empty(payload: dict[str, Any]) -> dict[str, Any]:
+    """A step whose new fields are absent: their defaults (None) say "not recorded"."""
     return payload

@@ -32,6 +32,7 @@ from .diff import (
     diff_records,
     field_changes,
 )
+from .entry_replay import replay_entry
 from .fixtures import FixtureReplay, replay_fixture, write_fixture
 from .fork import ForkResult, fork
 from .handwritten import RecordedModel, RecordedToolPort, replay_loop
@@ -96,6 +97,7 @@ __all__ = [
     "normalized_bytes",
     "record_of",
     "replay_agent_session",
+    "replay_entry",
     "replay_fixture",
     "replay_loop",
     "session_records",

@@ -43,6 +43,7 @@ class CapturedReplay(Protocol):
         reference: str | None,
         live: bool | Iterable[str] = False,
         live_model: object = None,
+        allow_side_effects: Iterable[str] = (),
         save: bool = False,
         rules: NormalizationRules = ...,
     ) -> ReplayResult:

@@ -37,9 +37,11 @@ from journal import (
     RecordedEvent,
     SessionStarted,
     StoreError,
+    canonical_bytes,
     describe_error,
+    loads_strict,
 )
-from journal.capture import Player, ReplayTarget, ToolPlay, replaying
+from journal.capture import Player, ReplayTarget, ToolPlay, full_requests, replaying
 
 from ._follow import RecordingFollower
 from ._run import Drive, replay_session
@@ -54,23 +56,32 @@ CAPTURED_WITH = "entry"
 """The ``captured_with`` of sessions captured around an entry function."""
 
 
+def _entry_inputs(text: object, session_id: str) -> dict[str, Any]:
+    """The entry's recorded arguments: ``{"args": [...], "kwargs": {...}}``, keys in order."""
+    try:
+        inputs = loads_strict(text) if isinstance(text, str) else None
+    except ValueError:
+        inputs = None
+    if not isinstance(inputs, dict):
+        raise AgentLoadError(
+            f"session {session_id} keeps no entry_inputs: it was not captured by "
+            "journal.capture.Capture.entry"
+        )
+    return inputs
+
+
 async def _awaited(pending: Awaitable[object]) -> None:
     await pending
 
 
 def _request_changes(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
-    """The first differences between a recorded request record and the one asked now."""
-    keep = ("from", "messages", "params")
-    changes = field_changes(
-        {key: recorded.get(key) for key in keep}, {key: asked.get(key) for key in keep}
-    )
-    if not changes:
-        return "its digest"
+    """The first differences between a recorded request and the one asked now."""
+    changes = field_changes(recorded, asked)
     shown = []
     for change in changes[:3]:
         before, after = change.shown(60)
         shown.append(f"{change.path}: {before} -> {after}")
-    return "; ".join(shown)
+    return "; ".join(shown) or "the same fields, other values"
 
 
 class EntryPlayer(Player):
@@ -100,20 +111,31 @@ class EntryPlayer(Player):
         self.allowed = frozenset(allowed_side_effects)
         self.live_model = live_model
         self._recorded = recorded
+        asked = [
+            (item.seq, item.event.request)
+            for item in recorded
+            if isinstance(item.event, ActionProposed) and item.event.request is not None
+        ]
+        wholes = full_requests(request for _, request in asked)
+        self._requests = {seq: whole for (seq, _), whole in zip(asked, wholes, strict=True)}
+        """Each recorded request in full, by the seq of its response."""
 
-    def model(self, seq: int, request: dict[str, Any]) -> Any:
+    def model(self, seq: int, request: dict[str, Any], whole: dict[str, Any]) -> Any:
         """The recorded response when the request and the run so far match; see the module."""
         item = self._recorded[seq] if seq < len(self._recorded) else None
         event = item.event if item is not None else None
+        recorded = self._requests.get(seq)
         if (
             isinstance(event, ActionProposed)
             and event.request is not None
+            and recorded is not None
             and event.request.get("digest") != request.get("digest")
+            and canonical_bytes(recorded) != canonical_bytes(whole)
             and self.follower.fits()
         ):
             why = (
                 f"the request at seq {seq} differs from the recorded one: "
-                f"{_request_changes(event.request, request)}"
+                f"{_request_changes(recorded, whole)}"
             )
             return self._off_record(seq, why)
         try:
@@ -159,7 +181,7 @@ class EntryPlayer(Player):
             )
         event = recorded.event
         if isinstance(event, ActionCommitted):
-            return ToolPlay(result=event.result)
+            return ToolPlay(result=event.given_result)
         error = event.error or {
             "type": "journal.capture.exceptions:ReplayedException",
             "mro": [],
@@ -238,12 +260,7 @@ def replay_entry(
         recorded: Sequence[RecordedEvent],
         started: SessionStarted,
     ) -> Drive:
-        inputs = started.metadata.get("entry_inputs")
-        if not isinstance(inputs, dict):
-            raise AgentLoadError(
-                f"session {session_id} keeps no entry_inputs: it was not captured by "
-                "journal.capture.Capture.entry"
-            )
+        inputs = _entry_inputs(started.metadata.get("entry_inputs"), session_id)
         player = EntryPlayer(
             recorded,
             follower,
@@ -281,6 +298,7 @@ def replay_captured(
     reference: str | None,
     live: bool | Iterable[str] = False,
     live_model: object = None,
+    allow_side_effects: Iterable[str] = (),
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
@@ -298,6 +316,7 @@ def replay_captured(
         session_id,
         target,
         live_tools=live,
+        allowed_side_effects=allow_side_effects,
         live_model=bool(live_model),
         save=save,
         rules=rules,

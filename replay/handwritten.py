@@ -226,7 +226,7 @@ class RecordedToolPort:
             )
         event = recorded.event
         if isinstance(event, ActionCommitted):
-            return event.result
+            return event.given_result
         if event.error is not None:
             raise rebuilt(event.error)  # the loop's except clauses see the original type
         raise ReplayedFailure(event.message, event.kind)
@@ -332,6 +332,7 @@ def replay_captured(
     reference: str | None,
     live: bool | Iterable[str] = False,
     live_model: object = None,
+    allow_side_effects: Iterable[str] = (),
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
@@ -349,6 +350,7 @@ def replay_captured(
         raise AgentLoadError(
             f"agent {reference}: {type(target).__name__} is not a loop's run function"
         )
+    del allow_side_effects  # (a hand-written loop declares no side effects)
     if live or live_model:
         raise AgentLoopError(
             f"session {session_id} is a hand-written loop: running its tools or its model "

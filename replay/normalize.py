@@ -4,12 +4,16 @@ Two runs of the same code on the same recorded inputs differ in what the clock a
 machine put into them. `DEFAULT_RULES` drops, before comparing:
 
 * from every event: the envelope's ``session_id``, ``seq``, ``ts`` and ``hash`` (the chain
-  depends on the session id and the times; positions are compared by the alignment);
+  depends on the session id and the times; positions are compared by the alignment), and
+  ``v`` (records are compared as read, upcast to their type's current version);
 * ``session_started``: ``agent`` (the address of the code, not what it does: its
   configuration and its behaviour are compared), ``code_version``, ``replay_of``,
   ``forked_from``, ``fork_seq``;
-* ``action_proposed``: ``latency_ms``;
-* ``action_committed`` and ``action_failed``: ``duration_ms``.
+* ``action_proposed``: ``latency_ms``, and ``request.digest`` (a digest of the whole
+  request, whose fields are compared themselves; a redacted fixture keeps the digest of
+  what was sent before redaction);
+* ``action_committed`` and ``action_failed``: ``duration_ms``; ``action_committed``:
+  ``result_text`` (the result's own key order; its content is ``result``, compared).
 
 Extend it for your own volatile fields: ``DEFAULT_RULES.extended({"action_committed":
 ["result.fetched_at"]})``, or from the command line with ``--ignore
@@ -79,10 +83,10 @@ class NormalizationRules:
 
 DEFAULT_RULES = NormalizationRules(
     ignore={
-        "*": ("session_id", "seq", "ts", "hash"),
+        "*": ("session_id", "seq", "ts", "hash", "v"),
         "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
-        "action_proposed": ("latency_ms",),
-        "action_committed": ("duration_ms",),
+        "action_proposed": ("latency_ms", "request.digest"),
+        "action_committed": ("duration_ms", "result_text"),
         "action_failed": ("duration_ms",),
     }
 )

@@ -47,6 +47,8 @@ class Replayer:
             the original run. Without one (the default) the replay stops there with a
             halt of rule ``replay_stopped``, and no recorded reply is ever served to a
             context it was not recorded for.
+        allow_side_effects: tools declared with side effects (`journal.capture.Capture.tool`)
+            that may run for real when named live.
     """
 
     def __init__(
@@ -58,9 +60,11 @@ class Replayer:
         rules: NormalizationRules = DEFAULT_RULES,
         trust: TrustList | None = None,
         live_model: LiveModel = None,
+        allow_side_effects: Iterable[str] = (),
     ) -> None:
         self.agent = agent
         self.live_model = live_model
+        self.allow_side_effects = frozenset(allow_side_effects)
         self.live: bool | frozenset[str] = (
             live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
         )
@@ -104,6 +108,7 @@ class Replayer:
             reference=reference,
             live=self.live,
             live_model=self.live_model,
+            allow_side_effects=self.allow_side_effects,
             save=self.save,
             rules=self.rules,
         )

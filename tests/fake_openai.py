@@ -11,6 +11,9 @@ usage in the last chunk) and ``POST /v1/responses``, from what the conversation 
 * after the stock check → ``send_email``; after the e-mail → the final answer;
 * a tool message with ``"error"`` → an apology as the final answer.
 
+``POST /v1/responses`` with ``stream=True`` sends ``response.created`` and
+``response.completed`` events.
+
 Call ids, created times and completion ids are derived from the conversation, so the same
 conversation gets the same bytes.
 """
@@ -203,6 +206,19 @@ class Handler(BaseHTTPRequestHandler):
             self._events([json.dumps(chunk) for chunk in chat_chunks(body)] + ["[DONE]"])
         elif self.path.endswith("/chat/completions"):
             self._json(chat_completion(body))
+        elif self.path.endswith("/responses") and body.get("stream"):
+            whole = response(body)
+            started = whole | {"status": "in_progress", "output": []}
+            self._events(
+                [
+                    json.dumps(
+                        {"type": "response.created", "sequence_number": 0, "response": started}
+                    ),
+                    json.dumps(
+                        {"type": "response.completed", "sequence_number": 1, "response": whole}
+                    ),
+                ]
+            )
         elif self.path.endswith("/responses"):
             self._json(response(body))
         else:

@@ -252,6 +252,7 @@ PUBLIC: dict[str, list[str]] = {
         "normalized_bytes",
         "record_of",
         "replay_agent_session",
+        "replay_entry",
         "replay_fixture",
         "replay_loop",
         "session_records",

@@ -459,10 +459,10 @@ def test_save_stores_the_replay_with_replay_of(demo_journal: Journal) -> None:
 
 def test_default_rules_drop_exactly_the_documented_volatile_fields() -> None:
     assert dict(DEFAULT_RULES.ignore) == {
-        "*": ("session_id", "seq", "ts", "hash"),
+        "*": ("session_id", "seq", "ts", "hash", "v"),
         "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
-        "action_proposed": ("latency_ms",),
-        "action_committed": ("duration_ms",),
+        "action_proposed": ("latency_ms", "request.digest"),
+        "action_committed": ("duration_ms", "result_text"),
         "action_failed": ("duration_ms",),
     }
     record = {"type": "action_committed", "seq": 3, "ts": "t", "duration_ms": 2.0, "args": {}}
@@ -478,8 +478,10 @@ def test_the_rule_set_is_extensible(mem: Journal) -> None:
         "seq",
         "ts",
         "hash",
+        "v",
         "nothing.here",
         "duration_ms",
+        "result_text",
         "result.paid",
     )
     assert DEFAULT_RULES.paths_for("action_committed") == (
@@ -487,7 +489,9 @@ def test_the_rule_set_is_extensible(mem: Journal) -> None:
         "seq",
         "ts",
         "hash",
+        "v",
         "duration_ms",
+        "result_text",
     )
     record = {"type": "action_committed", "result": {"paid": 1, "id": 2}}
     assert normalize(record, rules) == {"type": "action_committed", "result": {"id": 2}}

@@ -158,8 +158,19 @@ def _live_option(function: Any) -> Any:
         metavar="NAME",
         help="Run this tool for real (repeatable); others come from the recording.",
     )(function)
+    function = click.option(
+        "--allow-side-effects",
+        "allow_side_effects",
+        multiple=True,
+        metavar="NAME",
+        help="Let this tool, declared with side effects, run for real when named live "
+        "(repeatable).",
+    )(function)
     return click.option(
-        "--live-tools", is_flag=True, help="Run every tool for real instead of the recording."
+        "--live-tools",
+        is_flag=True,
+        help="Run every tool for real instead of the recording (but those declared with "
+        "side effects).",
     )(function)
 
 
@@ -180,6 +191,7 @@ def replay(
     agent: str | None,
     live_tools: bool,
     live_tool: Sequence[str],
+    allow_side_effects: Sequence[str],
     live_model: str | None,
     save: bool,
     ignore: Sequence[str],
@@ -202,6 +214,7 @@ def replay(
         save=save,
         rules=_rules(ignore),
         live_model=live_model,
+        allow_side_effects=allow_side_effects,
     )
     if session.endswith(".jsonl") and Path(session).is_file():
         if save:

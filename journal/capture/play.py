@@ -41,12 +41,13 @@ class ToolPlay:
 class Player(Protocol):
     """Where the outcomes of captured calls come from during a replay."""
 
-    def model(self, seq: int, request: dict[str, Any]) -> Any:
+    def model(self, seq: int, request: dict[str, Any], whole: dict[str, Any]) -> Any:
         """The recorded response body to serve, or None to call the live model.
 
         A stream's response is the list of its chunk bodies. ``seq`` is where the
         response will be journaled; ``request`` is the request as the capture records it
-        (see `journal.capture.requests`).
+        (see `journal.capture.requests`), ``whole`` the request in full (its parameters and
+        all its messages).
 
         Raises:
             HaltSession: no recorded response fits and no live model may answer.

@@ -62,6 +62,7 @@ from ..events import (
     UserInput,
     VerificationFailed,
     VerificationStage,
+    ordered_text,
 )
 from ..fold import SessionState, apply
 from ..formats.openai_messages import prefix_hash, tool_specs_of
@@ -501,12 +502,14 @@ class Recorder:
         if isinstance(result, BaseException):
             return self.tool_failure(call_id, result, tool=tool, args=args, duration_ms=duration_ms)
         call = self._answered("a tool result", call_id, tool)
+        value = _json(result, f"the result of {call.tool}")
         event = ActionCommitted(
             call_id=call.call_id,
             tool=call.tool,
             args=self._args(call, args),
-            result=_json(result, f"the result of {call.tool}"),
+            result=value,
             duration_ms=duration_ms,
+            result_text=ordered_text(value),
         )
         self._write(event)
         return event

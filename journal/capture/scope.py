@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -99,6 +100,16 @@ class ToolInfo:
     side_effects: bool
 
 
+_MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
+
+
+def _from_model(item: Any) -> bool:
+    """Whether a conversation item is the model's own output (chat or Responses API)."""
+    if not isinstance(item, dict):
+        return False
+    return item.get("role") == "assistant" or item.get("type") in _MODEL_ITEM_TYPES
+
+
 @dataclass
 class CapturedSession:
     """One session of captured code: its recorder, its requests so far, its tool outcomes.
@@ -108,7 +119,7 @@ class CapturedSession:
 
     recorder: Recorder
     entry: str | None
-    inputs: dict[str, Any]
+    inputs: str
     metadata: dict[str, Any]
     player: Player | None = None
     timer: Callable[[], float] = time.perf_counter
@@ -159,22 +170,27 @@ class CapturedSession:
 
     # -- model calls -------------------------------------------------------------------
 
-    def before_model(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    def before_model(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
         """Journal what a request brings (the start, results, user input).
 
-        Returns the request's record and the seq its response will take.
+        Returns the request's record, the request in full, and the seq its response will
+        take.
         """
         self.settle()
         self.start(kwargs)
         record, messages = request_record(kwargs, self._messages)
         self._messages = messages
         self._journal_messages(messages)
-        return record, self.recorder.next_seq
+        whole = {**record["params"], record["messages_key"]: messages}
+        return record, whole, self.recorder.next_seq
 
     def _journal_messages(self, messages: list[Any]) -> None:
-        """The user messages after the last answer, and results no decorated tool gave."""
-        roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
-        last = max((i for i, role in enumerate(roles) if role == "assistant"), default=-1)
+        """Journal the user's messages since the model's last output.
+
+        Also the results no decorated tool gave: chat ``tool`` messages and Responses
+        ``function_call_output`` items answering a pending call.
+        """
+        last = max((i for i, item in enumerate(messages) if _from_model(item)), default=-1)
         inputs: list[str] = []
         for message in messages[last + 1 :]:
             if isinstance(message, str):
@@ -186,14 +202,23 @@ class CapturedSession:
             if message.get("role") == "user":
                 inputs.append(text)
             elif message.get("role") == "tool":
-                call_id = message.get("tool_call_id")
-                if any(call.call_id == call_id for call in self.recorder.pending):
-                    self.recorder.tool_result(str(call_id), text)
+                self._tool_result(message.get("tool_call_id"), text)
+            elif message.get("type") == "function_call_output":
+                output = message.get("output")
+                self._tool_result(
+                    message.get("call_id"),
+                    output if isinstance(output, str) else content_text(output)[0],
+                )
         seen = len(self._inputs)
         fresh = inputs[seen:] if inputs[:seen] == self._inputs else inputs
         for text in fresh:
             self.recorder.user_input(text)
         self._inputs = inputs
+
+    def _tool_result(self, call_id: object, text: str) -> None:
+        """Journal the result of a pending call that no decorated tool gave."""
+        if any(call.call_id == call_id for call in self.recorder.pending):
+            self.recorder.tool_result(str(call_id), text)
 
     def after_model(
         self,
@@ -430,8 +455,10 @@ class Capture:
         def decorate(function: F) -> F:
             reference = name or reference_of(function)
 
-            def inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-                return {"args": jsonable(list(args)), "kwargs": jsonable(kwargs)}
+            def inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+                # as text: a replay passes dicts back with their keys in their own order
+                given = {"args": jsonable(list(args)), "kwargs": jsonable(kwargs)}
+                return json.dumps(given, ensure_ascii=False)
 
             if inspect.iscoroutinefunction(function):
 
@@ -462,7 +489,7 @@ class Capture:
         return decorate if function is None else decorate(function)
 
     @contextmanager
-    def _session(self, entry: str, inputs: dict[str, Any]) -> Iterator[CapturedSession]:
+    def _session(self, entry: str, inputs: str) -> Iterator[CapturedSession]:
         """Open the session of one entry call: in production, or in the replay around it."""
         target = replay_target()
         if target is None:

@@ -27,12 +27,20 @@ Kind = Literal["chat", "responses"]
 
 def _body(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else jsonable(value)
+    return dump(mode="json", exclude_unset=True) if callable(dump) else jsonable(value)
 
 
 def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
-    """The openai object a recorded body was parsed into (the body itself without openai)."""
+    """The openai object a recorded body was parsed into (the body itself without openai).
+
+    The client parses what the server sent leniently (``openai._models.construct_type``: a
+    field the server left out stays out, no validation), so a replay rebuilds with the same
+    function; a strict ``model_validate`` would refuse bodies of servers that send fewer
+    fields than the SDK's types declare, which the client itself accepted.
+    """
     try:
+        from openai._models import construct_type
+
         if kind == "chat":
             from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -40,14 +48,10 @@ def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
         else:
             from openai.types.responses import Response, ResponseStreamEvent
 
-            if chunk:
-                from pydantic import TypeAdapter
-
-                return TypeAdapter(ResponseStreamEvent).validate_python(body)
-            model = Response
+            model = ResponseStreamEvent if chunk else Response
     except ImportError:  # pragma: no cover - a client-like object without the openai package
         return body
-    return model.model_validate(body)
+    return construct_type(value=body, type_=model)
 
 
 class _Recording:
@@ -178,7 +182,7 @@ class _Create:
     def __init__(self, kind: Kind, create: Callable[..., Any]) -> None:
         self.kind = kind
         self.create = create
-        self.is_async = inspect.iscoroutinefunction(create)
+        self.is_async = inspect.iscoroutinefunction(inspect.unwrap(create))
 
     def __call__(self, **kwargs: Any) -> Any:
         session = current_session()
@@ -200,9 +204,9 @@ class _Create:
     def _begin(
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
-        record, seq = session.before_model(kwargs)
+        record, whole, seq = session.before_model(kwargs)
         player = session.player
-        served = None if player is None else player.model(seq, record)
+        served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
 
     def _serve(

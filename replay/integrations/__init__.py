@@ -65,9 +65,11 @@ def captured_replay(replay_agent: Callable[..., ReplayResult], framework: str) -
         reference: str | None,
         live: bool | Iterable[str] = False,
         live_model: object = None,
+        allow_side_effects: Iterable[str] = (),
         save: bool = False,
         rules: NormalizationRules = DEFAULT_RULES,
     ) -> ReplayResult:
+        del allow_side_effects  # (the frameworks declare no side effects)
         if live_model:
             raise AgentLoopError(
                 f"session {session_id} ran on {framework}: going on with a live model is not "

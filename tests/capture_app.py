@@ -1,0 +1,114 @@
+"""Captured code for the in-process capture tests: entries over the Responses API, direct
+tool calls, typed results and exceptions of the user's own types.
+
+The capture writes to whatever journal `bind` gives it (the tests bind a fresh one).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from journal import Journal
+from journal.capture import Capture
+
+capture = Capture(Journal.open(":memory:"))
+client: Any = None
+"""The wrapped client the entries call; the tests set it."""
+
+
+def bind(journal: Journal, raw_client: Any) -> None:
+    """Capture into ``journal``, through ``raw_client``."""
+    global client
+    capture._journal = journal
+    client = capture.openai(raw_client)
+
+
+class Stock(BaseModel):
+    sku: str
+    units: int
+
+
+class OutOfStock(LookupError):
+    """The user's own exception type, with an attribute."""
+
+    def __init__(self, sku: str) -> None:
+        super().__init__(f"{sku} is out of stock")
+        self.sku = sku
+
+
+@capture.tool
+def lookup_order(order_id: str) -> dict[str, Any]:
+    return {"order_id": order_id, "sku": "SKU-2", "total": 10.0}
+
+
+@capture.tool
+def check_stock(sku: str, quantity: int) -> Stock:
+    if sku == "SKU-2":
+        raise OutOfStock(sku)
+    return Stock(sku=sku, units=5)
+
+
+@capture.tool
+def send_email(to: str, body: str) -> str:
+    return "sent"
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "name": name,
+        "description": name,
+        "parameters": {"type": "object", "properties": {}},
+    }
+    for name in ("lookup_order", "check_stock", "send_email")
+]
+DISPATCH: dict[str, Any] = {
+    "lookup_order": lookup_order,
+    "check_stock": check_stock,
+    "send_email": send_email,
+}
+CAUGHT: list[str] = []
+"""What the entries' except clauses caught, in order."""
+
+
+@capture.entry
+def answer(question: str, stream: bool = False) -> str:
+    """A loop over the Responses API (streamed or not)."""
+    items: list[Any] = [{"role": "user", "content": question}]
+    while True:
+        if stream:
+            events = list(
+                client.responses.create(model="fake-1", input=items, tools=TOOLS, stream=True)
+            )
+            reply = next(e.response for e in reversed(events) if e.type == "response.completed")
+        else:
+            reply = client.responses.create(model="fake-1", input=items, tools=TOOLS)
+        calls = [item for item in reply.output if item.type == "function_call"]
+        if not calls:
+            return reply.output_text
+        for call in calls:
+            items.append(call.model_dump(exclude_none=True))
+            try:
+                result = DISPATCH[call.name](**json.loads(call.arguments))
+                output = (
+                    result.model_dump_json()
+                    if isinstance(result, BaseModel)
+                    else json.dumps(result)
+                )
+            except OutOfStock as error:
+                CAUGHT.append(f"{type(error).__name__}:{error.sku}")
+                output = json.dumps({"error": str(error)})
+            items.append(
+                {"type": "function_call_output", "call_id": call.call_id, "output": output}
+            )
+
+
+@capture.entry
+def direct(order_id: str) -> str:
+    """Calls a tool no model proposed, then asks the model."""
+    found = lookup_order(order_id)
+    reply = client.responses.create(model="fake-1", input=f"order {found['order_id']}")
+    return reply.output_text

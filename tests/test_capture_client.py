@@ -1,0 +1,136 @@
+"""Capture at the client boundary, in process: the Responses API (plain and streamed), tool
+calls no model proposed, typed tool results, the user's own exception types, and what a
+request that changed looks like in the report.
+
+The model is `tests/fake_openai.py`'s policy, served from a thread on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+
+import pytest
+
+from journal import ActionFailed, ActionProposed, Journal, UserInput
+from journal.capture import ReplayedException, exception_record, rebuilt
+from replay import replay_entry
+
+from . import capture_app
+from .fake_openai import Handler
+
+openai = pytest.importorskip("openai")
+
+
+@pytest.fixture
+def journal() -> Iterator[Journal]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    with Journal.open(":memory:") as opened:
+        capture_app.bind(opened, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+        capture_app.CAUGHT.clear()
+        try:
+            yield opened
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+
+def only_session(journal: Journal) -> str:
+    (summary,) = journal.sessions()
+    return summary.session_id
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_api_loop_replays_identical_and_raises_the_users_own_type(
+    journal: Journal, stream: bool
+) -> None:
+    answer = capture_app.answer("Is order 101 in stock? I want a unit.", stream=stream)
+    assert answer.startswith("Sorry, I could not help with order 101")
+    assert capture_app.CAUGHT == ["OutOfStock:SKU-2"]
+    session = only_session(journal)
+    failed = [i.event for i in journal.events(session) if isinstance(i.event, ActionFailed)]
+    assert failed[0].error is not None
+    assert failed[0].error["type"] == "tests.capture_app:OutOfStock"
+    assert failed[0].error["attributes"] == {"sku": "SKU-2"}
+
+    result = replay_entry(journal, session, capture_app.answer)
+    assert result.identical, result.first_divergence
+    # the replay raised the recorded exception as the user's own type: the loop caught it
+    assert capture_app.CAUGHT == ["OutOfStock:SKU-2", "OutOfStock:SKU-2"]
+
+
+def test_a_call_no_model_proposed_is_journaled_and_replayed(journal: Journal) -> None:
+    capture_app.direct("100")
+    session = only_session(journal)
+    types = [item.event.type for item in journal.events(session)]
+    assert types[:3] == ["session_started", "action_committed", "user_input"]
+    committed = list(journal.events(session))[1].event
+    assert committed.call_id == "direct-1"  # type: ignore[union-attr]
+    assert replay_entry(journal, session, capture_app.direct).identical
+
+
+def test_a_changed_request_stops_the_replay_and_names_what_changed(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture_app.answer("Is order 102 in stock? I want a unit.")
+    session = only_session(journal)
+    monkeypatch.setattr(capture_app, "TOOLS", capture_app.TOOLS[:2])  # a tool dropped
+    result = replay_entry(journal, session, capture_app.answer)
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == 2
+    assert divergence.reason.startswith(
+        "expected action_proposed, got agent_halted (replay_stopped: replay stopped at seq 2: "
+        "the request at seq 2 differs from the recorded one: tools[2]: "
+    )
+    assert result.stopped_at == 2
+
+
+def test_the_request_is_kept_once_and_every_request_rebuilds(journal: Journal) -> None:
+    from journal.capture import full_requests
+
+    capture_app.answer("Is order 103 in stock? I want a unit.")
+    session = only_session(journal)
+    records = [
+        item.event.request
+        for item in journal.events(session)
+        if isinstance(item.event, ActionProposed) and item.event.request is not None
+    ]
+    # lookup, stock check (fails), answer: each record keeps only the input new since the last
+    assert [record["from"] for record in records] == [0, 1, 3]
+    wholes = full_requests(records)
+    assert [len(whole["input"]) for whole in wholes] == [1, 3, 5]
+    # the question is the one user input: the model's function calls end a turn's input
+    inputs = [i.event for i in journal.events(session) if isinstance(i.event, UserInput)]
+    assert [event.text for event in inputs] == ["Is order 103 in stock? I want a unit."]
+    assert wholes[-1]["input"][0] == {
+        "role": "user",
+        "content": "Is order 103 in stock? I want a unit.",
+    }
+
+
+class Declined(ValueError):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"declined {code}")
+        self.code = code
+
+
+def test_an_exception_whose_class_is_gone_comes_back_as_a_stand_in_of_its_bases() -> None:
+    record = exception_record(Declined(51))
+    assert record["mro"][:2] == ["tests.test_capture_client:Declined", "builtins:ValueError"]
+    again = rebuilt(record)
+    assert type(again) is Declined and again.code == 51 and str(again) == "declined 51"  # type: ignore[attr-defined]
+    gone = {
+        **record,
+        "type": "nowhere.errors:Declined",
+        "mro": ["nowhere.errors:Declined", *record["mro"][1:]],
+    }
+    stand_in = rebuilt(gone)
+    assert isinstance(stand_in, ValueError) and isinstance(stand_in, ReplayedException)
+    assert type(stand_in).__name__ == "Declined" and stand_in.code == 51  # type: ignore[attr-defined]
+    assert json.loads(json.dumps(record)) == record  # the record is JSON

@@ -1,0 +1,283 @@
+"""Replay the code people already run: a plain loop over the openai client, captured at its
+boundaries, replayed unchanged with the model server stopped.
+
+The application (``tests/apps/shop``) is a user's project in a folder of its own: its own
+``pyproject.toml`` with the trust table, five tools (one sends e-mail into a file, two raise
+on bad input), 20 sessions of which 4 crash on a planted bug. Everything runs as a user
+runs it: the installed console scripts, a real HTTP server (``tests/fake_openai.py``), a
+real SQLite journal.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from journal import Journal
+
+pytest.importorskip("openai")
+
+HERE = Path(__file__).resolve().parent
+APP = HERE / "apps" / "shop"
+BIN = Path(sys.executable).parent
+BUG_SESSIONS = 4
+
+
+@dataclass
+class Shop:
+    """The scratch project, its journal and its outbox."""
+
+    root: Path
+    env: dict[str, str]
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "shop.db"
+
+    @property
+    def outbox(self) -> Path:
+        return self.root / "outbox.txt"
+
+    def run(self, *command: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(c) for c in command],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    def cli(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
+        return self.run(BIN / "agent-journal", *args)
+
+    def sessions(self) -> list[str]:
+        with Journal.open(self.journal) as journal:
+            return [summary.session_id for summary in journal.sessions()]
+
+    def replay_all(self, *options: str) -> dict[str, str]:
+        """Replay every session in one process (the Python API); the verdict of each."""
+        script = (
+            "import sys, json\n"
+            "from journal import Journal\n"
+            "from replay import Replayer\n"
+            f"live = {list(options)!r}\n"
+            "with Journal.open('shop.db') as journal:\n"
+            "    replayer = Replayer(live_tools=live)\n"
+            "    out = {}\n"
+            "    for s in journal.sessions():\n"
+            "        if s.replay_of: continue\n"
+            "        r = replayer.replay(journal, s.session_id)\n"
+            "        d = r.first_divergence\n"
+            "        out[s.session_id] = r.verdict if d is None else f'diverged at {d.seq}'\n"
+            "print(json.dumps(out))\n"
+        )
+        done = self.run(sys.executable, "-c", script)
+        assert done.returncode == 0, done.stderr
+        import json
+
+        verdicts: dict[str, str] = json.loads(done.stdout.splitlines()[-1])
+        return verdicts
+
+
+def _server(env: dict[str, str]) -> subprocess.Popen[str]:
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_openai.py")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert server.stdout is not None
+    env["SHOP_MODEL_URL"] = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
+    return server
+
+
+@pytest.fixture(scope="module", params=["sync", "async", "stream"])
+def shop(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Shop]:
+    """The shop, its 20 sessions captured in ``mode``, and the model server stopped."""
+    root = tmp_path_factory.mktemp(f"shop-{request.param}")
+    for source in APP.glob("*.py"):
+        shutil.copy(source, root / source.name)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "shop"\nversion = "0"\n\n[tool.agent-journal]\nagents = ["shop:*"]\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
+    env |= {"SHOP_JOURNAL": str(root / "shop.db"), "SHOP_OUTBOX": str(root / "outbox.txt")}
+    server = _server(env)
+    try:
+        ran = subprocess.run(
+            [sys.executable, "run_sessions.py", request.param],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        assert server.stdout is not None
+        server.stdout.close()
+    env["SHOP_MODEL_URL"] = "http://127.0.0.1:9/v1"  # nothing listens there
+    yield Shop(root, env)
+
+
+def test_the_capture_journals_every_session_and_the_planted_bug(shop: Shop) -> None:
+    with Journal.open(shop.journal) as journal:
+        summaries = journal.sessions()
+        statuses = sorted(s.status for s in summaries)
+        assert len(summaries) == 20
+        assert statuses.count("failed") == BUG_SESSIONS
+        failed = [s for s in summaries if s.status == "failed"]
+        assert {journal.state(s.session_id).halt_reason.split(":")[0] for s in failed} == {
+            "TypeError"
+        }
+        assert {s.agent for s in summaries} <= {
+            "shop:answer",
+            "shop:answer_async",
+            "shop:answer_streamed",
+        }
+    assert len(shop.outbox.read_text().splitlines()) == 20 - BUG_SESSIONS - 2  # 2 unknown orders
+
+
+def test_unchanged_code_replays_identical_with_no_server(shop: Shop) -> None:
+    before = shop.outbox.read_bytes()
+    verdicts = shop.replay_all()
+    assert len(verdicts) == 20
+    assert set(verdicts.values()) == {"identical"}
+    assert shop.outbox.read_bytes() == before  # the e-mail tool never ran
+
+
+def test_the_cli_replays_a_session_as_printed(shop: Shop) -> None:
+    session = shop.sessions()[0]
+    result = shop.cli("replay", session, "--db", "shop.db")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "identical" in result.stdout
+
+
+def _fixed(shop: Shop, tmp_path: Path, old: str, new: str) -> Shop:
+    """A copy of the shop, journal included, with ``old`` replaced by ``new`` in its code."""
+    root = tmp_path / "fixed"
+    shutil.copytree(shop.root, root)
+    source = root / "shop.py"
+    code = source.read_text()
+    assert old in code
+    source.write_text(code.replace(old, new))
+    return Shop(
+        root,
+        {
+            **shop.env,
+            "SHOP_JOURNAL": str(root / "shop.db"),
+            "SHOP_OUTBOX": str(root / "outbox.txt"),
+        },
+    )
+
+
+def _failed_and_rest(verdicts: dict[str, str], shop: Shop) -> tuple[set[str], set[str]]:
+    with Journal.open(shop.journal) as journal:
+        failed = {s.session_id for s in journal.sessions() if s.status == "failed"}
+    return {verdicts[s] for s in failed}, {v for s, v in verdicts.items() if s not in failed}
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_a_fix_in_the_loop_diverges_at_the_call_it_changed(shop: Shop, tmp_path: Path) -> None:
+    fixed = _fixed(
+        shop,
+        tmp_path,
+        "    args = json.loads(arguments)\n",
+        "    args = json.loads(arguments)\n"
+        '    if "quantity" in args:\n'
+        '        args["quantity"] = int(args["quantity"])\n',
+    )
+    failed, rest = _failed_and_rest(fixed.replay_all(), fixed)
+    # seq 4 proposes check_stock(quantity="3"), seq 5 recorded its TypeError: the fixed loop
+    # calls it with 3, which the recording never ran
+    assert failed == {"diverged at 5"}
+    assert rest == {"identical"}
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_a_fix_in_a_tool_run_live_diverges_at_its_result(shop: Shop, tmp_path: Path) -> None:
+    fixed = _fixed(
+        shop,
+        tmp_path,
+        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
+        "    quantity = int(quantity)\n"
+        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
+    )
+    failed, rest = _failed_and_rest(fixed.replay_all("check_stock"), fixed)
+    assert failed == {"diverged at 5"}  # action_failed (TypeError) -> action_committed
+    assert rest == {"identical"}  # the live tool returns what was recorded
+    assert _failed_and_rest(fixed.replay_all(), fixed) == ({"identical"}, {"identical"})
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_tools_with_side_effects_run_live_only_when_allowed(shop: Shop) -> None:
+    session = next(s for s in shop.sessions() if _ends_completed(shop, s))
+    before = shop.outbox.read_bytes()
+    refused = shop.cli("replay", session, "--db", "shop.db", "--live-tool", "send_email")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "agent-journal: tool send_email has side effects: it runs for real in a replay only "
+        "when allowed too (--allow-side-effects send_email)"
+    )
+    unknown = shop.cli("replay", session, "--db", "shop.db", "--live-tool", "lookup")
+    assert unknown.returncode == 2 and "no tool 'lookup'" in unknown.stderr
+    every = shop.cli("replay", session, "--db", "shop.db", "--live-tools")
+    assert every.returncode == 0, every.stdout + every.stderr  # send_email stays recorded
+    assert shop.outbox.read_bytes() == before
+    allowed = shop.cli(
+        "replay",
+        session,
+        "--db",
+        "shop.db",
+        "--live-tool",
+        "send_email",
+        "--allow-side-effects",
+        "send_email",
+    )
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert (
+        shop.outbox.read_bytes()
+        == before + b"customer@example.com: " + (shop.outbox.read_bytes()[len(before) + 22 :])
+    )
+    assert len(shop.outbox.read_bytes().splitlines()) == len(before.splitlines()) + 1
+
+
+def _ends_completed(shop: Shop, session: str) -> bool:
+    with Journal.open(shop.journal) as journal:
+        return (
+            journal.require(session).status == "completed" and journal.require(session).steps == 3
+        )
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_the_sessions_become_fixtures_green_then_red(shop: Shop, tmp_path: Path) -> None:
+    project = _fixed(shop, tmp_path, "OUTBOX = ", "OUTBOX = ")  # a copy to change
+    sessions = project.sessions()[:3]
+    for session in sessions:
+        wrote = project.cli("fixture", session, "--db", "shop.db")
+        assert wrote.returncode == 0, wrote.stderr
+    green = project.run(BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures")
+    assert green.returncode == 0, green.stdout + green.stderr
+    assert "3 passed" in green.stdout
+    source = project.root / "shop.py"
+    source.write_text(
+        source.read_text().replace("Look orders up, check stock", "Look orders up first")
+    )
+    red = project.run(BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures")
+    assert red.returncode == 1, red.stdout + red.stderr
+    assert "3 failed" in red.stdout
+    assert "the request at seq 2 differs from the recorded one" in red.stdout
