@@ -142,6 +142,19 @@ class TrustList:
             )
         return recorded
 
+    def require(self, reference: str, *, what: str, where: str) -> str:
+        """A reference the journal records beside its agent (a ``deps`` factory), if trusted.
+
+        Raises:
+            UntrustedReferenceError: ``reference`` is not on the trust list.
+        """
+        if not self.allows(reference):
+            raise UntrustedReferenceError(
+                f"{where} names the {what} {reference!r}, which is not on the trust list; "
+                f"to run it, add it to agents in {self.where_configured()} (or {TRUST_ENV})"
+            )
+        return reference
+
     def where_configured(self) -> str:
         """Where the trust list is set, for messages."""
         if self.config is not None:

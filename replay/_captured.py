@@ -3,8 +3,10 @@
 Sessions journaled through `journal.Recorder` (a hand-written loop) or a framework
 integration carry ``captured_with`` in their metadata. Each kind is replayed by one module
 that exposes ``replay_captured(journal, session_id, target, *, reference, live, save,
-rules, live_model)``, where ``target`` is what the session's reference names (a loop's
-``run``, a framework's agent object) and ``live_model`` what `replay.Replayer` was given.
+rules, live_model, allow_side_effects, trust)``, where ``target`` is what the session's
+reference names (a loop's ``run``, a framework's agent object), ``live_model`` what
+`replay.Replayer` was given and ``trust`` the list any other reference the session records
+(a pydantic-ai ``deps`` factory) must be on.
 The modules are imported only when a session of their kind is replayed, so an
 integration's framework is needed only for its own sessions.
 """
@@ -15,6 +17,7 @@ import importlib
 from collections.abc import Iterable
 from typing import Protocol, cast
 
+from agentloop import TrustList
 from journal import Journal
 
 from ._verdict import ReplayResult
@@ -44,6 +47,7 @@ class CapturedReplay(Protocol):
         live: bool | Iterable[str] = False,
         live_model: object = None,
         allow_side_effects: Iterable[str] = (),
+        trust: TrustList | None = None,
         save: bool = False,
         rules: NormalizationRules = ...,
     ) -> ReplayResult:

@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Awaitable, Collection, Iterable, Sequence
 from typing import Any
 
-from agentloop import AgentLoadError, AgentLoopError
+from agentloop import AgentLoadError, AgentLoopError, TrustList
 from journal import (
     ActionCommitted,
     ActionProposed,
@@ -299,6 +299,7 @@ def replay_captured(
     live: bool | Iterable[str] = False,
     live_model: object = None,
     allow_side_effects: Iterable[str] = (),
+    trust: TrustList | None = None,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
@@ -306,7 +307,7 @@ def replay_captured(
 
     ``live_model`` ``agent`` (or True) lets the client's real model answer off the record.
     """
-    del reference
+    del reference, trust  # (an entry records no other reference)
     if live_model not in (None, False, True, "agent"):
         raise AgentLoopError(
             "an entry session goes on live with the client it was captured with: --live-model agent"

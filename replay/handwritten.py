@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoadError, AgentLoopError, ToolOutcome
+from agentloop import AgentLoadError, AgentLoopError, ToolOutcome, TrustList
 from journal import (
     ActionCommitted,
     AgentHalted,
@@ -263,8 +263,8 @@ def _drive(
             outcome = run(llm, tools, recorder, inputs)
             if inspect.isawaitable(outcome):
                 asyncio.run(_awaited(outcome))
-    except StoreError:
-        raise  # the journal refused the replay's write: a fault of the store, not a divergence
+    except (StoreError, AgentLoadError):
+        raise  # the journal refused a write, or the replay could not be set up: no verdict
     except (Exception, HaltSession) as error:  # the replay reports, never crashes
         return describe_error(error)
     return None
@@ -333,6 +333,7 @@ def replay_captured(
     live: bool | Iterable[str] = False,
     live_model: object = None,
     allow_side_effects: Iterable[str] = (),
+    trust: TrustList | None = None,
     save: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
@@ -350,7 +351,7 @@ def replay_captured(
         raise AgentLoadError(
             f"agent {reference}: {type(target).__name__} is not a loop's run function"
         )
-    del allow_side_effects  # (a hand-written loop declares no side effects)
+    del allow_side_effects, trust  # (a hand-written loop declares neither)
     if live or live_model:
         raise AgentLoopError(
             f"session {session_id} is a hand-written loop: running its tools or its model "

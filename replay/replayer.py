@@ -109,6 +109,7 @@ class Replayer:
             live=self.live,
             live_model=self.live_model,
             allow_side_effects=self.allow_side_effects,
+            trust=trust,
             save=self.save,
             rules=self.rules,
         )

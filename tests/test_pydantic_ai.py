@@ -313,3 +313,86 @@ def test_without_pydantic_ai_the_import_fails_with_one_clear_line(
     assert message.endswith("pip install 'agent-journal[pydantic-ai]'")
     line = one_error_line(run_cli("replay", "weather", "--db", db))
     assert line.endswith("pip install 'agent-journal[pydantic-ai]'")
+
+
+class Bank:
+    """The dependencies of `bank_agent`: a client it cannot work without."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+
+
+bank_agent: Agent[Bank, str] = Agent(name="bank", deps_type=Bank)
+
+
+@bank_agent.system_prompt
+def bank_prompt(ctx: RunContext[Bank]) -> str:
+    return f"Quote in euros; today's rate is {ctx.deps.rate}."
+
+
+@bank_agent.tool
+def convert(ctx: RunContext[Bank], dollars: float) -> float:
+    """Dollars in euros at today's rate."""
+    return round(dollars * ctx.deps.rate, 2)
+
+
+def bank_deps() -> Bank:
+    """The deps factory a replay calls (named at capture)."""
+    return Bank(rate=0.9)
+
+
+def broken_bank_deps() -> Bank:
+    raise ConnectionError("bank API unreachable")
+
+
+def capture_bank(journal: Journal, session_id: str, deps_factory: str | None) -> None:
+    with Recorder(journal, session_id) as recorder:
+        cap = JournalCapability(
+            recorder, agent="tests.test_pydantic_ai:bank_agent", deps_factory=deps_factory
+        )
+        run = bank_agent.run(
+            "100 dollars?", model=TestModel(), deps=bank_deps(), capabilities=[cap]
+        )
+        asyncio.run(run)
+
+
+def test_an_agent_with_deps_replays_from_the_cli_and_as_a_fixture_through_its_factory(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "bank.db"
+    with Journal.open(db) as journal:
+        capture_bank(journal, "bank", "tests.test_pydantic_ai:bank_deps")
+        started = next(iter(journal.events("bank"))).event
+        assert started.metadata["deps_factory"] == "tests.test_pydantic_ai:bank_deps"
+        assert "rate is 0.9" in started.system_prompt
+        fixture = write_fixture(journal, "bank", tmp_path / "fixtures" / "bank.jsonl")
+    replayed = run_cli("replay", "bank", "--db", db)
+    assert replayed.exit_code == 0, replayed.stdout + replayed.stderr
+    assert "identical" in replayed.stdout
+    assert replay_fixture(fixture).passed
+    # what the factory builds is what the agent runs with: a different rate shows
+    with Journal.open(db) as journal, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "bank_deps", lambda: Bank(rate=0.8))
+        changed = Replayer().replay(journal, "bank")
+    assert not changed.identical
+    assert [c.path for c in changed.config_changes] == ["system_prompt", "system_prompt_hash"]
+
+
+def test_a_replay_that_cannot_be_set_up_says_so_instead_of_blaming_a_field(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "bank.db"
+    with Journal.open(db) as journal:
+        capture_bank(journal, "no-factory", None)
+        capture_bank(journal, "broken", "tests.test_pydantic_ai:broken_bank_deps")
+        capture_bank(journal, "untrusted", "pydantic_ai.models.test:TestModel")
+    line = one_error_line(run_cli("replay", "no-factory", "--db", db))
+    assert "the agent raised before its first model request: AttributeError" in line
+    assert "deps_factory=" in line
+    line = one_error_line(run_cli("replay", "broken", "--db", db))
+    assert "deps factory tests.test_pydantic_ai:broken_bank_deps: the factory raised" in line
+    assert "ConnectionError: bank API unreachable" in line
+    line = one_error_line(run_cli("replay", "untrusted", "--db", db))
+    assert "'pydantic_ai.models.test:TestModel', which is not on the trust list" in line
+    with Journal.open(db) as journal:
+        assert replay_agent(journal, "no-factory", bank_agent, deps=bank_deps()).identical

@@ -21,15 +21,17 @@ from collections.abc import Callable, Iterable
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoopError
+from agentloop import AgentLoopError, TrustList, call_factory
 from journal import Journal, JournalError, canonical_bytes
 from journal.capture import InProposalOrder
 
 from .._captured import CapturedReplay
+from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..normalize import DEFAULT_RULES, NormalizationRules
 
 __all__ = [
+    "DEPS_FACTORY",
     "InProposalOrder",
     "MissingExtraError",
     "answer_text",
@@ -37,6 +39,10 @@ __all__ = [
     "jsonable",
     "missing_extra",
 ]
+
+
+DEPS_FACTORY = "deps_factory"
+"""The ``session_started`` metadata key naming the factory of an agent's dependencies."""
 
 
 class MissingExtraError(JournalError, ImportError):
@@ -50,11 +56,17 @@ def missing_extra(package: str, extra: str, error: ImportError) -> MissingExtraE
     )
 
 
-def captured_replay(replay_agent: Callable[..., ReplayResult], framework: str) -> CapturedReplay:
+def captured_replay(
+    replay_agent: Callable[..., ReplayResult], framework: str, *, deps: str | None = None
+) -> CapturedReplay:
     """An integration's ``replay_captured`` (see `replay._captured`) over its ``replay_agent``.
 
     A live model for a framework's session is the framework's own model object, which
     its ``replay_agent`` does not take yet: asking for one is refused with a clear error.
+
+    ``deps`` names the ``replay_agent`` keyword that takes the agent's dependencies: when
+    the session records a ``deps_factory`` reference (`DEPS_FACTORY`), the factory, if
+    the trust list allows it, is called once and its value passed there.
     """
 
     def replay_captured(
@@ -66,6 +78,7 @@ def captured_replay(replay_agent: Callable[..., ReplayResult], framework: str) -
         live: bool | Iterable[str] = False,
         live_model: object = None,
         allow_side_effects: Iterable[str] = (),
+        trust: TrustList | None = None,
         save: bool = False,
         rules: NormalizationRules = DEFAULT_RULES,
     ) -> ReplayResult:
@@ -75,8 +88,23 @@ def captured_replay(replay_agent: Callable[..., ReplayResult], framework: str) -
                 f"session {session_id} ran on {framework}: going on with a live model is not "
                 f"available for {framework} sessions; replay without --live-model"
             )
+        setup: dict[str, object] = {}
+        factory = recorded_start(journal, session_id).metadata.get(DEPS_FACTORY)
+        if deps is not None and isinstance(factory, str):
+            where = f"session {session_id}"
+            checked = (trust or TrustList.discover()).require(
+                factory, what="deps factory", where=where
+            )
+            setup[deps] = call_factory(checked, what=f"{where}: deps factory")
         return replay_agent(
-            journal, session_id, target, live=live, reference=reference, save=save, rules=rules
+            journal,
+            session_id,
+            target,
+            live=live,
+            reference=reference,
+            save=save,
+            rules=rules,
+            **setup,
         )
 
     return replay_captured

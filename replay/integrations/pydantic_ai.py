@@ -7,7 +7,7 @@ hooks); one capability is one session, each run one turn::
     from replay.integrations.pydantic_ai import JournalCapability
 
     with Journal.open("agent-journal.db") as journal, Recorder(journal) as recorder:
-        capture = JournalCapability(recorder, agent="app.bot:agent")
+        capture = JournalCapability(recorder, agent="app.bot:agent", deps_factory="app.bot:deps")
         result = agent.run_sync("Weather in Lisbon?", capabilities=[capture])
         again = agent.run_sync(
             "And Oslo?", capabilities=[capture], message_history=result.all_messages()
@@ -22,7 +22,9 @@ infrastructure one) and argument validation failures (``verification_failed``, s
 ``schema``), in the order the model proposed the calls, the run's output
 (``agent_completed``), and an exception that ends a run (``agent_halted``, rule
 ``error``). Pass the capability per run, not to ``Agent(...)``, so that a replay of the
-same agent does not journal into production too.
+same agent does not journal into production too. An agent that takes ``deps`` names
+the zero-argument function that builds them for a replay (``deps_factory``, trusted as
+agent references are: `agentloop.TrustList`); the CLI, the TUI and fixtures call it.
 
 Replay: `replay_agent` re-runs your unchanged agent with a `ReplayModel` serving the
 recorded responses in order, tools served from the recording (or run live, by name), and
@@ -47,7 +49,14 @@ from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
-from . import InProposalOrder, answer_text, captured_replay, jsonable, missing_extra
+from . import (
+    DEPS_FACTORY,
+    InProposalOrder,
+    answer_text,
+    captured_replay,
+    jsonable,
+    missing_extra,
+)
 
 try:
     from pydantic_ai import Agent, ModelRetry, RunContext
@@ -157,6 +166,9 @@ class JournalCapability(AbstractCapability[Any]):
         recorder: where the session goes.
         agent: ``module:attribute`` of the agent, recorded so the CLI and fixtures can
             replay the session.
+        deps_factory: ``module:function`` building the agent's ``deps`` for a replay
+            (called with no arguments), recorded in the metadata; None when the agent
+            takes no deps.
         metadata: kept in ``session_started``.
         tools: in a replay, the recorded tool port that serves (or runs and compares)
             each tool call; None in production.
@@ -167,6 +179,7 @@ class JournalCapability(AbstractCapability[Any]):
         recorder: Recorder,
         *,
         agent: str | None = None,
+        deps_factory: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         tools: RecordedToolPort | None = None,
     ) -> None:
@@ -174,7 +187,11 @@ class JournalCapability(AbstractCapability[Any]):
         self.recorder = recorder
         self.agent = agent
         self.metadata = dict(metadata or {})
+        if deps_factory is not None:
+            self.metadata[DEPS_FACTORY] = deps_factory
         self.tools = tools
+        self.requested = False
+        """Whether a model request was made (a run may fail before its first one)."""
         self._prompt: str | None = None
         self._outcomes = InProposalOrder(recorder)
 
@@ -230,6 +247,7 @@ class JournalCapability(AbstractCapability[Any]):
     ) -> ModelResponse:
         """Journal the model's whole response (``action_proposed``) with its latency."""
         self._begin(request_context)
+        self.requested = True
         started = time.perf_counter()
         response = await handler(request_context)
         latency = (time.perf_counter() - started) * 1000
@@ -394,13 +412,16 @@ def replay_agent(
         session_id: the captured session.
         agent: your agent, unchanged (its model is replaced for the replay only).
         live: tools to run for real (``True``: all); others come from the recording.
-        deps: the agent's dependencies, if it takes any.
+        deps: the agent's dependencies, if it takes any (the CLI and fixtures call the
+            session's recorded ``deps_factory``).
         reference: the agent reference to journal (default: the recorded one).
         save: keep the replay in ``journal``.
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
-        AgentLoadError: ``agent`` is not a pydantic-ai Agent.
+        AgentLoadError: ``agent`` is not a pydantic-ai Agent, or it raised before its first
+            model request where the recording has one (a setup fault, such as missing
+            ``deps``, is reported as such, not as a difference of the recording).
         SessionNotFoundError: no such session.
     """
     if not isinstance(agent, Agent):
@@ -417,13 +438,34 @@ def replay_agent(
         model = ReplayModel(llm, started.model)
         history: list[ModelMessage] | None = None
         for text in inputs:
-            result = await agent.run(
-                text, model=model, deps=deps, capabilities=[capture], message_history=history
-            )
+            try:
+                result = await agent.run(
+                    text, model=model, deps=deps, capabilities=[capture], message_history=history
+                )
+            except Exception as error:
+                if capture.requested or llm.exhausted:
+                    raise
+                raise _setup_fault(session_id, started.metadata, deps, error) from error
             history = result.all_messages()
 
     return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)
 
 
-replay_captured = captured_replay(replay_agent, "pydantic-ai")
+def _setup_fault(
+    session_id: str, metadata: Mapping[str, Any], deps: Any, error: Exception
+) -> AgentLoadError:
+    """The error for an agent that failed before the model request its recording starts with."""
+    hint = ""
+    if deps is None and DEPS_FACTORY not in metadata:
+        hint = (
+            "; if the agent takes deps, name their factory when capturing "
+            "(JournalCapability(deps_factory=...)) or pass deps= to replay_agent"
+        )
+    return AgentLoadError(
+        f"replay of session {session_id}: the agent raised before its first model request: "
+        f"{describe_error(error)}{hint}"
+    )
+
+
+replay_captured = captured_replay(replay_agent, "pydantic-ai", deps="deps")
 """How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""
