@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
-from agentloop import TrustList
-from journal import Journal
+from agentloop import TrustList, load_object
+from journal import Journal, SessionStarted
 
+from ._run import ForkPoint
 from ._verdict import ReplayResult
 from .normalize import NormalizationRules
 
-__all__ = ["CAPTURED_REPLAYS", "CapturedReplay", "captured_replay"]
+__all__ = ["CAPTURED_REPLAYS", "CapturedReplay", "captured_replay", "run_captured"]
 
 CAPTURED_REPLAYS = {
     "entry": "replay.entry_replay",
@@ -48,7 +49,7 @@ class CapturedReplay(Protocol):
         live_model: object = None,
         allow_side_effects: Iterable[str] = (),
         trust: TrustList | None = None,
-        save: bool = False,
+        save: bool | ForkPoint = False,
         rules: NormalizationRules = ...,
     ) -> ReplayResult:
         """Replay ``session_id`` through ``target`` and judge it."""
@@ -65,3 +66,31 @@ def captured_replay(captured_with: object) -> CapturedReplay | None:
         return None
     module = importlib.import_module(CAPTURED_REPLAYS[captured_with])
     return cast(CapturedReplay, module.replay_captured)
+
+
+def run_captured(
+    replay: CapturedReplay,
+    journal: Journal,
+    session_id: str,
+    started: SessionStarted,
+    *,
+    agent: str | None,
+    trust: TrustList | None,
+    where: str,
+    **options: Any,
+) -> ReplayResult:
+    """Run ``replay`` on what the session's reference names (``agent`` when given).
+
+    The recorded reference runs only when ``trust`` (default: `TrustList.discover`) allows
+    it; ``options`` go to ``replay`` as they are.
+
+    Raises:
+        AgentLoadError: no reference to run, or it cannot be imported.
+        UntrustedReferenceError: the recorded reference is not trusted (and none given).
+    """
+    trust = trust or TrustList.discover()
+    reference = trust.choose(started.agent, agent, where=where)
+    trust.activate()
+    return replay(
+        journal, session_id, load_object(reference), reference=reference, trust=trust, **options
+    )

@@ -7,13 +7,23 @@ recorded ports (`Drive`). `replay_session` gives it a scratch journal and a
 into the journal when it was asked to save it, unless the replay ran with another
 configuration and no live model: its recorded replies then answered a context they were
 not recorded for, and such a run is reported, never kept.
+
+A re-run can be kept as a fork instead (`ForkPoint`): that is how a session of code this
+project cannot resume midway (an entry, a hand-written loop, a framework's agent) is
+forked. The code runs again from the start; up to the fork point it must write what the
+recording holds (otherwise nothing is kept: it is not a fork of that session), and from
+there on it is served recorded outputs while it still matches, then the live model
+answers, as in any replay with one. It is kept with ``forked_from`` and ``fork_seq`` as its
+lineage rather than ``replay_of``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+from agentloop import AgentLoopError
 from journal import Journal, RecordedEvent, SessionStarted, loads_strict
 
 from ._follow import RecordingFollower
@@ -22,7 +32,14 @@ from ._verdict import ReplayResult, judge
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedLLM, RecordedTools
 
-__all__ = ["Drive", "Driver", "keep_replay", "replay_session"]
+__all__ = ["Drive", "Driver", "ForkPoint", "keep_replay", "replay_session"]
+
+
+@dataclass(frozen=True)
+class ForkPoint:
+    """Keep a re-run as a fork of its recording after event ``seq``, not as its replay."""
+
+    seq: int
 
 
 @dataclass(frozen=True)
@@ -47,27 +64,31 @@ def replay_session(
     session_id: str,
     drive: Driver,
     *,
-    save: bool = False,
+    save: bool | ForkPoint = False,
     live_model: bool = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Replay ``session_id`` through ``drive`` and judge it; keep it in ``journal`` on ``save``.
 
     ``live_model`` says the driver's model goes on live off the record: a replay with a
-    changed configuration is then kept too (it re-records), otherwise not.
+    changed configuration is then kept too (it re-records), otherwise not. ``save`` as a
+    `ForkPoint` keeps the run as a fork (see the module).
 
     Raises:
         SessionNotFoundError: no such session.
+        AgentLoopError: a fork whose run left the recording before the fork point, or ran
+            with another configuration and no live model (nothing is kept).
     """
     recorded, started = load_recording(journal, session_id)
-    replay_id = free_session_id(journal, session_id, "replay")
+    fork = save if isinstance(save, ForkPoint) else None
+    new_id = free_session_id(journal, session_id, "replay" if fork is None else "fork")
     with Journal.open(":memory:") as scratch:
-        follower = RecordingFollower(scratch, replay_id, recorded, rules)
-        ran = drive(scratch, replay_id, follower, recorded, started)
+        follower = RecordingFollower(scratch, new_id, recorded, rules)
+        ran = drive(scratch, new_id, follower, recorded, started)
         result = judge(
             recorded,
-            list(scratch.events(replay_id)),
-            replay_id=replay_id,
+            list(scratch.events(new_id)),
+            replay_id=new_id,
             saved=False,
             agent=ran.agent,
             rules=rules,
@@ -80,25 +101,50 @@ def replay_session(
         )
         if not save:
             return result
-        if result.config_changes and not live_model:
-            return replace(
-                result,
-                unsaved=(
-                    "not saved: the configuration changed, so the recorded replies answered "
-                    "a context they were not recorded for; replay with a live model "
-                    "(--live-model) to re-record"
-                ),
-            )
-        keep_replay(scratch, journal, replay_id)
+        unsaved = (
+            "the configuration changed, so the recorded replies answered a context they were "
+            "not recorded for; replay with a live model (--live-model) to re-record"
+        )
+        if fork is not None:
+            _check_fork(result, fork, unsaved if result.config_changes and not live_model else None)
+        elif result.config_changes and not live_model:
+            return replace(result, unsaved=f"not saved: {unsaved}")
+        lineage = None if fork is None else _fork_lineage(session_id, fork)
+        keep_replay(scratch, journal, new_id, lineage=lineage)
     return replace(result, saved=True)
 
 
-def keep_replay(scratch: Journal, journal: Journal, replay_id: str) -> None:
-    """Copy a replay from its scratch journal into ``journal``, its chain computed there."""
-    journal.import_records(
-        replay_id,
-        (
-            (f"replay {replay_id}: seq {row.seq}", loads_strict(row.body))
-            for row in scratch.stored_events(replay_id)
-        ),
-    )
+def _check_fork(result: ReplayResult, fork: ForkPoint, refused: str | None) -> None:
+    """Refuse to keep a run that is not a fork of its recording at ``fork.seq``."""
+    where = f"session {result.session_id}: cannot fork at seq {fork.seq}"
+    divergence = result.first_divergence
+    if divergence is not None and divergence.seq <= fork.seq:
+        raise AgentLoopError(
+            f"{where}: the code now diverges from the recording at seq {divergence.seq} "
+            f"({divergence.reason}); replay it to see the divergence, or fork before it"
+        )
+    if refused is not None:
+        raise AgentLoopError(f"{where}: {refused}")
+
+
+def _fork_lineage(session_id: str, fork: ForkPoint) -> dict[str, Any]:
+    """The ``session_started`` fields of a fork kept from a re-run."""
+    return {"replay_of": None, "forked_from": session_id, "fork_seq": fork.seq}
+
+
+def keep_replay(
+    scratch: Journal, journal: Journal, replay_id: str, *, lineage: dict[str, Any] | None = None
+) -> None:
+    """Copy a replay from its scratch journal into ``journal``, its chain computed there.
+
+    ``lineage`` replaces fields of its ``session_started`` (a fork's).
+    """
+
+    def records() -> Iterator[tuple[str, dict[str, Any]]]:
+        for row in scratch.stored_events(replay_id):
+            record = loads_strict(row.body)
+            if row.seq == 0 and lineage:
+                record = {**record, **lineage}
+            yield f"replay {replay_id}: seq {row.seq}", record
+
+    journal.import_records(replay_id, records())

@@ -44,7 +44,7 @@ from journal import (
 from journal.capture import Player, ReplayTarget, ToolPlay, full_requests, replaying
 
 from ._follow import RecordingFollower
-from ._run import Drive, replay_session
+from ._run import Drive, ForkPoint, replay_session
 from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
 from .normalize import DEFAULT_RULES, NormalizationRules
@@ -163,8 +163,10 @@ class EntryPlayer(Player):
         """The recorded outcome of a call, or a live run where allowed; see the module."""
         named = not isinstance(self.live_tools, bool) and tool in self.live_tools
         every = self.live_tools is True and not side_effects
-        past = self.tools.follower is not None and not self.follower.fits()
         recorded = self.tools.take(tool, args)
+        # with a live model, tools run for real off the record: a call the recording never
+        # ran, or any call once what the replay wrote left the recording
+        past = self.tools.follower is not None and (recorded is None or not self.follower.fits())
         if named or every or (past and (not side_effects or tool in self.allowed)):
             if side_effects and tool not in self.allowed:
                 raise AgentLoopError(
@@ -174,10 +176,15 @@ class EntryPlayer(Player):
             return ToolPlay(live=True)
         if recorded is None:
             self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
+            how = (
+                f"it has side effects: --allow-side-effects {tool} lets it run for real"
+                if side_effects
+                else "--live-tool runs it for real"
+            )
             raise HaltSession(
                 REPLAY_STOPPED,
                 f"replay stopped: the code called {tool}({args}), which the recording never "
-                "ran (--live-tool runs it for real)",
+                f"ran ({how})",
             )
         event = recorded.event
         if isinstance(event, ActionCommitted):
@@ -229,7 +236,7 @@ def replay_entry(
     live_tools: bool | Iterable[str] = False,
     allowed_side_effects: Iterable[str] = (),
     live_model: bool = False,
-    save: bool = False,
+    save: bool | ForkPoint = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Call a captured session's entry again with its recorded arguments, and compare.
@@ -241,7 +248,7 @@ def replay_entry(
         live_tools: tools to run for real (``True``: every tool without side effects).
         allowed_side_effects: tools with side effects that may run for real.
         live_model: where no recorded response fits, call the client's real model.
-        save: keep the replay in ``journal``.
+        save: keep the replay in ``journal``; a `ForkPoint` keeps it as a fork instead.
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
@@ -300,7 +307,7 @@ def replay_captured(
     live_model: object = None,
     allow_side_effects: Iterable[str] = (),
     trust: TrustList | None = None,
-    save: bool = False,
+    save: bool | ForkPoint = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """How `replay.Replayer` replays entry sessions (see `replay._captured`).

@@ -7,12 +7,18 @@ model outputs and tool results; from the first difference on, the agent's own mo
 real tools take over. The recorded user inputs after the fork point are fed turn by turn.
 A fork point inside a proposal drops that proposal's unanswered calls: the loop observes
 and proposes again.
+
+A session captured from code this project cannot resume midway (an entry, a hand-written
+loop, a pydantic-ai or Agents SDK agent: ``captured_with`` in its metadata) is forked by
+running that code again from the start through its replay path and keeping the run as a
+fork (`replay._run.ForkPoint`): up to the fork point it must write what the recording holds,
+and past it the same rule applies (recorded outputs while it matches, then the live model).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agentloop import (
@@ -29,7 +35,9 @@ from journal import (
     UserInput,
 )
 
+from ._captured import CapturedReplay, captured_replay, run_captured
 from ._follow import RecordingFollower
+from ._run import ForkPoint
 from ._session import free_session_id, load_recording
 from .agent_replay import LiveModel, agent_for, live_model_for
 from .normalize import DEFAULT_RULES, NormalizationRules
@@ -88,6 +96,7 @@ def fork(
     trust: TrustList | None = None,
     rules: NormalizationRules = DEFAULT_RULES,
     live_model: LiveModel = True,
+    allow_side_effects: Iterable[str] = (),
 ) -> ForkResult:
     """Fork ``session_id`` after event ``at_seq`` into a new session and run it on.
 
@@ -95,7 +104,9 @@ def fork(
     ``agent`` runs as given. ``rules`` say what counts as volatile when the fork is matched
     against the recording. ``live_model`` answers once the recording no longer fits (by
     default the agent's own model; see `Replayer`); with none, or an agent without a
-    model, the fork stops there with a halt of rule ``replay_stopped``.
+    model, the fork stops there with a halt of rule ``replay_stopped``. A captured
+    session's tools declared with side effects run for real only when named in
+    ``allow_side_effects``.
 
     Raises:
         SessionNotFoundError: no such session.
@@ -103,11 +114,27 @@ def fork(
         AgentLoadError: no agent to run (none recorded and none given), or the live model
             named cannot be built.
         UntrustedReferenceError: the recorded agent is not trusted (and none was given).
+        AgentLoopError: a captured session whose code now leaves the recording before the
+            fork point (nothing is written).
     """
     recorded, started = load_recording(journal, session_id)
     if not 0 <= at_seq < len(recorded):
         raise InvalidInputError(
             f"session {session_id}: cannot fork at seq {at_seq}; it has seqs 0..{len(recorded) - 1}"
+        )
+    replay = captured_replay(started.metadata.get("captured_with"))
+    if replay is not None and not isinstance(agent, Agent):
+        return _fork_captured(
+            replay,
+            journal,
+            session_id,
+            started,
+            ForkPoint(at_seq),
+            agent=agent,
+            trust=trust,
+            rules=rules,
+            live_model=live_model,
+            allow_side_effects=allow_side_effects,
         )
     built = agent_for(started, session_id, agent, trust)
     live = None if live_model is True and built.llm is None else live_model_for(live_model, built)
@@ -142,4 +169,43 @@ def fork(
         status=state.status,
         last_seq=state.last_seq,
         recorded_until=follower.checked,
+    )
+
+
+def _fork_captured(
+    replay: CapturedReplay,
+    journal: Journal,
+    session_id: str,
+    started: SessionStarted,
+    point: ForkPoint,
+    *,
+    agent: str | None,
+    trust: TrustList | None,
+    rules: NormalizationRules,
+    live_model: LiveModel,
+    allow_side_effects: Iterable[str],
+) -> ForkResult:
+    """Fork a captured session by re-running its code and keeping the run as a fork."""
+    result = run_captured(
+        replay,
+        journal,
+        session_id,
+        started,
+        agent=agent,
+        trust=trust,
+        where=f"session {session_id}",
+        live_model=live_model,
+        allow_side_effects=allow_side_effects,
+        save=point,
+        rules=rules,
+    )
+    state = journal.state(result.replay_session_id)
+    divergence = result.first_divergence
+    return ForkResult(
+        session_id=result.replay_session_id,
+        forked_from=session_id,
+        fork_seq=point.seq,
+        status=state.status,
+        last_seq=state.last_seq,
+        recorded_until=state.last_seq if divergence is None else divergence.seq - 1,
     )

@@ -52,7 +52,7 @@ from journal import (
 from journal.capture import rebuilt
 
 from ._follow import RecordingFollower
-from ._run import Drive, replay_session
+from ._run import Drive, ForkPoint, replay_session
 from ._verdict import ReplayResult, UnrecordedCall
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import OffTheRecord, RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools
@@ -278,7 +278,7 @@ def replay_loop(
     live: bool | Iterable[str] = False,
     live_tools: ToolPort | None = None,
     live_model: Callable[..., Any] | None = None,
-    save: bool = False,
+    save: bool | ForkPoint = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Re-run a recorder-made session through ``run`` with its recorded inputs, and compare.
@@ -292,7 +292,8 @@ def replay_loop(
             ``live_model`` re-records: off the record every tool runs live).
         live_model: the loop's own model port, answering where no recorded output fits;
             without one the replay stops there.
-        save: keep the replay in ``journal`` (``replay_of`` the original).
+        save: keep the replay in ``journal`` (``replay_of`` the original); a `ForkPoint`
+            keeps it as a fork instead (see `replay._run`).
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
@@ -334,13 +335,15 @@ def replay_captured(
     live_model: object = None,
     allow_side_effects: Iterable[str] = (),
     trust: TrustList | None = None,
-    save: bool = False,
+    save: bool | ForkPoint = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Replay a session a hand-written loop journaled, through ``target``, its ``run``.
 
-    How `replay.Replayer` replays sessions whose ``captured_with`` is ``recorder``. A live
-    model is a ``module:factory`` that returns the loop's model port.
+    How `replay.Replayer` replays sessions whose ``captured_with`` is ``recorder``. Its
+    model and tools live need the loop's own ports, which only `replay_loop` takes: a
+    replay or fork from here has no live model (``live_model`` True, "the agent's own if
+    any", is none), so it stops where the recording no longer fits.
 
     Raises:
         AgentLoadError: ``target`` is not callable, or the live model cannot be built.
@@ -352,7 +355,7 @@ def replay_captured(
             f"agent {reference}: {type(target).__name__} is not a loop's run function"
         )
     del allow_side_effects, trust  # (a hand-written loop declares neither)
-    if live or live_model:
+    if live or (live_model and live_model is not True):  # True: the loop's own, if any
         raise AgentLoopError(
             f"session {session_id} is a hand-written loop: running its tools or its model "
             "live needs the loop's own ports; call replay.replay_loop(..., live_tools=..., "

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentloop import Agent, TrustList, load_object
+from agentloop import Agent, TrustList
 from journal import Journal
 
-from ._captured import captured_replay
+from ._captured import captured_replay, run_captured
 from ._session import load_recording
 from ._verdict import DivergenceError, ReplayResult
 from .agent_replay import LiveModel, agent_for, live_model_for, replay_agent_session
@@ -98,18 +98,17 @@ class Replayer:
                 save=self.save,
                 rules=self.rules,
             )
-        trust = self.trust or TrustList.discover()
-        reference = trust.choose(started.agent, self.agent, where=where)
-        trust.activate()
-        return replay_captured(
+        return run_captured(
+            replay_captured,
             journal,
             session_id,
-            load_object(reference),
-            reference=reference,
+            started,
+            agent=self.agent,
+            trust=self.trust,
+            where=where,
             live=self.live,
             live_model=self.live_model,
             allow_side_effects=self.allow_side_effects,
-            trust=trust,
             save=self.save,
             rules=self.rules,
         )

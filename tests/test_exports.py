@@ -260,6 +260,7 @@ PUBLIC: dict[str, list[str]] = {
         "write_fixture",
     ],
     "replay.integrations": [
+        "DEPS_FACTORY",
         "InProposalOrder",
         "MissingExtraError",
         "answer_text",

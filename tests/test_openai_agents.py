@@ -273,3 +273,34 @@ def test_without_the_sdk_the_import_fails_with_one_clear_line(
         importlib.import_module("replay.integrations.openai_agents")
     assert str(raised.value).startswith("openai-agents is not installed")
     assert str(raised.value).endswith("pip install 'agent-journal[openai-agents]'")
+
+
+first_tool_agent: Agent[Any] = weather_agent.clone(tool_use_behavior="stop_on_first_tool")
+"""The changed agent: a turn ends with its first tool's output."""
+
+
+def test_a_changed_agent_forks_a_captured_run_and_goes_on_with_its_own_model(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "sdk.db"
+    with Journal.open(db) as journal:
+        capture(journal, weather_agent, ["Weather in Lisbon and Atlantis?", "And Oslo?"])
+    RAN.clear()
+    changed = ("--agent", "tests.test_openai_agents:first_tool_agent")
+    forked = run_cli("fork", "sdk", "--at", "4", "--db", db, *changed, "--json")
+    assert forked.exit_code == 0, forked.stdout + forked.stderr
+    result = json.loads(forked.stdout)
+    assert (result["forked_from"], result["fork_seq"]) == ("sdk", 4)
+    assert result["status"] == "completed" and result["recorded_until"] == 4
+    with Journal.open(db) as journal:
+        events = [item.event for item in journal.events(result["session_id"])]
+    assert events[0].forked_from == "sdk" and events[0].replay_of is None
+    assert [e.type for e in events[5:]] == [
+        "agent_completed",  # the first tool's output: where the recording asked the model
+        "user_input",
+        "action_proposed",  # the agent's own model, live
+        "action_committed",  # and the tool, for real
+        "agent_completed",
+    ]
+    assert RAN == ["Oslo"]
+    assert run_cli("fork", "sdk", "--at", "5", "--db", db, *changed).exit_code == 2

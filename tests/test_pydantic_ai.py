@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -396,3 +397,43 @@ def test_a_replay_that_cannot_be_set_up_says_so_instead_of_blaming_a_field(
     assert "'pydantic_ai.models.test:TestModel', which is not on the trust list" in line
     with Journal.open(db) as journal:
         assert replay_agent(journal, "no-factory", bank_agent, deps=bank_deps()).identical
+
+
+strict_agent = build(strict=True)
+
+
+def fahrenheit_model() -> FunctionModel:
+    """A live model for forks: answers in both units."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("Lisbon: 21.5 °C (70.7 °F).")])
+
+    return FunctionModel(answer, model_name="live-f")
+
+
+def test_a_changed_agent_forks_a_captured_run_and_goes_on_with_a_live_model(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "pa.db"
+    with Journal.open(db) as journal:
+        capture(journal, weather_agent, "weather")
+        recorded = [item.event for item in journal.events("weather")]
+    strict = ("--agent", "tests.test_pydantic_ai:strict_agent")
+    live = ("--live-model", "tests.test_pydantic_ai:fahrenheit_model")
+    forked = run_cli("fork", "weather", "--at", "3", "--db", db, *strict, *live, "--json")
+    assert forked.exit_code == 0, forked.stdout + forked.stderr
+    result = json.loads(forked.stdout)
+    assert result["forked_from"] == "weather" and result["status"] == "completed"
+    with Journal.open(db) as journal:
+        events = [item.event for item in journal.events(result["session_id"])]
+    diverged = result["recorded_until"] + 1
+    assert events[0].forked_from == "weather" and events[0].fork_seq == 3
+    assert [(e.type, getattr(e, "calls", None)) for e in events[1:diverged]] == [
+        (e.type, getattr(e, "calls", None)) for e in recorded[1:diverged]
+    ]
+    answers = [e.answer for e in events if e.type == "agent_completed"]
+    assert answers == ["Lisbon: 21.5 °C (70.7 °F).", "Lisbon: 21.5 °C (70.7 °F)."]
+    # without a live model the fork stops where the recording no longer fits
+    stopped = run_cli("fork", "weather", "--at", "3", "--db", db, *strict, "--json")
+    assert stopped.exit_code == 0, stopped.stdout + stopped.stderr
+    assert json.loads(stopped.stdout)["status"] == "halted"

@@ -471,3 +471,12 @@ def test_the_session_is_ordinary_for_the_cli(tmp_path: Path) -> None:
     assert diffed.exit_code == 0 and "identical" in diffed.stdout
     with Journal.open(db) as journal:
         assert Replayer().replay(journal, "weather").identical
+    # a fork re-runs the loop from its start, keeps it with its lineage
+    forked = run_cli("fork", "weather", "--at", "3", "--db", db, "--json")
+    assert forked.exit_code == 0, forked.stdout + forked.stderr
+    fork = json.loads(forked.stdout)
+    assert (fork["forked_from"], fork["fork_seq"], fork["status"]) == ("weather", 3, "completed")
+    with Journal.open(db) as journal:
+        head = next(iter(journal.events(fork["session_id"]))).event
+        assert (head.forked_from, head.fork_seq, head.replay_of) == ("weather", 3, None)
+        assert fork["last_seq"] == journal.require("weather").last_seq

@@ -281,3 +281,60 @@ def test_the_sessions_become_fixtures_green_then_red(shop: Shop, tmp_path: Path)
     assert red.returncode == 1, red.stdout + red.stderr
     assert "3 failed" in red.stdout
     assert "the request at seq 2 differs from the recorded one" in red.stdout
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_a_fixed_loop_forks_a_failed_session_and_runs_on_live(shop: Shop, tmp_path: Path) -> None:
+    fixed = _fixed(
+        shop,
+        tmp_path,
+        "    args = json.loads(arguments)\n",
+        "    args = json.loads(arguments)\n"
+        '    if "quantity" in args:\n'
+        '        args["quantity"] = int(args["quantity"])\n',
+    )
+    with Journal.open(fixed.journal) as journal:
+        failed = next(s.session_id for s in journal.sessions() if s.status == "failed")
+        original = [item.event for item in journal.events(failed)]
+    too_late = fixed.cli("fork", failed, "--at", "6", "--db", "shop.db")
+    assert too_late.returncode == 2, too_late.stdout + too_late.stderr
+    assert (
+        f"session {failed}: cannot fork at seq 6: the code now diverges from the recording "
+        "at seq 5" in too_late.stderr
+    )
+    assert "Traceback" not in too_late.stderr
+    outbox = fixed.outbox.read_bytes()
+    server = _server(fixed.env)  # the live model, from the divergence on
+    try:
+        held = fixed.cli("fork", failed, "--at", "4", "--db", "shop.db", "--json")
+        allowed = ("--allow-side-effects", "send_email")
+        forked = fixed.cli("fork", failed, "--at", "4", "--db", "shop.db", "--json", *allowed)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        assert server.stdout is not None
+        server.stdout.close()
+    import json
+
+    # the fixed call runs for real, the live model answers, and asks to send an e-mail:
+    # not without leave
+    stopped = json.loads(held.stdout)
+    assert stopped["status"] == "halted" and stopped["recorded_until"] == 4
+    result = json.loads(forked.stdout)
+    assert result["forked_from"] == failed and result["fork_seq"] == 4
+    assert result["status"] == "completed" and result["recorded_until"] == 4
+    # one e-mail in all: the allowed fork's
+    assert len(fixed.outbox.read_bytes().splitlines()) == len(outbox.splitlines()) + 1
+    with Journal.open(fixed.journal) as journal:
+        halt = journal.state(stopped["session_id"]).halt_reason
+        events = [item.event for item in journal.events(result["session_id"])]
+    assert "send_email" in halt and "--allow-side-effects send_email" in halt
+    assert events[0].forked_from == failed and events[0].replay_of is None
+    assert [e.type for e in events[1:5]] == [e.type for e in original[1:5]]
+    assert events[5].type == "action_committed" and events[5].tool == "check_stock"
+    assert [e.type for e in events[6:]] == [
+        "action_proposed",
+        "action_committed",
+        "action_proposed",
+        "agent_completed",
+    ]

@@ -150,6 +150,17 @@ def _rules(ignore: Sequence[str]) -> NormalizationRules:
     return DEFAULT_RULES.ignoring(ignore)
 
 
+def _allow_side_effects_option(function: Any) -> Any:
+    return click.option(
+        "--allow-side-effects",
+        "allow_side_effects",
+        multiple=True,
+        metavar="NAME",
+        help="Let this tool, declared with side effects, run for real where tools run live "
+        "(repeatable).",
+    )(function)
+
+
 def _live_option(function: Any) -> Any:
     function = click.option(
         "--live-tool",
@@ -158,14 +169,7 @@ def _live_option(function: Any) -> Any:
         metavar="NAME",
         help="Run this tool for real (repeatable); others come from the recording.",
     )(function)
-    function = click.option(
-        "--allow-side-effects",
-        "allow_side_effects",
-        multiple=True,
-        metavar="NAME",
-        help="Let this tool, declared with side effects, run for real when named live "
-        "(repeatable).",
-    )(function)
+    function = _allow_side_effects_option(function)
     return click.option(
         "--live-tools",
         is_flag=True,
@@ -243,6 +247,7 @@ def replay(
 @click.option("--at", "at_seq", type=int, required=True, help="The last seq to keep.")
 @click.option("--agent", metavar="MODULE:FACTORY", help="Run on with this agent instead.")
 @_live_model_option("Default: the agent's own model.")
+@_allow_side_effects_option
 @_ignore_option
 @json_option
 def fork(
@@ -251,13 +256,17 @@ def fork(
     at_seq: int,
     agent: str | None,
     live_model: str | None,
+    allow_side_effects: Sequence[str],
     ignore: Sequence[str],
     as_json: bool,
 ) -> None:
     """Copy a session up to --at SEQ into a new session and run on with the current code.
 
     Recorded model outputs and tool results are used while the run still matches the
-    recording; after the first difference the agent's own model and tools take over.
+    recording; after the first difference the agent's own model and tools take over
+    (tools declared with side effects only when allowed). A session captured from your
+    own code (an entry, a loop, a framework's agent) is re-run from its start: up to SEQ
+    it must still write what the recording holds.
     """
     from replay import fork as run_fork
 
@@ -269,6 +278,7 @@ def fork(
             agent=agent,
             rules=_rules(ignore),
             live_model=live_model or True,
+            allow_side_effects=allow_side_effects,
         )
     if as_json:
         print_json(

@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterable
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoopError, TrustList, call_factory
+from agentloop import TrustList, call_factory
 from journal import Journal, JournalError, canonical_bytes
 from journal.capture import InProposalOrder
 
 from .._captured import CapturedReplay
+from .._run import ForkPoint
 from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..normalize import DEFAULT_RULES, NormalizationRules
@@ -57,12 +58,14 @@ def missing_extra(package: str, extra: str, error: ImportError) -> MissingExtraE
 
 
 def captured_replay(
-    replay_agent: Callable[..., ReplayResult], framework: str, *, deps: str | None = None
+    replay_agent: Callable[..., ReplayResult], *, deps: str | None = None
 ) -> CapturedReplay:
     """An integration's ``replay_captured`` (see `replay._captured`) over its ``replay_agent``.
 
-    A live model for a framework's session is the framework's own model object, which
-    its ``replay_agent`` does not take yet: asking for one is refused with a clear error.
+    A live model (``live_model``: ``"agent"`` for the agent's own model, True for it when
+    it has one, a ``module:factory`` returning one of the framework's models, or such a
+    model) goes to ``replay_agent`` as its ``live_model``, the factory's model in place of
+    the reference; a factory named by the user runs as given (`agentloop.call_factory`).
 
     ``deps`` names the ``replay_agent`` keyword that takes the agent's dependencies: when
     the session records a ``deps_factory`` reference (`DEPS_FACTORY`), the factory, if
@@ -79,16 +82,17 @@ def captured_replay(
         live_model: object = None,
         allow_side_effects: Iterable[str] = (),
         trust: TrustList | None = None,
-        save: bool = False,
+        save: bool | ForkPoint = False,
         rules: NormalizationRules = DEFAULT_RULES,
     ) -> ReplayResult:
         del allow_side_effects  # (the frameworks declare no side effects)
-        if live_model:
-            raise AgentLoopError(
-                f"session {session_id} ran on {framework}: going on with a live model is not "
-                f"available for {framework} sessions; replay without --live-model"
-            )
         setup: dict[str, object] = {}
+        if live_model is True or live_model == "agent":
+            setup["live_model"] = live_model
+        elif isinstance(live_model, str):
+            setup["live_model"] = call_factory(live_model, what="live model")
+        elif live_model:
+            setup["live_model"] = live_model
         factory = recorded_start(journal, session_id).metadata.get(DEPS_FACTORY)
         if deps is not None and isinstance(factory, str):
             where = f"session {session_id}"

@@ -30,15 +30,17 @@ was never recorded is a divergence naming the step. Streamed runs are not replay
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from functools import partial
 from typing import Any
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder, ToolCall, Usage
+from journal import Journal, Recorder, ToolCall, Usage, describe_error
 from journal.formats import content_text, parse_arguments
 
+from .._run import ForkPoint
 from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
@@ -51,6 +53,7 @@ try:
     from agents import Usage as AgentsUsage
     from agents.items import TResponseInputItem, TResponseStreamEvent
     from agents.models.interface import Model, ModelTracing
+    from agents.models.multi_provider import MultiProvider
     from agents.tool_context import ToolContext
     from openai.types.responses import (
         ResponseFunctionToolCall,
@@ -240,8 +243,27 @@ class ReplayModel(Model):
         conversation_id: str | None,
         prompt: Any,
     ) -> AgentsResponse:
-        """The next recorded response (raises `RecordingExhausted` past the recording)."""
-        output = self._llm()
+        """The next recorded response, or the live model's off the record.
+
+        Raises:
+            HaltSession: off the record with no live model (the replay stops there).
+        """
+        served = self._llm(
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+        )
+        if inspect.isawaitable(served):  # the live model answered
+            live: AgentsResponse = await served
+            return live
+        output = served
         items: list[ResponseOutputItem] = []
         if output.reasoning:
             summary = [Summary(text=output.reasoning, type="summary_text")]
@@ -325,9 +347,10 @@ def replay_agent(
     agent: Agent[Any],
     *,
     live: bool | Iterable[str] = False,
+    live_model: Model | str | bool | None = None,
     run_config: RunConfig | None = None,
     reference: str | None = None,
-    save: bool = False,
+    save: bool | ForkPoint = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Re-run ``agent`` on a captured session's user inputs and compare with the recording.
@@ -341,9 +364,13 @@ def replay_agent(
         session_id: the captured session.
         agent: your agent, unchanged (a clone with served tools runs the replay).
         live: tools to run for real (``True``: all); others come from the recording.
+        live_model: what answers where no recorded response fits (the agent diverged, or
+            asks past the recording), the tools then running for real too: an Agents SDK
+            model or model name, ``"agent"`` or True for the agent's own model (the SDK's
+            default when it names none). Without one the replay stops there.
         run_config: your run configuration, if any (its model is replaced).
         reference: the agent reference to journal (default: the recorded one).
-        save: keep the replay in ``journal``.
+        save: keep the replay in ``journal``; a `ForkPoint` keeps it as a fork instead.
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
@@ -354,6 +381,7 @@ def replay_agent(
         raise AgentLoadError(f"{type(agent).__name__} is not an Agents SDK Agent")
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
+    answering = _live_model(agent, live_model, run_config)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -369,8 +397,36 @@ def replay_agent(
             result = await Runner.run(replayed, turn, hooks=hooks, run_config=config)
             history = result.to_input_list()
 
-    return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)
+    return replay_loop(
+        journal,
+        session_id,
+        run,
+        live=live,
+        live_model=None if answering is None else answering.get_response,
+        save=save,
+        rules=rules,
+    )
 
 
-replay_captured = captured_replay(replay_agent, "the OpenAI Agents SDK")
+def _live_model(
+    agent: Agent[Any], spec: Model | str | bool | None, run_config: RunConfig | None
+) -> Model | None:
+    """The model that answers off the record (see `replay_agent`'s ``live_model``).
+
+    A name is resolved by the run configuration's model provider (the SDK's default one
+    when there is none), as a run would.
+    """
+    if spec is None or spec is False:
+        return None
+    own = agent.model if spec is True or spec == "agent" else spec
+    if isinstance(own, Model):
+        return own
+    provider = run_config.model_provider if run_config is not None else MultiProvider()
+    try:
+        return provider.get_model(own)
+    except Exception as error:  # an unknown provider or model name, a missing key
+        raise AgentLoadError(f"live model {own!r}: {describe_error(error)}") from error
+
+
+replay_captured = captured_replay(replay_agent)
 """How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""

@@ -27,13 +27,15 @@ the zero-argument function that builds them for a replay (``deps_factory``, trus
 agent references are: `agentloop.TrustList`); the CLI, the TUI and fixtures call it.
 
 Replay: `replay_agent` re-runs your unchanged agent with a `ReplayModel` serving the
-recorded responses in order, tools served from the recording (or run live, by name), and
+recorded responses in order (while what it journals matches; then a live model answers,
+when one is given), tools served from the recording (or run live, by name), and
 compares what it journals now with the recording. A response the agent asks for that was
 never recorded is a divergence naming the step (``recording exhausted at seq N``).
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Iterable, Mapping
 from functools import partial
@@ -45,6 +47,7 @@ from agentloop import AgentLoadError
 from journal import Journal, Recorder, ReplayedFailure, ToolCall, Usage, describe_error
 from journal.formats import parse_arguments
 
+from .._run import ForkPoint
 from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
@@ -80,7 +83,12 @@ try:
         ThinkingPart,
         ToolCallPart,
     )
-    from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
+    from pydantic_ai.models import (
+        Model,
+        ModelRequestContext,
+        ModelRequestParameters,
+        infer_model,
+    )
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import ToolDefinition
@@ -366,8 +374,16 @@ class ReplayModel(Model):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        """The next recorded response (raises `RecordingExhausted` past the recording)."""
-        output = self._llm()
+        """The next recorded response, or the live model's off the record.
+
+        Raises:
+            HaltSession: off the record with no live model (the replay stops there).
+        """
+        served = self._llm(messages, model_settings, model_request_parameters)
+        if inspect.isawaitable(served):  # the live model answered
+            live: ModelResponse = await served
+            return live
+        output = served
         parts: list[ModelResponsePart] = []
         if output.reasoning:
             parts.append(ThinkingPart(content=output.reasoning))
@@ -397,9 +413,10 @@ def replay_agent(
     agent: Agent[Any, Any],
     *,
     live: bool | Iterable[str] = False,
+    live_model: Model | str | bool | None = None,
     deps: Any = None,
     reference: str | None = None,
-    save: bool = False,
+    save: bool | ForkPoint = False,
     rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Re-run ``agent`` on a captured session's user inputs and compare with the recording.
@@ -412,10 +429,14 @@ def replay_agent(
         session_id: the captured session.
         agent: your agent, unchanged (its model is replaced for the replay only).
         live: tools to run for real (``True``: all); others come from the recording.
+        live_model: what answers where no recorded response fits (the agent diverged, or
+            asks past the recording), the tools then running for real too: a pydantic-ai
+            model or model name, ``"agent"`` for the agent's own model, or True for it if
+            it has one. Without one the replay stops there.
         deps: the agent's dependencies, if it takes any (the CLI and fixtures call the
             session's recorded ``deps_factory``).
         reference: the agent reference to journal (default: the recorded one).
-        save: keep the replay in ``journal``.
+        save: keep the replay in ``journal``; a `ForkPoint` keeps it as a fork instead.
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
@@ -428,6 +449,7 @@ def replay_agent(
         raise AgentLoadError(f"{type(agent).__name__} is not a pydantic-ai Agent")
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
+    answering = _live_model(agent, live_model)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -448,7 +470,31 @@ def replay_agent(
                 raise _setup_fault(session_id, started.metadata, deps, error) from error
             history = result.all_messages()
 
-    return replay_loop(journal, session_id, run, live=live, save=save, rules=rules)
+    return replay_loop(
+        journal,
+        session_id,
+        run,
+        live=live,
+        live_model=None if answering is None else answering.request,
+        save=save,
+        rules=rules,
+    )
+
+
+def _live_model(agent: Agent[Any, Any], spec: Model | str | bool | None) -> Model | None:
+    """The model that answers off the record (see `replay_agent`'s ``live_model``)."""
+    if spec is None or spec is False or (spec is True and agent.model is None):
+        return None
+    own = agent.model if spec is True or spec == "agent" else spec
+    if own is None:
+        raise AgentLoadError(
+            "the agent has no model of its own to go on with: name one "
+            "(--live-model MODULE:FACTORY returning a pydantic-ai model)"
+        )
+    try:
+        return infer_model(own)
+    except Exception as error:  # an unknown provider or model name, a missing key
+        raise AgentLoadError(f"live model {own!r}: {describe_error(error)}") from error
 
 
 def _setup_fault(
@@ -467,5 +513,5 @@ def _setup_fault(
     )
 
 
-replay_captured = captured_replay(replay_agent, "pydantic-ai", deps="deps")
+replay_captured = captured_replay(replay_agent, deps="deps")
 """How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""
