@@ -42,6 +42,7 @@ from journal import (
     UserInput,
     VerificationFailed,
     canonical_bytes,
+    prefix_hash,
 )
 
 __all__ = [
@@ -61,13 +62,6 @@ _FAILURE_RUN = 2
 def estimate_tokens(text: str) -> int:
     """A deterministic token estimate: one token per four characters."""
     return (len(text) + _CHARS_PER_TOKEN - 1) // _CHARS_PER_TOKEN
-
-
-def prefix_hash(system_prompt: str, tool_specs: list[dict[str, Any]]) -> str:
-    """Return the sha256 hex of the immutable prefix: the prompt and the tools shown."""
-    digest = hashlib.sha256(system_prompt.encode("utf-8"))
-    digest.update(canonical_bytes(tool_specs))
-    return digest.hexdigest()
 
 
 COMPACTED_RESULT = "compacted_result"

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from journal import SessionState, ToolCall, VerificationStage, call_key
+from journal import SessionState, ToolCall, VerificationStage, call_key, describe_error
 
-from .tools import ArgsInvalid, Tool, clean_message
+from .tools import ArgsInvalid, Tool
 
 __all__ = [
     "EMPTY_REPLY",
@@ -242,4 +242,4 @@ def verify_reply(text: str | None, state: SessionState) -> Rejected | None:
 
 def guard_error_message(tool: Tool, error: BaseException) -> str:
     """The halt reason when a tool's guard raised instead of returning."""
-    return f"the guard of {tool.name} raised {clean_message(error, typed=True)}"
+    return f"the guard of {tool.name} raised {describe_error(error)}"

@@ -83,12 +83,4 @@ class OpenAIProvider:
         proposal = proposal_from_completion(
             response_body(response), latency_ms=latency, id_prefix=f"call-{request.seq}"
         )
-        return ModelResponse(
-            calls=list(proposal.calls),
-            text=proposal.text,
-            reasoning=proposal.reasoning,
-            model=proposal.model,
-            usage=proposal.usage,
-            latency_ms=proposal.latency_ms,
-            cost=proposal.cost,
-        )
+        return ModelResponse.of(proposal)

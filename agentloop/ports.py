@@ -14,12 +14,20 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from journal import FailureKind, SessionState, ToolCall, Usage
+from journal import (
+    ActionProposed,
+    Clock,
+    FailureKind,
+    SessionState,
+    ToolCall,
+    Usage,
+    failure_message,
+    system_clock,
+)
 
-from .tools import Tool, classify_error, clean_message
+from .tools import Tool, classify_error
 
 __all__ = [
     "Clock",
@@ -35,17 +43,8 @@ __all__ = [
     "uuid_ids",
 ]
 
-Clock = Callable[[int], datetime]
-"""The time at which event ``seq`` is written. A live clock ignores ``seq``; a recorded
-clock returns the recorded timestamp of that seq."""
-
 IdSource = Callable[[str], str]
 """Returns a fresh id for a purpose (``"session"``, ``"call"``)."""
-
-
-def system_clock(seq: int) -> datetime:
-    """The live clock: the current UTC time."""
-    return datetime.now(UTC)
 
 
 def uuid_ids(purpose: str) -> str:
@@ -91,6 +90,40 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     latency_ms: float | None = None
     cost: float | None = None
+
+    @classmethod
+    def of(cls, proposal: ActionProposed) -> ModelResponse:
+        """The output an ``action_proposed`` holds, each call's ``args`` as given.
+
+        Arguments come back as the model gave them (`journal.ToolCall.as_given`: the text's
+        key order and number forms). The one mapping from a proposal to a model output:
+        the runtime's live model, a replay's recorded one and the loops' ports use it.
+        """
+        return cls(
+            calls=[call.model_copy(update={"args": call.as_given}) for call in proposal.calls],
+            text=proposal.text,
+            reasoning=proposal.reasoning,
+            model=proposal.model,
+            usage=proposal.usage,
+            latency_ms=proposal.latency_ms,
+            cost=proposal.cost,
+        )
+
+    def as_proposal(self, model: str | None = None) -> ActionProposed:
+        """This output as the ``action_proposed`` it is recorded as.
+
+        ``model`` when the output names none; each call keeps its argument text
+        (`journal.ToolCall.with_text`).
+        """
+        return ActionProposed(
+            calls=[call.with_text() for call in self.calls],
+            text=self.text,
+            reasoning=self.reasoning,
+            model=self.model or model,
+            usage=self.usage,
+            latency_ms=self.latency_ms,
+            cost=self.cost,
+        )
 
 
 @runtime_checkable
@@ -173,7 +206,7 @@ class LiveToolExecutor:
             return ToolOutcome(
                 ok=False,
                 kind=kind,
-                message=clean_message(error),
+                message=failure_message(error),
                 duration_ms=(self._timer() - started) * 1000,
                 abandoned=abandoned,
             )

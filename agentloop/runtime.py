@@ -75,6 +75,7 @@ from journal import (
     VerificationFailed,
     apply,
     check_json,
+    failure_message,
     format_ts,
     loads_strict,
 )
@@ -97,7 +98,6 @@ from .ports import (
 )
 from .recovery import repair_truncated_json, scavenge_calls
 from .schemas import is_flattened, unflatten_args
-from .tools import clean_message
 
 __all__ = ["TRANSITIONS", "AgentRuntime", "Phase", "TurnResult"]
 
@@ -457,20 +457,12 @@ class AgentRuntime:
         )
         try:
             response = await self.llm.complete(request)
-            proposal = ActionProposed(
-                calls=[call.with_text() for call in response.calls],
-                text=response.text,
-                reasoning=response.reasoning,
-                model=response.model or self.agent.model,
-                usage=response.usage,
-                latency_ms=response.latency_ms,
-                cost=response.cost,
-            )
+            proposal = response.as_proposal(self.agent.model)
         except HaltSession as stop:  # the port ends the session by a rule of its own
             self._halt(session, stop.rule, stop.reason)
             return None
         except Exception as error:
-            self._halt(session, "error", f"the model call failed: {clean_message(error)}")
+            self._halt(session, "error", f"the model call failed: {failure_message(error)}")
             return None
         return response, proposal
 
@@ -728,7 +720,7 @@ def _outcome_event(
                 call_id=call.call_id,
                 tool=call.tool,
                 kind="infrastructure",
-                message=f"the result of {call.tool} is not JSON: {clean_message(error)}",
+                message=f"the result of {call.tool} is not JSON: {failure_message(error)}",
                 args=accepted.args,
                 duration_ms=outcome.duration_ms,
             )

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from journal import FailureKind, SessionState, ToolSpec
+from journal import FailureKind, SessionState, ToolSpec, failure_kind
 
 from .schemas import flatten_schema, needs_flattening, schema_errors, schema_hash, validator_for
 
@@ -31,7 +31,6 @@ __all__ = [
     "Tool",
     "ToolError",
     "classify_error",
-    "clean_message",
 ]
 
 Guard = Callable[[Any, SessionState], str | None]
@@ -42,30 +41,16 @@ telling the model what to change. It never mutates anything and never calls a to
 class ToolError(Exception):
     """A business error raised by a tool; its message is shown to the model as is."""
 
+    kind: FailureKind = "business"
+
 
 class ArgsInvalid(Exception):
     """Arguments failed the tool's schema; the message lists what to fix."""
 
 
-def clean_message(error: BaseException, limit: int = 300, *, typed: bool = False) -> str:
-    """Return a one-line message for an exception: no traceback, no newlines, bounded.
-
-    A business error's message is kept as is (it is meant for the model); any other is
-    prefixed with its type, and so is every error when ``typed`` (a crash in agent code).
-    """
-    text = " ".join(str(error).split()) or type(error).__name__
-    if typed or not isinstance(error, (ToolError, ValueError, LookupError)):
-        text = f"{type(error).__name__}: {text}"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def classify_error(error: BaseException) -> FailureKind:
-    """The default classifier: business, timeout or infrastructure."""
-    if isinstance(error, TimeoutError):
-        return "timeout"
-    if isinstance(error, (ToolError, ValueError, LookupError)):
-        return "business"
-    return "infrastructure"
+classify_error = failure_kind
+"""The default classifier of a tool's exceptions: `journal.failure_kind`, the rule every
+capture records with too (a `ToolError` is business)."""
 
 
 def _parameters_of(args: type[BaseModel] | dict[str, Any] | None) -> dict[str, Any]:

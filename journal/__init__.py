@@ -16,6 +16,7 @@ from .canonical import (
     format_ts,
     loads_strict,
     parse_ts,
+    prefix_hash,
 )
 from .capture import (
     HaltSession,
@@ -24,8 +25,11 @@ from .capture import (
     Recorder,
     ReplayedFailure,
     describe_error,
+    failure_kind,
+    failure_message,
     failure_of,
 )
+from .clock import Clock, system_clock
 from .errors import (
     ConflictError,
     EventTooLargeError,
@@ -99,6 +103,7 @@ __all__ = [
     "AgentEvent",
     "AgentHalted",
     "CircuitOpened",
+    "Clock",
     "ConflictError",
     "ContextCompacted",
     "Erasure",
@@ -154,6 +159,8 @@ __all__ = [
     "encode",
     "event_json_schema",
     "export_session",
+    "failure_kind",
+    "failure_message",
     "failure_of",
     "fold",
     "format_ts",
@@ -163,7 +170,9 @@ __all__ = [
     "otlp_document",
     "parse_ts",
     "predated_settings",
+    "prefix_hash",
     "read_jsonl",
     "register_upcaster",
+    "system_clock",
     "write_jsonl",
 ]

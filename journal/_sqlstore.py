@@ -29,6 +29,7 @@ from ._sqltx import (
     trigger_problem,
 )
 from .canonical import format_ts
+from .clock import utc_now
 from .errors import (
     InvalidEventError,
     InvalidInputError,
@@ -42,7 +43,7 @@ from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
 from .projection import PROJECTION_COLUMNS, SessionSummary, projection_row
 from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
-from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, system_clock
+from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
 from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
@@ -735,7 +736,7 @@ class SQLJournal(Journal):
             (count,) = tx.rows("SELECT count(*) FROM events WHERE session_id = ?", (session_id,))[0]
             erasure = Erasure(
                 session_id=session_id,
-                erased_at=format_ts(system_clock()),
+                erased_at=format_ts(utc_now()),
                 erased_by=erased_by or _os_user(),
                 reason=reason.strip(),
                 events=int(count),

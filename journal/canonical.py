@@ -20,7 +20,7 @@ import hmac
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "loads_strict",
     "parse_ts",
     "plainly_canonical",
+    "prefix_hash",
     "valid_session_id",
 ]
 
@@ -152,6 +153,20 @@ def canonical_bytes(value: Any) -> bytes:
     """Check ``value`` against the canonical rules and return its canonical bytes."""
     check_json(value)
     return dumps_canonical(value)
+
+
+def prefix_hash(system_prompt: str, tools: Sequence[Any]) -> str:
+    """The sha256 hex of a session's immutable prefix: its system prompt and the tools shown.
+
+    ``tools`` as the model is shown them (OpenAI tool specs). Every path that records a
+    ``session_started`` (the runtime, the recorder, the importers) hashes with this one.
+
+    Raises:
+        InvalidEventError: ``tools`` is not canonical JSON.
+    """
+    digest = hashlib.sha256(system_prompt.encode("utf-8"))
+    digest.update(canonical_bytes(list(tools)))
+    return digest.hexdigest()
 
 
 def chain_hash(previous: str, body: bytes, key: bytes | None = None) -> str:

@@ -53,6 +53,7 @@ from ._pg_positions import (
 from ._planner import AppendPlan, SessionHead
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState, event_params
+from .clock import Now
 from .errors import (
     ConflictError,
     JournalBusyError,
@@ -61,7 +62,7 @@ from .errors import (
     StoreError,
 )
 from .records import StoredEvent, stored_row
-from .store import DEFAULT_MAX_EVENT_BYTES, Clock, Durability
+from .store import DEFAULT_MAX_EVENT_BYTES, Durability
 
 __all__ = ["PostgresJournal", "describe_url"]
 
@@ -178,7 +179,7 @@ class PostgresJournal(SQLJournal):
         *,
         create: bool = True,
         durability: Durability = "normal",
-        clock: Clock | None = None,
+        clock: Now | None = None,
         hmac_key: bytes | None = None,
         pool_size: int = 4,
         connect_timeout: float = 5.0,

@@ -20,6 +20,7 @@ from pathlib import Path
 from . import _sqlite_schema as schema
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState
+from .clock import Now
 from .errors import (
     ConflictError,
     JournalBusyError,
@@ -28,7 +29,7 @@ from .errors import (
     NotAJournalError,
     StoreError,
 )
-from .store import DEFAULT_MAX_EVENT_BYTES, Clock, Durability
+from .store import DEFAULT_MAX_EVENT_BYTES, Durability
 
 __all__ = ["SQLiteJournal"]
 
@@ -49,7 +50,7 @@ class SQLiteJournal(SQLJournal):
         *,
         create: bool = True,
         durability: Durability = "normal",
-        clock: Clock | None = None,
+        clock: Now | None = None,
         hmac_key: bytes | None = None,
         busy_timeout_ms: int = 5000,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,

@@ -10,7 +10,7 @@ import functools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict
 
 from .canonical import chain_hash
+from .clock import Now, utc_now
 from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
@@ -27,27 +28,19 @@ from .verify import VerifyReport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
-    "Clock",
     "Durability",
     "Erasure",
     "Journal",
     "SchemaSetup",
-    "system_clock",
 ]
 
 Durability = Literal["normal", "full"]
-Clock = Callable[[], datetime]
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 """The largest event a journal takes by default: 16 MiB of canonical bytes (the record
 without its ``hash``). One runaway payload above it would slow every later read, export and
 view of its session; the agent runtime compacts large tool results well below it
 (`journal.Guardrails.max_result_bytes`)."""
-
-
-def system_clock() -> datetime:
-    """Return the current UTC time (the default clock of a journal)."""
-    return datetime.now(UTC)
 
 
 class SchemaSetup(BaseModel):
@@ -97,13 +90,13 @@ class Journal(ABC):
     def __init__(
         self,
         *,
-        clock: Clock | None = None,
+        clock: Now | None = None,
         hmac_key: bytes | None = None,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if max_event_bytes is not None and max_event_bytes < 1:
             raise ValueError(f"max_event_bytes must be positive, not {max_event_bytes}")
-        self._clock: Clock = clock or system_clock
+        self._clock: Now = clock or utc_now
         self.max_event_bytes = max_event_bytes
         """The largest event (canonical bytes) an append or an import takes; None: any."""
         self.hasher: Callable[[str, bytes], str] = (
@@ -116,7 +109,7 @@ class Journal(ABC):
         *,
         create: bool = True,
         durability: Durability = "normal",
-        clock: Clock | None = None,
+        clock: Now | None = None,
         hmac_key: bytes | None = None,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> Journal:

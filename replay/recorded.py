@@ -56,7 +56,6 @@ __all__ = [
     "RecordingExhausted",
     "ReplayDiverged",
     "args_as_recorded",
-    "response_of",
 ]
 
 
@@ -164,7 +163,7 @@ class RecordedLLM:
         event = self._recorded[seq].event if seq < len(self._recorded) else None
         if isinstance(event, ActionProposed):
             self.served += 1
-            return response_of(event)
+            return ModelResponse.of(event)
         if isinstance(event, AgentHalted) and event.rule == "error":
             raise self._failure(event)
         if self.served >= self._proposals:
@@ -207,23 +206,6 @@ class RecordedLLM:
             REPLAY_STOPPED,
             f"replay stopped at seq {off.seq}: {off}; no live model to go on with (--live-model)",
         )
-
-
-def response_of(event: ActionProposed) -> ModelResponse:
-    """The model output a recorded ``action_proposed`` holds.
-
-    Each call's ``args`` are as the model gave them (`journal.ToolCall.as_given`: the
-    recorded text's key order and number forms), so the code reads what it read then.
-    """
-    return ModelResponse(
-        calls=[call.model_copy(update={"args": call.as_given}) for call in event.calls],
-        text=event.text,
-        reasoning=event.reasoning,
-        model=event.model,
-        usage=event.usage,
-        latency_ms=event.latency_ms,
-        cost=event.cost,
-    )
 
 
 @dataclass

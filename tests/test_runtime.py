@@ -25,7 +25,6 @@ from agentloop import (
     compact_result,
 )
 from agentloop.runtime import _Session
-from agentloop.tools import clean_message
 from journal import (
     ActionCommitted,
     ActionFailed,
@@ -43,6 +42,7 @@ from journal import (
     VerificationFailed,
     apply,
     canonical_bytes,
+    failure_message,
     fold,
     loads_strict,
 )
@@ -244,7 +244,7 @@ def test_errors_are_classified_and_cleaned(
 
 
 def test_messages_are_bounded() -> None:
-    cleaned = clean_message(ToolError("x" * 1000))
+    cleaned = failure_message(ToolError("x" * 1000))
     assert cleaned == "x" * 299 + "…"
 
 

@@ -21,6 +21,8 @@ from .recorder import (
     Recorder,
     ReplayedFailure,
     describe_error,
+    failure_kind,
+    failure_message,
     failure_of,
 )
 from .requests import full_requests, request_record
@@ -44,6 +46,8 @@ __all__ = [
     "current_session",
     "describe_error",
     "exception_record",
+    "failure_kind",
+    "failure_message",
     "failure_of",
     "full_requests",
     "rebuilt",

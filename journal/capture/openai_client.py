@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from ..clock import Clock
 from ..events import ActionCommitted, ActionFailed, AgentHalted, FailureKind
 from ..formats.openai_messages import (
     MODEL_SETTINGS,
@@ -50,7 +51,7 @@ from ..formats.openai_messages import (
     system_prompt_of,
 )
 from ..store import Journal
-from .recorder import Recorder, SeqClock
+from .recorder import Recorder
 
 __all__ = ["JournaledOpenAI"]
 
@@ -80,7 +81,7 @@ class JournaledOpenAI:
         *,
         metadata: Mapping[str, JsonValue] | None = None,
         error_prefix: str | None = None,
-        clock: SeqClock | None = None,
+        clock: Clock | None = None,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.client = client

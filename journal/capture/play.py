@@ -19,8 +19,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..clock import Clock
 from ..store import Journal
-from .recorder import SeqClock
 
 __all__ = ["Player", "ReplayTarget", "ToolPlay", "replay_target", "replaying"]
 
@@ -70,7 +70,7 @@ class ReplayTarget:
     journal: Journal
     session_id: str
     replay_of: str
-    clock: SeqClock
+    clock: Clock
     player: Player
 
 

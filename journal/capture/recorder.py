@@ -35,15 +35,15 @@ a time), so the recorder and every reader of the journal agree.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, get_args
 
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..canonical import check_json, format_ts
+from ..canonical import check_json, format_ts, prefix_hash
+from ..clock import Clock
 from ..errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
 from ..events import (
     ActionCommitted,
@@ -65,7 +65,7 @@ from ..events import (
     ordered_text,
 )
 from ..fold import SessionState, apply
-from ..formats.openai_messages import prefix_hash, tool_specs_of
+from ..formats.openai_messages import tool_specs_of
 from ..records import RecordedEvent
 from ..store import Journal
 from .exceptions import exception_record
@@ -76,11 +76,11 @@ __all__ = [
     "Recorder",
     "ReplayedFailure",
     "describe_error",
+    "failure_kind",
+    "failure_message",
     "failure_of",
 ]
 
-SeqClock = Callable[[int], datetime]
-"""The time at which event ``seq`` is written (a replay passes the recorded clock)."""
 
 _KINDS: tuple[str, ...] = get_args(FailureKind)
 _LIMIT = 300
@@ -183,30 +183,43 @@ def describe_error(error: BaseException, *, typed: bool = True) -> str:
     return _one_line(f"{type(error).__name__}: {text}") if typed else text
 
 
+def failure_kind(error: BaseException) -> FailureKind:
+    """The kind of failure an exception is, unless a classifier says otherwise.
+
+    The exception's own ``kind`` attribute when it names a kind (``agentloop.ToolError``
+    is ``business``), else ``timeout`` for a ``TimeoutError``, ``business`` for a
+    ``ValueError`` or ``LookupError``, ``infrastructure`` for anything else. The one rule
+    of the runtime (`agentloop.classify_error`) and of every capture.
+    """
+    own = getattr(error, "kind", None)
+    if isinstance(own, str) and own in _KINDS:
+        return own  # type: ignore[return-value]
+    if isinstance(error, TimeoutError):
+        return "timeout"
+    if isinstance(error, (ValueError, LookupError)):
+        return "business"
+    return "infrastructure"
+
+
+def failure_message(error: BaseException) -> str:
+    """The one-line message a failure is recorded with.
+
+    A business error's text as it is (it is meant for the model), any other prefixed with
+    its type: by the exception's own kind (`failure_kind`), whatever a classifier decides.
+    """
+    return describe_error(error, typed=failure_kind(error) != "business")
+
+
 def failure_of(
     error: BaseException | str, kind: FailureKind | None = None
 ) -> tuple[FailureKind, str]:
-    """The kind and one-line message a tool failure is recorded with.
+    """The kind (``kind``, else `failure_kind`) and `failure_message` of a tool failure.
 
-    The kind, unless given: the exception's own ``kind`` attribute, else ``timeout`` for a
-    ``TimeoutError``, ``business`` for a ``ValueError`` or ``LookupError`` (and for a plain
-    message), ``infrastructure`` for anything else. A business error's message is its text
-    as is; any other is prefixed with its type.
+    A plain message is a business failure unless ``kind`` says otherwise.
     """
     if isinstance(error, str):
         return kind or "business", _one_line(error)
-    if kind is None:
-        own = getattr(error, "kind", None)
-        if isinstance(own, str) and own in _KINDS:
-            kind = own  # type: ignore[assignment]
-        elif isinstance(error, TimeoutError):
-            kind = "timeout"
-        elif isinstance(error, (ValueError, LookupError)):
-            kind = "business"
-        else:
-            kind = "infrastructure"
-    assert kind is not None
-    return kind, describe_error(error, typed=kind != "business")
+    return kind or failure_kind(error), failure_message(error)
 
 
 def _json(value: object, what: str) -> JsonValue:
@@ -264,7 +277,7 @@ class Recorder:
         journal: Journal,
         session_id: str | None = None,
         *,
-        clock: SeqClock | None = None,
+        clock: Clock | None = None,
         replay_of: str | None = None,
     ) -> None:
         self.journal = journal
@@ -275,7 +288,7 @@ class Recorder:
         self._proposed: frozenset[str] = frozenset()
 
     @classmethod
-    def resume(cls, journal: Journal, session_id: str, *, clock: SeqClock | None = None) -> Self:
+    def resume(cls, journal: Journal, session_id: str, *, clock: Clock | None = None) -> Self:
         """Continue a session written earlier (by this or another process).
 
         Raises:

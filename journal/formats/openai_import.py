@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..canonical import check_json, format_ts, valid_session_id
+from ..canonical import check_json, format_ts, prefix_hash, valid_session_id
 from ..errors import InvalidEventError, InvalidInputError, SessionConflictError
 from ..events import (
     ActionCommitted,
@@ -56,7 +56,6 @@ from .openai_messages import (
     REASONING_FIELDS,
     PendingCalls,
     content_text,
-    prefix_hash,
     proposal_from_message,
     system_prompt_of,
     tool_specs_of,
@@ -269,7 +268,7 @@ class _Converter:
             SessionStarted(
                 config=AgentConfig(tools=tools),
                 system_prompt=prompt,
-                system_prompt_hash=prefix_hash(prompt, conversation.extra.get("tools")),
+                system_prompt_hash=_prefix_hash(prompt, conversation.extra.get("tools")),
                 model=self.model,
                 metadata=metadata,
             )
@@ -561,3 +560,11 @@ def import_openai(
         InvalidInputError: a malformed file (nothing was written).
     """
     return import_converted(journal, convert_files(paths, error_prefix=error_prefix))
+
+
+def _prefix_hash(prompt: str, tools: object) -> str:
+    """The prefix hash of an imported conversation (tools that are not a list: none)."""
+    try:
+        return prefix_hash(prompt, tools if isinstance(tools, list) else [])
+    except InvalidEventError:  # tools with no canonical form: hashed as none
+        return prefix_hash(prompt, [])

@@ -35,7 +35,6 @@ __all__ = [
     "content_text",
     "cost_of",
     "parse_arguments",
-    "prefix_hash",
     "proposal_from_completion",
     "proposal_from_message",
     "proposal_from_response",
@@ -392,18 +391,3 @@ def tool_specs_of(tools: Any) -> tuple[list[ToolSpec], list[str]]:
             )
         )
     return specs, problems
-
-
-def prefix_hash(prompt: str, tools: Any) -> str:
-    """The hash of the prompt and the tool specs shown (as ``agentloop.context.prefix_hash``).
-
-    Empty when there is neither a prompt nor tools.
-    """
-    if not prompt and not tools:
-        return ""
-    digest = hashlib.sha256(prompt.encode("utf-8"))
-    try:
-        digest.update(canonical_bytes(tools if isinstance(tools, list) else []))
-    except InvalidEventError:
-        pass
-    return digest.hexdigest()
