@@ -56,7 +56,6 @@ __all__ = [
 ]
 
 _CHARS_PER_TOKEN = 4
-_FAILURE_RUN = 2
 
 
 def estimate_tokens(text: str) -> int:
@@ -333,7 +332,12 @@ def plan_compaction(
                 tokens_before=tokens,
                 tokens_after=estimate_tokens(summary),
             )
-    run = _failure_run(context.messages) if context.failed_answers >= _FAILURE_RUN else None
+    least = rails.compact_failure_run
+    run = (
+        _failure_run(context.messages, least)
+        if least is not None and context.failed_answers >= least
+        else None
+    )
     if run is not None:
         start, end = run
         failed = [m for m in context.messages[start : end + 1] if m.role == "tool"]
@@ -392,8 +396,8 @@ def _range(
     )
 
 
-def _failure_run(messages: list[Message]) -> tuple[int, int] | None:
-    """Find the last run of consecutive proposals whose answers all failed identically."""
+def _failure_run(messages: list[Message], least: int) -> tuple[int, int] | None:
+    """Find the last run of ``least`` or more proposals whose answers all failed alike."""
     groups: list[tuple[int, int, str | None, str]] = []
     index = 0
     while index < len(messages):
@@ -418,13 +422,13 @@ def _failure_run(messages: list[Message]) -> tuple[int, int] | None:
         if group[2] is not None and run and (run[-1][2], run[-1][3]) == (group[2], group[3]):
             run.append(group)
         elif group[2] is not None:
-            if len(run) >= _FAILURE_RUN:
+            if len(run) >= least:
                 break
             run = [group]
         else:
-            if len(run) >= _FAILURE_RUN:
+            if len(run) >= least:
                 break
             run = []
-    if len(run) >= _FAILURE_RUN:
+    if len(run) >= least:
         return run[0][0], run[-1][1]
     return None

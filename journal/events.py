@@ -106,6 +106,12 @@ class Guardrails(_Frozen):
     compact_summary_tokens: int = Field(800, ge=1, description="longest summary of a result")
     compact_early: float = Field(0.4, gt=0, le=1, description="window share that starts compacting")
     compact_urgent: float = Field(0.8, gt=0, le=1, description="window share that forces it")
+    compact_failure_run: int | None = Field(
+        2,
+        ge=2,
+        description="proposals in a row whose calls failed the same way, folded into one "
+        "summary before the next model call; None: never folded",
+    )
     max_identical_failures: int | None = Field(
         3,
         ge=1,

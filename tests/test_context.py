@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,6 +147,22 @@ def test_a_run_of_identical_failures_becomes_one_frame(journal: Journal) -> None
         {"role": "user", "content": "x"},
         {"role": "system", "content": f"[summary of steps 2..5] {frame.summary}"},
     ]
+
+
+@pytest.mark.parametrize(("setting", "folded"), [(None, False), (3, False), (2, True)])
+def test_the_failure_run_fold_is_a_recorded_setting(
+    journal: Journal, setting: int | None, folded: bool
+) -> None:
+    call = propose(("f", {"q": "a"}))
+    agent = agent_of(
+        failing_tool("f", ValueError("no stock")), rails={"compact_failure_run": setting}
+    )
+    model = Script(call, call, answer("gave up"))
+    run_turns(agent, journal, model, "x")
+    events = events_of(journal)
+    assert events[0].config.guardrails.compact_failure_run == setting  # type: ignore[union-attr]
+    assert bool([e for e in events if isinstance(e, ContextCompacted)]) is folded
+    assert (len(model.requests[2].messages) == 2) is folded
 
 
 def test_different_failures_are_not_folded_together(journal: Journal) -> None:
