@@ -302,3 +302,25 @@ class CountingJournal:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
+
+
+AIRLINE_CALLS: list[tuple[str, list[tuple[str, Any]]]] = []
+"""What each tool of `build_airline_spy` received: its name and its arguments in order."""
+
+
+def build_airline_spy(seed: int = 0) -> Agent:
+    """The airline example, its tools logging what they receive into `AIRLINE_CALLS`."""
+    from dataclasses import replace
+
+    from agentloop.examples.airline import build
+
+    agent = build(seed)
+
+    def spied(tool: Tool) -> Tool:
+        def run(args: dict[str, Any]) -> Any:
+            AIRLINE_CALLS.append((tool.name, list(args.items())))
+            return tool.fn(args)
+
+        return replace(tool, fn=run)
+
+    return replace(agent, tools=[spied(tool) for tool in agent.tools])
