@@ -68,6 +68,7 @@ from journal import (
     Journal,
     RecordedEvent,
     RepairApplied,
+    SessionNotFoundError,
     SessionStarted,
     SessionState,
     ToolCall,
@@ -355,8 +356,11 @@ class AgentRuntime:
         before the ``agent_halted`` with ``rule`` (rule ``error`` marks a failed session).
 
         Raises:
+            SessionNotFoundError: no such session (a stop never starts one).
             SessionEndedError: the session is halted or failed already.
         """
+        if session_id not in self._sessions and self.journal.summary(session_id) is None:
+            raise SessionNotFoundError(f"session {session_id}: no such session to stop")
         session = self._session(session_id)
         if session.phase is Phase.HALTED:
             raise SessionEndedError(f"session {session_id}: {session.state.status} already")

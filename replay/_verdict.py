@@ -113,6 +113,14 @@ class ReplayResult:
         """True when the replay matched the recording, configuration and behaviour."""
         return self.verdict == "identical"
 
+    @property
+    def summary(self) -> str:
+        """One line: ``identical (N events)``, else the configuration change and the first
+        divergence."""
+        if self.identical:
+            return f"identical ({self.recorded_events} events)"
+        return summary(self)
+
     def as_json(self) -> dict[str, Any]:
         """The result as a JSON object (the shape of ``replay --json``)."""
         return {

@@ -20,6 +20,7 @@ from journal import (
     AgentCompleted,
     AgentHalted,
     Journal,
+    SessionNotFoundError,
     SessionStarted,
     SessionState,
     UserInput,
@@ -280,6 +281,9 @@ def test_greet_and_stop_in_the_runtime(journal: Journal) -> None:
     other = runtime.start("t")
     runtime.stop(other, "operator", "closed")  # idle -> halted, no input
     assert journal.state("t").status == "halted"
+    with pytest.raises(SessionNotFoundError, match="typo-id: no such session to stop"):
+        runtime.stop("typo-id", "operator", "closed")  # a stop never starts a session
+    assert journal.summary("typo-id") is None
 
 
 def test_a_greeting_after_the_first_input_is_refused(journal: Journal) -> None:

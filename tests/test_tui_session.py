@@ -279,6 +279,30 @@ def test_a_recorded_agent_off_the_trust_list_asks_which_agent_to_run(db: Path) -
     drive(open_app(db, session="untrusted"), scenario)
 
 
+def test_a_replay_that_is_not_saved_says_why_and_offers_no_diff(db: Path) -> None:
+    with Journal.open(db) as journal:
+        events = [item.event for item in journal.events(INCIDENTS)]
+        head = events[0].model_copy(update={"system_prompt": "An older prompt."})
+        journal.append("reprompted", [head, *events[1:]])
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "r")
+        dialog = pilot.app.screen
+        assert isinstance(dialog, ChoiceScreen)
+        question = dialog.question.splitlines()
+        assert question[0] == (
+            "replay of reprompted: was replayed with another configuration "
+            "(system_prompt, system_prompt_hash)"
+        )
+        assert question[1].startswith("not saved: the configuration changed")
+        await press(pilot, "enter")
+        assert isinstance(pilot.app.screen, SessionScreen)  # closed: there is nothing to diff
+        with Journal.open(db) as journal:
+            assert journal.summary("reprompted.replay-1") is None
+
+    drive(open_app(db, session="reprompted"), scenario)
+
+
 def test_d_opens_the_saved_replay_and_from_a_replay_its_original(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "d")

@@ -231,13 +231,16 @@ class JournalApp(App[None]):
             )
             return
         result = outcome
-        divergence = result.first_divergence
-        verdict = (
-            f"identical ({result.recorded_events} events)"
-            if divergence is None
-            else f"diverged at seq {divergence.seq}: {divergence.reason}"
-        )
+        verdict = result.summary
         original, replayed = result.session_id, result.replay_session_id
+        if not result.saved:  # nothing to diff with: say why
+            self.push_screen(
+                ChoiceScreen(
+                    f"replay of {original}: {verdict}\n{result.unsaved or 'not saved'}",
+                    [("close", "close")],
+                )
+            )
+            return
         self.push_screen(
             ChoiceScreen(
                 f"replay of {original}: {verdict}\nsaved as {replayed}",
