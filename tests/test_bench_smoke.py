@@ -58,3 +58,21 @@ def test_the_per_event_floor_writes_what_a_one_event_append_writes(tmp_path: Pat
     ours, floor = _tables(tmp_path / "ours.db"), _tables(tmp_path / "floor.db")
     assert len(ours[0]) == 120 and len(ours[1]) > 1
     assert floor == ours
+
+
+def test_the_user_code_bench_runs_and_prints_every_row() -> None:
+    bench = BENCH.parent / "user_code_bench.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--sessions", "2", "--steps", "20", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for row in (
+        "(a) | the loop, bare client",
+        "(c) | replay of every session",
+        "(e) | the same step",
+    ):
+        assert row in done.stdout, done.stdout
