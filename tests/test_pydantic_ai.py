@@ -437,3 +437,64 @@ def test_a_changed_agent_forks_a_captured_run_and_goes_on_with_a_live_model(
     stopped = run_cli("fork", "weather", "--at", "3", "--db", db, *strict, "--json")
     assert stopped.exit_code == 0, stopped.stdout + stopped.stderr
     assert json.loads(stopped.stdout)["status"] == "halted"
+
+
+def quoting_model() -> FunctionModel:
+    """A model for the bank: converts the dollars asked for, then quotes the result."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked = next(
+            part.content
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for part in m.parts
+            if isinstance(part, UserPromptPart)
+        )
+        returns = [
+            part.content
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for part in m.parts
+            if getattr(part, "part_kind", "") == "tool-return"
+        ]
+        if not returns:
+            dollars = float(str(asked).split()[0])
+            return ModelResponse(parts=[ToolCallPart("convert", {"dollars": dollars}, "c1")])
+        return ModelResponse(parts=[TextPart(f"That is {returns[-1]} euros.")])
+
+    return FunctionModel(answer, model_name="quoting")
+
+
+def test_twenty_bank_sessions_replay_identical_and_their_fixtures_turn_red_on_a_change(
+    tmp_path: Path,
+) -> None:
+    """The journey of the issue on replaying users' code, for pydantic-ai with deps."""
+    db = tmp_path / "bank.db"
+    with Journal.open(db) as journal:
+        for n in range(20):
+            with Recorder(journal, f"bank-{n}") as recorder:
+                cap = JournalCapability(
+                    recorder,
+                    agent="tests.test_pydantic_ai:bank_agent",
+                    deps_factory="tests.test_pydantic_ai:bank_deps",
+                )
+                run = bank_agent.run(
+                    f"{10 * n + 5} dollars?",
+                    model=quoting_model(),
+                    deps=bank_deps(),
+                    capabilities=[cap],
+                )
+                asyncio.run(run)
+        verdicts = {
+            s.session_id: Replayer().replay(journal, s.session_id).verdict
+            for s in journal.sessions()
+        }
+        fixtures = [
+            write_fixture(journal, f"bank-{n}", tmp_path / "fixtures" / f"bank-{n}.jsonl")
+            for n in range(3)
+        ]
+    assert len(verdicts) == 20 and set(verdicts.values()) == {"identical"}
+    assert all(replay_fixture(path).passed for path in fixtures)
+    with pytest.MonkeyPatch.context() as patch:  # the bank's rate moved
+        patch.setattr(sys.modules[__name__], "bank_deps", lambda: Bank(rate=0.8))
+        assert not any(replay_fixture(path).passed for path in fixtures)
