@@ -185,6 +185,18 @@ def _fixed(shop: Shop, tmp_path: Path, old: str, new: str) -> Shop:
     )
 
 
+def _loop_fixed(shop: Shop, tmp_path: Path) -> Shop:
+    """The shop with the loop fixed: it coerces a quantity before dispatch."""
+    return _fixed(
+        shop,
+        tmp_path,
+        "    args = json.loads(arguments)\n",
+        "    args = json.loads(arguments)\n"
+        '    if "quantity" in args:\n'
+        '        args["quantity"] = int(args["quantity"])\n',
+    )
+
+
 def _failed_and_rest(verdicts: dict[str, str], shop: Shop) -> tuple[set[str], set[str]]:
     with Journal.open(shop.journal) as journal:
         failed = {s.session_id for s in journal.sessions() if s.status == "failed"}
@@ -193,14 +205,7 @@ def _failed_and_rest(verdicts: dict[str, str], shop: Shop) -> tuple[set[str], se
 
 @pytest.mark.parametrize("shop", ["sync"], indirect=True)
 def test_a_fix_in_the_loop_diverges_at_the_call_it_changed(shop: Shop, tmp_path: Path) -> None:
-    fixed = _fixed(
-        shop,
-        tmp_path,
-        "    args = json.loads(arguments)\n",
-        "    args = json.loads(arguments)\n"
-        '    if "quantity" in args:\n'
-        '        args["quantity"] = int(args["quantity"])\n',
-    )
+    fixed = _loop_fixed(shop, tmp_path)
     failed, rest = _failed_and_rest(fixed.replay_all(), fixed)
     # seq 4 proposes check_stock(quantity="3"), seq 5 recorded its TypeError: the fixed loop
     # calls it with 3, which the recording never ran
@@ -285,14 +290,7 @@ def test_the_sessions_become_fixtures_green_then_red(shop: Shop, tmp_path: Path)
 
 @pytest.mark.parametrize("shop", ["sync"], indirect=True)
 def test_a_fixed_loop_forks_a_failed_session_and_runs_on_live(shop: Shop, tmp_path: Path) -> None:
-    fixed = _fixed(
-        shop,
-        tmp_path,
-        "    args = json.loads(arguments)\n",
-        "    args = json.loads(arguments)\n"
-        '    if "quantity" in args:\n'
-        '        args["quantity"] = int(args["quantity"])\n',
-    )
+    fixed = _loop_fixed(shop, tmp_path)
     with Journal.open(fixed.journal) as journal:
         failed = next(s.session_id for s in journal.sessions() if s.status == "failed")
         original = [item.event for item in journal.events(failed)]
