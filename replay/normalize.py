@@ -170,9 +170,18 @@ def fingerprint(record: Mapping[str, Any], rules: NormalizationRules = DEFAULT_R
 _ENVELOPE = ("session_id", "seq", "ts", "v", "hash", "type")
 
 
-def describe(record: Mapping[str, Any] | None) -> str:
-    """One line for a record: its type, then its fields without the envelope, as JSON."""
+def describe(record: Mapping[str, Any] | None, rules: NormalizationRules | None = None) -> str:
+    """One line for a record: its type, then the fields that were compared, as JSON.
+
+    The envelope and what ``rules`` (default `DEFAULT_RULES`) leave out are not shown,
+    nor empty fields: a report shows what the verdict looked at.
+    """
     if record is None:
         return "(nothing)"
-    detail = {key: value for key, value in record.items() if key not in _ENVELOPE}
+    compared = normalize(record, DEFAULT_RULES if rules is None else rules)
+    detail = {
+        key: value
+        for key, value in compared.items()
+        if key not in _ENVELOPE and key != "type" and value is not None
+    }
     return f"{record.get('type')} {orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()}"
