@@ -42,6 +42,7 @@ from journal import (
     UserInput,
     VerificationFailed,
     canonical_bytes,
+    clip,
     prefix_hash,
 )
 
@@ -300,9 +301,7 @@ def _summarise(messages: list[Message], limit_tokens: int) -> str:
             lines.append(m.content)  # an earlier summary frame, kept as it reads
         else:
             lines.append(f"{m.role}: {m.content}")
-    text = " | ".join(" ".join(line.split()) for line in lines)
-    limit = limit_tokens * _CHARS_PER_TOKEN
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(" | ".join(lines), limit_tokens * _CHARS_PER_TOKEN)
 
 
 def plan_compaction(

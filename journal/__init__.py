@@ -9,6 +9,7 @@ Open a journal, append events, read them back and fold them::
         state = fold(j.events("s1"))
 """
 
+from ._event_summary import clip
 from .canonical import (
     canonical_bytes,
     chain_hash,
@@ -154,6 +155,7 @@ __all__ = [
     "canonical_bytes",
     "chain_hash",
     "check_json",
+    "clip",
     "decode",
     "describe_error",
     "encode",

@@ -77,6 +77,7 @@ PUBLIC: dict[str, list[str]] = {
         "canonical_bytes",
         "chain_hash",
         "check_json",
+        "clip",
         "decode",
         "describe_error",
         "encode",

@@ -181,15 +181,13 @@ _UPDATED = pytest.StashKey[list[str]]()
 def _short(value: object, width: int = 200) -> str:
     import orjson
 
-    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    return text if len(text) <= width else text[: width - 1] + "…"
+    from journal import clip
 
-
-def _clip(text: str, width: int = 240) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clip(orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode(), width)
 
 
 def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None) -> str:
+    from journal import clip
     from replay import describe
 
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
@@ -201,8 +199,8 @@ def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None
     if divergence is not None:
         lines += [
             f"first divergence at seq {divergence.seq}: {divergence.reason}",
-            f"  expected: {_clip(describe(divergence.expected))}",
-            f"  actual:   {_clip(describe(divergence.actual))}",
+            f"  expected: {clip(describe(divergence.expected), 240)}",
+            f"  actual:   {clip(describe(divergence.actual), 240)}",
         ]
         lines += [_change(change) for change in divergence.changes]
     if outcome.broken_expectation:

@@ -42,6 +42,7 @@ from typing import Any, Protocol, Self, TypeGuard, get_args
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .._event_summary import clip
 from ..canonical import check_json, format_ts, prefix_hash
 from ..clock import Clock
 from ..errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
@@ -168,8 +169,7 @@ def _recordable(error: BaseException | str) -> TypeGuard[BaseException]:
 
 
 def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= _LIMIT else line[: _LIMIT - 1] + "…"
+    return clip(text, _LIMIT)
 
 
 def describe_error(error: BaseException, *, typed: bool = True) -> str:
