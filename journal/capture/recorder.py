@@ -23,7 +23,11 @@ What it guarantees:
   must answer a call of a model output that is still waiting (a call id never proposed,
   or one answered already, is an error). Calls a loop leaves unanswered are allowed.
 * Each call is exactly one ``Journal.append`` with ``expected_seq``: another writer on the
-  same session is a `ConflictError` and nothing is lost or overwritten.
+  same session is a `ConflictError` and nothing is lost or overwritten. The writes go
+  through a `journal.capture.output.Destination`: given a journal alone, the recorder
+  fails open (a journal that cannot take a write sends the session to the spool beside it,
+  and the loop goes on), unless it records a replay (``replay_of``), which fails closed.
+  Give a `Destination` for redaction, tail sampling or a fail-closed recorder.
 * As a context manager, an uncaught exception (an ``Exception``, not a
   ``KeyboardInterrupt``) is recorded as ``agent_halted`` with rule ``error`` and its
   one-line message, then re-raised; a session that ended already is left alone.
