@@ -9,10 +9,12 @@ open write transaction.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,8 @@ from tui.cli import cli
 
 from . import capture_prod_app as app
 from .fake_openai import Handler
-from .stores import PgSchema
+from .stores import PgSchema, with_search_path
+from .tcp_proxy import Proxy
 
 openai = pytest.importorskip("openai")
 
@@ -67,9 +70,21 @@ class Held:
         self.conn.close()
 
 
-def run_threads(count: int, sessions: int, question: str = QUESTION) -> list[BaseException]:
-    """Run ``sessions`` entry calls in each of ``count`` threads; the errors they raised."""
+def run_threads(
+    count: int,
+    sessions: int,
+    question: str = QUESTION,
+    *,
+    midway: Callable[[], None] | None = None,
+) -> list[BaseException]:
+    """Run ``sessions`` entry calls in each of ``count`` threads; the errors they raised.
+
+    ``midway`` is called once, by the thread that finishes the middle call of the run,
+    while the others are inside theirs.
+    """
     errors: list[BaseException] = []
+    done = itertools.count(1)
+    middle = count * sessions // 2
 
     def work() -> None:
         for _ in range(sessions):
@@ -77,6 +92,8 @@ def run_threads(count: int, sessions: int, question: str = QUESTION) -> list[Bas
                 app.answer(question)
             except BaseException as error:  # noqa: BLE001 - any failure of a user call counts
                 errors.append(error)
+            if next(done) == middle and midway is not None:
+                midway()
 
     threads = [threading.Thread(target=work) for _ in range(count)]
     for thread in threads:
@@ -107,10 +124,7 @@ def test_a_busy_journal_fails_no_call_and_the_drain_loses_nothing(
     capture = app.configure(model, str(path))
     held = Held(path)
     caplog.set_level(logging.WARNING, logger="journal.capture")
-    releaser = threading.Timer(3.0, held.release)
-    releaser.start()
-    errors = run_threads(8, 6)
-    releaser.join()
+    errors = run_threads(8, 6, midway=held.release)
     assert errors == []
     spool = capture.destination.spool
     assert spool is not None
@@ -125,6 +139,51 @@ def test_a_busy_journal_fails_no_call_and_the_drain_loses_nothing(
         assert (again.sessions, again.events) == (0, 0)
         assert_whole(journal, 8 * 6)
     assert spool.pending() == {}
+
+
+@pytest.mark.slow
+def test_a_journal_held_for_30_seconds_fails_no_call(tmp_path: Path, model: Any) -> None:
+    """The issue's drill: the lock held 30 s while 8 threads capture, then the drain."""
+    path = tmp_path / "held.db"
+    Journal.open(path).close()
+    capture = app.configure(model, str(path))
+    held = Held(path)
+    released = threading.Event()
+
+    def release() -> None:
+        held.release()
+        released.set()
+
+    timer = threading.Timer(30.0, release)
+    timer.start()
+    errors: list[BaseException] = []
+    finished = itertools.count(1)
+
+    def work() -> None:
+        while not released.is_set():
+            try:
+                app.answer(QUESTION)
+            except BaseException as error:  # noqa: BLE001 - any failure of a user call counts
+                errors.append(error)
+            next(finished)
+            time.sleep(0.05)
+        for _ in range(3):  # and after the release, back to the journal
+            app.answer(QUESTION)
+            next(finished)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    timer.join()
+    total = next(finished) - 1
+    assert errors == []
+    spool = capture.destination.spool
+    assert spool is not None and spool.counts.lost == 0
+    with Journal.open(path) as journal:
+        assert drain(journal, spool).left == {}
+        assert_whole(journal, total)
 
 
 def test_fail_closed_raises_the_journals_error(tmp_path: Path, model: Any) -> None:
@@ -156,6 +215,25 @@ def test_an_unreachable_postgresql_spools_and_drains_into_postgresql(
     assert '"sessions":0' in again.output.replace(" ", "")
     with Journal.open(pg_schema.url) as journal:
         assert_whole(journal, 16)
+
+
+def test_postgresql_going_down_mid_run_fails_no_call_and_the_drain_loses_nothing(
+    tmp_path: Path, model: Any, pg_schema: PgSchema
+) -> None:
+    proxy = Proxy("127.0.0.1", 5432)  # the server as the capture sees it; stopped below
+    seen = with_search_path(f"postgresql://127.0.0.1:{proxy.port}/test", pg_schema.name)
+    capture = app.configure(model, seen, spool=tmp_path / "down.spool")
+    try:
+        errors = run_threads(8, 4, midway=proxy.stop)
+    finally:
+        capture.journal.close()
+    assert errors == []
+    spool = capture.destination.spool
+    assert spool is not None and spool.counts.sessions > 0 and spool.counts.lost == 0
+    with Journal.open(pg_schema.url) as journal:
+        report = drain(journal, spool)
+        assert report.left == {}
+        assert_whole(journal, 8 * 4)
 
 
 def test_a_session_the_journal_took_in_part_drains_whole(tmp_path: Path) -> None:

@@ -211,7 +211,7 @@ def _opened(target: str, busy_timeout: float) -> Journal:
     if target.startswith(("postgresql://", "postgres://")):
         from ..postgres import PostgresJournal
 
-        return PostgresJournal(target, connect_timeout=busy_timeout)
+        return PostgresJournal(target, connect_timeout=busy_timeout, pool_timeout=busy_timeout)
     from ..sqlite import SQLiteJournal
 
     return SQLiteJournal(target, busy_timeout_ms=max(1, round(busy_timeout * 1000)))
