@@ -126,7 +126,8 @@ class Destination:
             it fails closed).
         redactor: redact every event before it is written or buffered.
         sampling: tail sampling (default: every session is written as it goes).
-        busy_timeout: seconds a write waits for a busy journal it opened itself.
+        busy_timeout: seconds a write waits for a busy journal it opened itself (a
+            `Journal` given keeps its own bound: 5 s for SQLite by default).
         retry_after: seconds the journal is left alone after it failed.
     """
 
@@ -157,6 +158,8 @@ class Destination:
                 self.spool = where if isinstance(where, Spool) else Spool.at(where)
         self._lock = threading.Lock()
         self._down_until = 0.0
+        self.last_error: str | None = None
+        """The last error that sent a session to the spool (one line)."""
 
     @property
     def fail_open(self) -> bool:
@@ -200,6 +203,7 @@ class Destination:
     def failed(self, error: BaseException) -> None:
         """The journal could not take a write: leave it alone for ``retry_after`` seconds."""
         self._down_until = time.monotonic() + self.retry_after
+        self.last_error = f"{type(error).__name__}: {error}"
 
     def session(self, session_id: str) -> SessionOutput:
         """The output of one session."""
@@ -227,11 +231,6 @@ class SessionOutput:
         """True once the journal failed this session: the rest of it goes to the spool."""
         self._waiting: list[Written] | None = [] if destination.sampling is not None else None
         self._spooled = False
-
-    @property
-    def deciding(self) -> bool:
-        """Whether the session's events wait in memory for its end (tail sampling)."""
-        return self._waiting is not None
 
     def write(self, seq: int, when: datetime, event: AgentEvent) -> None:
         """Write one event (redacted first), or keep it waiting for the session's end."""
@@ -277,9 +276,6 @@ class SessionOutput:
                 if not destination.fail_open:
                     raise
                 destination.failed(error)
-                why = f"{type(error).__name__}: {error}"
-        else:
-            why = "it failed just before"
         self.spooling = True
         self._spool(items)
         spool = destination.spool
@@ -290,7 +286,7 @@ class SessionOutput:
                 "(this process: %d sessions, %d events spooled so far; "
                 "agent-journal drain moves them)",
                 destination.target,
-                why,
+                destination.last_error,
                 self.session_id,
                 spool.path,
                 spool.counts.sessions,
