@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,14 +22,17 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from journal import AgentHalted, Journal, JournalBusyError, Recorder, SessionStarted, StoreError
-from journal.capture import Destination, JournaledOpenAI, Sampling, Spool, drain
+from journal.capture import Destination, JournaledOpenAI, Sampling, Spool, drain, spool_line
 from journal.formats import Redactor
 from replay import replay_entry
 from tui.cli import cli
 
 from . import capture_prod_app as app
+from . import strategies
 from .fake_openai import Handler
 from .stores import PgSchema, with_search_path
 from .tcp_proxy import Proxy
@@ -441,3 +445,35 @@ def test_a_recorder_on_an_unreachable_journal_does_not_raise(tmp_path: Path) -> 
     assert spool.pending() == {recorder.session_id: 2}
     with pytest.raises(StoreError):
         Recorder(Destination(UNREACHABLE, fail_open=False)).start(agent="app:bot")
+
+
+# -- the spool round trip ----------------------------------------------------------------
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(session=strategies.sessions(), cut=st.integers(min_value=0), data=st.data())
+def test_a_session_split_anywhere_drains_to_what_one_journal_would_hold(
+    tmp_path: Path, session: list[Any], cut: int, data: st.DataObject
+) -> None:
+    """The part before ``cut`` appended, the rest spooled (twice over), drained twice:
+    the stored rows are those of the whole session appended to one journal."""
+    cut %= len(session) + 1
+    times = data.draw(st.lists(strategies.timestamps, min_size=len(session), max_size=len(session)))
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    spool = Spool.at(folder / "s.spool")
+    with Journal.open(folder / "split.db") as split, Journal.open(folder / "whole.db") as whole:
+        for seq, (event, moment) in enumerate(zip(session, times, strict=True)):
+            whole.append("s", [event], expected_seq=seq, ts=moment)
+            if seq < cut:
+                split.append("s", [event], expected_seq=seq, ts=moment)
+        rest = [spool_line("s", seq, times[seq], session[seq]) for seq in range(cut, len(session))]
+        if rest:
+            spool.append(rest)
+            spool.append(rest[: len(rest) // 2])  # a line spooled twice (a retried write)
+        drain(split, spool)
+        assert drain(split, spool).events == 0
+        assert [row.line() for row in split.stored_events("s")] == [
+            row.line() for row in whole.stored_events("s")
+        ]
