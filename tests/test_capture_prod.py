@@ -477,3 +477,14 @@ def test_a_session_split_anywhere_drains_to_what_one_journal_would_hold(
         assert [row.line() for row in split.stored_events("s")] == [
             row.line() for row in whole.stored_events("s")
         ]
+
+
+def test_a_scope_inside_a_session_is_part_of_it(tmp_path: Path, model: Any) -> None:
+    with Journal.open(tmp_path / "nested.db") as journal:
+        capture = app.configure(model, journal)
+        with capture.session(tags=["outer"]) as outer, capture.session(tags=["inner"]) as inner:
+            assert inner is outer
+            app.answer(QUESTION)  # an entry called inside a session joins it too
+        (summary,) = journal.sessions()
+        started = next(journal.events(summary.session_id)).event
+        assert isinstance(started, SessionStarted) and started.metadata["tags"] == ["outer"]

@@ -27,6 +27,11 @@ received and its outcome (the value, or the exception with its type: `exception_
 in the order the model proposed the calls; the entry's return value ends the turn
 (``agent_completed``) and an exception escaping it fails the session (``agent_halted``,
 rule ``error``) before it propagates. Outside an entry the wrappers call straight through.
+`Capture.session` is the same scope around any block (the entry decorator uses it), with
+metadata and tags given at open.
+
+Where the events go, and how (fail open to a spool, redaction, tail sampling), is the
+capture's `Destination` (`journal.capture.output`).
 
 Inside `journal.capture.replaying` (what a replay sets up), the same calls are journaled
 the same way, but their outcomes come from the replay's `Player`.
@@ -542,8 +547,13 @@ class Capture:
         (as ``metadata.tags``) join the capture's metadata in ``session_started``;
         ``entry`` is the ``module:qualname`` a replay calls with ``inputs``, which are
         recorded as ``metadata.entry_inputs`` (JSON text; a string is kept as it is). In a
-        replay (inside `replaying`) the session is the replay's.
+        replay (inside `replaying`) the session is the replay's. Inside a session already,
+        the block is part of that one.
         """
+        outer = current_session()
+        if outer is not None:  # inside a session already: the block is part of it
+            yield outer
+            return
         target = replay_target()
         if target is None:
             recorder = Recorder(self.destination)
