@@ -488,3 +488,37 @@ def test_a_scope_inside_a_session_is_part_of_it(tmp_path: Path, model: Any) -> N
         (summary,) = journal.sessions()
         started = next(journal.events(summary.session_id)).event
         assert isinstance(started, SessionStarted) and started.metadata["tags"] == ["outer"]
+
+
+class Attempts:
+    """Stands for a journal and counts the appends tried on it."""
+
+    def __init__(self, inner: Journal) -> None:
+        self.inner = inner
+        self.appends = 0
+
+    def append(self, *args: Any, **kwargs: Any) -> int:
+        self.appends += 1
+        return self.inner.append(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_recorders_on_one_journal_share_its_failure(tmp_path: Path) -> None:
+    from journal.sqlite import SQLiteJournal
+
+    path = tmp_path / "shared.db"
+    with SQLiteJournal(str(path), busy_timeout_ms=50) as opened:
+        journal = Attempts(opened)
+        held = Held(path)
+        first = Recorder(journal)  # type: ignore[arg-type]
+        first.start(agent="app:bot")
+        second = Recorder(journal)  # type: ignore[arg-type]
+        second.start(agent="app:bot")
+        held.release()
+        assert first.spooling and second.spooling
+        assert journal.appends == 1  # the second left the journal alone
+        spool = first.destination.spool
+        assert spool is not None and spool is second.destination.spool
+        assert drain(opened, spool).sessions == 2

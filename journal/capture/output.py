@@ -45,6 +45,7 @@ import hashlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -128,7 +129,8 @@ class Destination:
         sampling: tail sampling (default: every session is written as it goes).
         busy_timeout: seconds a write waits for a busy journal it opened itself (a
             `Journal` given keeps its own bound: 5 s for SQLite by default).
-        retry_after: seconds the journal is left alone after it failed.
+        retry_after: seconds the journal is left alone after it failed (by every
+            destination on the same journal object: recorders given one journal share it).
     """
 
     def __init__(
@@ -145,8 +147,10 @@ class Destination:
         self._journal: Journal | None = None
         if isinstance(journal, str | Path):
             self.target = str(journal)
+            self._health = _Health()
         else:  # a journal, or anything that stands for one
             self._journal, self.target = journal, journal.target
+            self._health = _health_of(journal)
         self.redactor = redactor
         self.sampling = sampling
         self.busy_timeout = busy_timeout
@@ -157,9 +161,6 @@ class Destination:
             if where is not None:
                 self.spool = where if isinstance(where, Spool) else Spool.at(where)
         self._lock = threading.Lock()
-        self._down_until = 0.0
-        self.last_error: str | None = None
-        """The last error that sent a session to the spool (one line)."""
 
     @property
     def fail_open(self) -> bool:
@@ -183,6 +184,12 @@ class Destination:
         with self._lock:
             self._journal = journal
             self.target = journal.target
+            self._health = _health_of(journal)
+
+    @property
+    def last_error(self) -> str | None:
+        """The last error that sent a session to the spool (one line)."""
+        return self._health.last_error
 
     def now(self) -> datetime:
         """The time of an event written now: the journal's clock when it is open."""
@@ -192,7 +199,7 @@ class Destination:
         """The journal, unless it failed less than ``retry_after`` seconds ago (fail open)."""
         if not self.fail_open:
             return self.journal
-        if time.monotonic() < self._down_until:
+        if time.monotonic() < self._health.down_until:
             return None
         try:
             return self.journal
@@ -202,12 +209,33 @@ class Destination:
 
     def failed(self, error: BaseException) -> None:
         """The journal could not take a write: leave it alone for ``retry_after`` seconds."""
-        self._down_until = time.monotonic() + self.retry_after
-        self.last_error = f"{type(error).__name__}: {error}"
+        self._health.down_until = time.monotonic() + self.retry_after
+        self._health.last_error = f"{type(error).__name__}: {error}"
 
     def session(self, session_id: str) -> SessionOutput:
         """The output of one session."""
         return SessionOutput(self, session_id)
+
+
+@dataclass
+class _Health:
+    """Whether a journal failed lately: shared by the destinations of one journal object."""
+
+    down_until: float = 0.0
+    last_error: str | None = None
+
+
+_HEALTH: weakref.WeakKeyDictionary[Any, _Health] = weakref.WeakKeyDictionary()
+_HEALTH_LOCK = threading.Lock()
+
+
+def _health_of(journal: Journal) -> _Health:
+    """The health of a journal object, shared by every destination (and recorder) on it."""
+    with _HEALTH_LOCK:
+        try:
+            return _HEALTH.setdefault(journal, _Health())
+        except TypeError:  # an object that cannot be weakly referenced: not shared
+            return _Health()
 
 
 def _opened(target: str, busy_timeout: float) -> Journal:
