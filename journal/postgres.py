@@ -165,7 +165,9 @@ class PostgresJournal(SQLJournal):
     """A journal in a PostgreSQL schema; `Journal.open` opens one with the defaults.
 
     Construct it directly for what `Journal.open` does not take: ``pool_size`` (connections
-    of this object), ``connect_timeout`` (seconds) and ``notify_interval`` (seconds between
+    of this object), ``connect_timeout`` (seconds), ``pool_timeout`` (seconds a call waits
+    for a free connection, or for the pool to reconnect after the server went away, before
+    `JournalBusyError`) and ``notify_interval`` (seconds between
     two NOTIFYs of this object, `NOTIFY_INTERVAL` by default).
     """
 
@@ -183,6 +185,7 @@ class PostgresJournal(SQLJournal):
         hmac_key: bytes | None = None,
         pool_size: int = 4,
         connect_timeout: float = 5.0,
+        pool_timeout: float = 30.0,
         notify_interval: float = NOTIFY_INTERVAL,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
@@ -219,6 +222,7 @@ class PostgresJournal(SQLJournal):
             url,
             min_size=1,
             max_size=max(1, pool_size),
+            timeout=pool_timeout,
             kwargs=self._kwargs,
             configure=self._configure,
             open=False,

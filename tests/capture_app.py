@@ -22,7 +22,7 @@ client: Any = None
 def bind(journal: Journal, raw_client: Any) -> None:
     """Capture into ``journal``, through ``raw_client``."""
     global client
-    capture._journal = journal
+    capture.journal = journal
     client = capture.openai(raw_client)
 
 

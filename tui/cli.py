@@ -12,6 +12,7 @@ import orjson
 
 from journal import Journal, JournalError, SessionStatus
 
+from .cli_capture import drain
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_tui import tui
 from .clikit import (
@@ -369,7 +370,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
     )
 
 
-for _command in (demo, state, replay, fork, diff, fixture):
+for _command in (demo, state, replay, fork, diff, fixture, drain):
     cli.add_command(_command)
 cli.add_command(tui)
 

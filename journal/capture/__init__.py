@@ -6,6 +6,10 @@
 * `Recorder`: a few typed calls to journal any hand-written loop.
 * `JournaledOpenAI`: a wrapper of the openai client that journals each model call.
 
+All three write through a `Destination` (`journal.capture.output`): redaction, tail
+sampling, and fail-open writes that go to a `Spool` when the journal cannot take them,
+moved into the journal later by `drain` (``agent-journal drain``).
+
 A replay runs the captured code again inside `replaying`, where a `Player` decides the
 outcomes of the calls (`journal.capture.play`); recorded exceptions come back as their own
 types (`exception_record`, `rebuilt`).
@@ -14,6 +18,7 @@ types (`exception_record`, `rebuilt`).
 from .exceptions import ReplayedException, exception_record, rebuilt
 from .openai_client import JournaledOpenAI
 from .order import InProposalOrder
+from .output import Destination, Sampling, SessionOutput
 from .play import Player, ReplayTarget, ToolPlay, replay_target, replaying
 from .recorder import (
     HaltSession,
@@ -27,11 +32,14 @@ from .recorder import (
 )
 from .requests import full_requests, request_record
 from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, current_session
+from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_path_for
 
 __all__ = [
     "CAPTURED_WITH",
     "Capture",
     "CapturedSession",
+    "Destination",
+    "DrainReport",
     "HaltSession",
     "InProposalOrder",
     "JournaledOpenAI",
@@ -41,10 +49,15 @@ __all__ = [
     "ReplayTarget",
     "ReplayedException",
     "ReplayedFailure",
+    "Sampling",
+    "SessionOutput",
+    "Spool",
+    "SpoolCounts",
     "ToolInfo",
     "ToolPlay",
     "current_session",
     "describe_error",
+    "drain",
     "exception_record",
     "failure_kind",
     "failure_message",
@@ -54,4 +67,6 @@ __all__ = [
     "replay_target",
     "replaying",
     "request_record",
+    "spool_line",
+    "spool_path_for",
 ]

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from types import SimpleNamespace
-from typing import Any
+from types import SimpleNamespace, TracebackType
+from typing import Any, Self
 
 from pydantic import JsonValue
 
@@ -51,6 +51,7 @@ from ..formats.openai_messages import (
     system_prompt_of,
 )
 from ..store import Journal
+from .output import Destination
 from .recorder import Recorder
 
 __all__ = ["JournaledOpenAI"]
@@ -65,7 +66,8 @@ class JournaledOpenAI:
 
     Args:
         client: the openai client (or anything with ``chat.completions.create``).
-        journal: where the events go.
+        journal: where the events go (a `Destination` to set the spool, redaction or
+            sampling; a journal alone fails open to the spool beside it).
         session_id: the session to write (default: a new id).
         metadata: kept in ``session_started``.
         error_prefix: a tool message whose content starts with it is a failure.
@@ -76,7 +78,7 @@ class JournaledOpenAI:
     def __init__(
         self,
         client: Any,
-        journal: Journal,
+        journal: Journal | Destination,
         session_id: str | None = None,
         *,
         metadata: Mapping[str, JsonValue] | None = None,
@@ -99,6 +101,18 @@ class JournaledOpenAI:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """End the session as the recorder's ``with`` does: an escaping exception fails it."""
+        self.recorder.__exit__(exc_type, exc, tb)
 
     def record_result(
         self, call_id: str, result: JsonValue, *, duration_ms: float | None = None

@@ -23,7 +23,11 @@ What it guarantees:
   must answer a call of a model output that is still waiting (a call id never proposed,
   or one answered already, is an error). Calls a loop leaves unanswered are allowed.
 * Each call is exactly one ``Journal.append`` with ``expected_seq``: another writer on the
-  same session is a `ConflictError` and nothing is lost or overwritten.
+  same session is a `ConflictError` and nothing is lost or overwritten. The writes go
+  through a `journal.capture.output.Destination`: given a journal alone, the recorder
+  fails open (a journal that cannot take a write sends the session to the spool beside it,
+  and the loop goes on), unless it records a replay (``replay_of``), which fails closed.
+  Give a `Destination` for redaction, tail sampling or a fail-closed recorder.
 * As a context manager, an uncaught exception (an ``Exception``, not a
   ``KeyboardInterrupt``) is recorded as ``agent_halted`` with rule ``error`` and its
   one-line message, then re-raised; a session that ended already is left alone.
@@ -70,6 +74,7 @@ from ..formats.openai_messages import tool_specs_of
 from ..records import RecordedEvent
 from ..store import Journal
 from .exceptions import exception_record
+from .output import Destination
 
 __all__ = [
     "HaltSession",
@@ -274,18 +279,33 @@ class Recorder:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: Journal | Destination,
         session_id: str | None = None,
         *,
         clock: Clock | None = None,
         replay_of: str | None = None,
     ) -> None:
-        self.journal = journal
+        self.destination = (
+            journal
+            if isinstance(journal, Destination)
+            else Destination(journal, fail_open=replay_of is None)
+        )
         self.session_id = session_id or f"session-{uuid.uuid4().hex[:16]}"
         self.clock = clock
         self.replay_of = replay_of
         self._state = SessionState()
         self._proposed: frozenset[str] = frozenset()
+        self._output = self.destination.session(self.session_id)
+
+    @property
+    def journal(self) -> Journal:
+        """The journal the session goes to (opened on first use)."""
+        return self.destination.journal
+
+    @property
+    def spooling(self) -> bool:
+        """True once the journal failed this session and its events go to the spool."""
+        return self._output.spooling
 
     @classmethod
     def resume(cls, journal: Journal, session_id: str, *, clock: Clock | None = None) -> Self:
@@ -334,8 +354,8 @@ class Recorder:
 
     def _write(self, event: AgentEvent) -> None:
         seq = self.next_seq
-        when = self.clock(seq) if self.clock is not None else self.journal.now()
-        self.journal.append(self.session_id, [event], expected_seq=seq, ts=when)
+        when = self.clock(seq) if self.clock is not None else self.destination.now()
+        self._output.write(seq, when, event)
         recorded = RecordedEvent(self.session_id, seq, format_ts(when), event.VERSION, "", event)
         self._state = apply(self._state, recorded)
 
@@ -387,7 +407,11 @@ class Recorder:
             model=model,
             model_settings=_json_object(model_settings, "the model settings"),
             code_version=code_version,
-            metadata={**_json_object(metadata, "the metadata"), "captured_with": captured_with},
+            metadata={
+                **self._sampling_metadata(),
+                **_json_object(metadata, "the metadata"),
+                "captured_with": captured_with,
+            },
             replay_of=self.replay_of,
         )
         self._write(event)
@@ -617,6 +641,17 @@ class Recorder:
         self._write(event)
         return event
 
+    def _sampling_metadata(self) -> dict[str, JsonValue]:
+        sampling = self.destination.sampling
+        return {} if sampling is None else {"sampling": sampling.record()}
+
+    def close(self) -> None:
+        """The session is over: with tail sampling, write it now if it is kept.
+
+        Without sampling every event was written already and this does nothing.
+        """
+        self._output.close(self._state)
+
     # -- context manager -------------------------------------------------------------
 
     def __enter__(self) -> Self:
@@ -628,9 +663,11 @@ class Recorder:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not isinstance(exc, (Exception, HaltSession)) or not self.started or self.ended:
-            return
         try:
-            self.fail(exc)
-        except JournalError as error:  # never hide the loop's own exception
-            exc.add_note(f"agent-journal could not record the halt: {error}")
+            if isinstance(exc, (Exception, HaltSession)) and self.started and not self.ended:
+                try:
+                    self.fail(exc)
+                except JournalError as error:  # never hide the loop's own exception
+                    exc.add_note(f"agent-journal could not record the halt: {error}")
+        finally:
+            self.close()

@@ -27,6 +27,11 @@ received and its outcome (the value, or the exception with its type: `exception_
 in the order the model proposed the calls; the entry's return value ends the turn
 (``agent_completed``) and an exception escaping it fails the session (``agent_halted``,
 rule ``error``) before it propagates. Outside an entry the wrappers call straight through.
+`Capture.session` is the same scope around any block (the entry decorator uses it), with
+metadata and tags given at open.
+
+Where the events go, and how (fail open to a spool, redaction, tail sampling), is the
+capture's `Destination` (`journal.capture.output`).
 
 Inside `journal.capture.replaying` (what a replay sets up), the same calls are journaled
 the same way, but their outcomes come from the replay's `Player`.
@@ -39,7 +44,7 @@ import inspect
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -50,12 +55,15 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..canonical import canonical_bytes
 from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
+from ..formats.redact import Redactor
 from ..store import Journal
 from .exceptions import rebuilt
 from .order import InProposalOrder
+from .output import Destination, Sampling
 from .play import Player, ToolPlay, replay_target
 from .recorder import HaltSession, Recorder
 from .requests import jsonable, proposal_of, request_record
+from .spool import Spool
 
 __all__ = [
     "CAPTURED_WITH",
@@ -126,6 +134,7 @@ class CapturedSession:
     _messages: list[Any] = field(default_factory=list)
     _inputs: list[str] = field(default_factory=list)
     _claimed: set[str] = field(default_factory=set)
+    _last_text: str | None = None
 
     def __post_init__(self) -> None:
         self._order = InProposalOrder(self.recorder)
@@ -153,10 +162,18 @@ class CapturedSession:
         """Journal every tool outcome still waiting for an earlier call's."""
         self._order.flush()
 
-    def finish(self, result: object) -> None:
-        """The entry returned ``result``: journal it as the turn's answer."""
+    def finish(self, result: object, *, given: bool = True) -> None:
+        """The session's answer is ``result``: journal it as the turn's answer (once).
+
+        ``given=False`` (a scope ending without an answer) ends an open turn with the
+        model's last text instead.
+        """
+        if self.recorder.ended or self.recorder.state.status == "completed":
+            return
         self.start()
         self.settle()
+        if not given:
+            result = self._last_text or ""
         answer = result if isinstance(result, str) else canonical_bytes(jsonable(result)).decode()
         self.recorder.final(answer)
 
@@ -232,6 +249,7 @@ class CapturedSession:
         """Journal a response (a body, or a stream's chunk bodies) beside its request."""
         proposal = proposal_of(kind, response, stream=stream, latency_ms=latency_ms)
         self.recorder.model_output(proposal, request=record, response=response)
+        self._last_text = proposal.text
         self._inputs = []
         self._claimed = set()
 
@@ -354,26 +372,45 @@ class Capture:
 
     Args:
         journal: a `Journal`, or where to open one (a path or a ``postgresql://`` URL),
-            opened at the first session.
+            opened at the first write.
         metadata: kept in every session's ``session_started``.
+        fail_open: when the journal cannot take a write, spool the session and let the
+            call go on (default); False raises the journal's error instead.
+        spool: where spooled sessions go (default: beside the journal; see
+            `journal.capture.output.Destination`).
+        redactor: redact every event before it is written (`journal.formats.Redactor`).
+        sampling: tail sampling (`Sampling`); its share and rule go into each session's
+            metadata (``sampling``).
     """
 
     def __init__(
-        self, journal: Journal | str | Path, *, metadata: Mapping[str, Any] | None = None
+        self,
+        journal: Journal | str | Path,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        fail_open: bool = True,
+        spool: Spool | str | Path | None = None,
+        redactor: Redactor | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
-        self._journal = journal if isinstance(journal, Journal) else None
-        self._target = None if isinstance(journal, Journal) else str(journal)
+        self.destination = Destination(
+            journal, fail_open=fail_open, spool=spool, redactor=redactor, sampling=sampling
+        )
+        """Where sessions go, and how (redaction, sampling, the spool)."""
         self.metadata = dict(metadata or {})
+        if sampling is not None:  # given to a replay too, so its metadata matches
+            self.metadata["sampling"] = sampling.record()
         self.tools: dict[str, ToolInfo] = {}
         """The decorated tools by name (a replay checks its live tools against them)."""
 
     @property
     def journal(self) -> Journal:
         """The journal sessions go to (opened on first use)."""
-        if self._journal is None:
-            assert self._target is not None
-            self._journal = Journal.open(self._target)
-        return self._journal
+        return self.destination.journal
+
+    @journal.setter
+    def journal(self, journal: Journal) -> None:
+        self.destination.journal = journal
 
     def openai(self, client: F) -> F:
         """The openai client (``OpenAI`` or ``AsyncOpenAI``), journaling inside sessions."""
@@ -466,7 +503,7 @@ class Capture:
                 async def arun(*args: Any, **kwargs: Any) -> Any:
                     if current_session() is not None:
                         return await function(*args, **kwargs)
-                    with self._session(reference, inputs(args, kwargs)) as session:
+                    with self.session(entry=reference, inputs=inputs(args, kwargs)) as session:
                         result = await function(*args, **kwargs)
                         session.finish(result)
                         return result
@@ -478,7 +515,7 @@ class Capture:
             def run(*args: Any, **kwargs: Any) -> Any:
                 if current_session() is not None:
                     return function(*args, **kwargs)
-                with self._session(reference, inputs(args, kwargs)) as session:
+                with self.session(entry=reference, inputs=inputs(args, kwargs)) as session:
                     result = function(*args, **kwargs)
                     session.finish(result)
                     return result
@@ -489,25 +526,60 @@ class Capture:
         return decorate if function is None else decorate(function)
 
     @contextmanager
-    def _session(self, entry: str, inputs: str) -> Iterator[CapturedSession]:
-        """Open the session of one entry call: in production, or in the replay around it."""
+    def session(
+        self,
+        *,
+        entry: str | None = None,
+        inputs: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        tags: Sequence[str] = (),
+    ) -> Iterator[CapturedSession]:
+        """One session around a block: the wrapped client and tools journal into it.
+
+        What `entry` does for a function, for any block of code::
+
+            with capture.session(metadata={"customer": "c-42"}, tags=["beta"]) as session:
+                ...  # client.chat.completions.create, decorated tools
+                session.finish(answer)  # optional: else the model's last text ends the turn
+
+        An exception escaping the block ends the session as failed (``agent_halted``, rule
+        ``error``, with the exception's record) and propagates. ``metadata`` and ``tags``
+        (as ``metadata.tags``) join the capture's metadata in ``session_started``;
+        ``entry`` is the ``module:qualname`` a replay calls with ``inputs``, which are
+        recorded as ``metadata.entry_inputs`` (JSON text; a string is kept as it is). In a
+        replay (inside `replaying`) the session is the replay's. Inside a session already,
+        the block is part of that one.
+        """
+        outer = current_session()
+        if outer is not None:  # inside a session already: the block is part of it
+            yield outer
+            return
         target = replay_target()
         if target is None:
-            recorder = Recorder(self.journal)
+            recorder = Recorder(self.destination)
             player = None
         else:
             recorder = Recorder(
                 target.journal, target.session_id, clock=target.clock, replay_of=target.replay_of
             )
             player = target.player
+        given = {**self.metadata, **dict(metadata or {})}
+        if tags:
+            given["tags"] = list(tags)
         session = CapturedSession(
-            recorder, entry=entry, inputs=inputs, metadata=self.metadata, player=player
+            recorder,
+            entry=entry,
+            inputs=inputs if isinstance(inputs, str) else json.dumps(jsonable(inputs)),
+            metadata=given,
+            player=player,
         )
         token = _SESSION.set(session)
         try:
             yield session
+            session.finish(None, given=False)
         except (Exception, HaltSession) as error:
             session.fail(error)
             raise
         finally:
             _SESSION.reset(token)
+            recorder.close()

@@ -1,0 +1,366 @@
+"""Where the events of captured code go: redacted, sampled, then the journal or the spool.
+
+Capture of the user's own code (`Capture`, `Recorder`, `JournaledOpenAI`, the framework
+integrations: everything that writes through a `Recorder`) writes through a `Destination`,
+shared by the sessions of one capture; each session gets its own `SessionOutput`.
+
+Two modes, said plainly:
+
+* **fail open** (the default for captured code): when the journal cannot take a write
+  (busy past ``busy_timeout``, a full disk, an unreachable PostgreSQL: a `StoreError` or
+  an ``OSError``), that event and every later event of the session go to the local spool
+  (`journal.capture.spool`) and the user's call goes on. A log line (logger
+  ``journal.capture``, warning; at most one per ``spool.LOG_INTERVAL`` seconds and spool)
+  names the session, the error and the spool's counts (`Spool.counts`). After a failure
+  the journal is not tried again for ``retry_after`` seconds: new sessions go straight to
+  the spool instead of each waiting out the bound.
+  ``agent-journal drain`` moves spooled sessions into the journal, each whole or not at
+  all. If the spool's own disk fails too, the events are counted as lost (`SpoolCounts`)
+  and logged as an error: the user's call still goes on.
+* **fail closed** (``fail_open=False``, and always for a replay): the journal's error
+  propagates to the call that wrote. The project's own runtime (``agentloop``) does not
+  write through here at all: a proposal is durable before its tool runs, or the run stops.
+
+On the way, in this order:
+
+1. **redaction** (``redactor``): each event is redacted by `journal.formats.Redactor`
+   (stable, format-keeping placeholders per session) before anything is written or
+   buffered, so nothing that matches a rule reaches the journal or the spool in clear.
+   The session's own state (what the recorder folds) keeps the clear values.
+2. **tail sampling** (``sampling``): the events wait in memory until the session ends;
+   then a session that failed or halted (or that ``Sampling.keep`` says to keep) is
+   written, and of the rest the share ``Sampling.share`` (decided from the session id, so
+   the same id always gets the same answer). A session longer than
+   ``Sampling.buffer_events`` is written from there on, whatever its end. A session that
+   is never ended (no ``close``, no scope) stays in memory until it passes the bound.
+
+Costs: a write without sampling is one `Journal.append`; a sampled session kept is one
+`Journal.import_records` (one transaction) at its end; a spooled event is one
+`Spool.append`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import JsonValue
+
+from ..clock import utc_now
+from ..errors import StoreError
+from ..events import AgentEvent, AgentHalted, ordered_text
+from ..fold import SessionState
+from ..formats.redact import Redactor
+from ..store import Journal
+from .spool import Spool, spool_line, spool_path_for
+
+__all__ = ["Destination", "Sampling", "SessionOutput"]
+
+log = logging.getLogger("journal.capture")
+
+UNAVAILABLE: tuple[type[BaseException], ...] = (StoreError, OSError)
+"""What a journal raises when it cannot take a write (as opposed to a write it refuses)."""
+
+Written = tuple[int, datetime, AgentEvent]
+"""An event as a session writes it: its seq, its time, the (redacted) event."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Tail sampling: keep every session that fails or halts, and a share of the rest.
+
+    Args:
+        share: the part of the other sessions kept, from 0 to 1.
+        keep: also keep a session this says to keep (its final state), e.g. one whose
+            answer misses an expectation.
+        buffer_events: the most events a session waits with in memory; past it, the
+            session is written whole and kept.
+    """
+
+    share: float
+    keep: Callable[[SessionState], bool] | None = None
+    buffer_events: int = 1000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.share <= 1:
+            raise ValueError(f"sampling share must be between 0 and 1, not {self.share}")
+        if self.buffer_events < 1:
+            raise ValueError(f"buffer_events must be positive, not {self.buffer_events}")
+
+    @property
+    def rule(self) -> str:
+        """The rule in words, as recorded in each session's metadata."""
+        own = "" if self.keep is None else f", {getattr(self.keep, '__qualname__', 'keep')}"
+        return f"failed, halted{own}; share of the rest"
+
+    def record(self) -> dict[str, JsonValue]:
+        """What a kept session's metadata says of how it was sampled (``sampling``)."""
+        return {"share": self.share, "rule": self.rule}
+
+    def keeps(self, session_id: str, state: SessionState) -> bool:
+        """Whether a session that ended in ``state`` is written."""
+        if state.status in ("failed", "halted"):
+            return True
+        if self.keep is not None and self.keep(state):
+            return True
+        draw = int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:8], "big")
+        return draw < self.share * 2**64
+
+
+class Destination:
+    """Where the sessions of one capture go; see the module docstring.
+
+    Args:
+        journal: a `Journal`, or where one is (a SQLite path or a ``postgresql://`` URL),
+            opened at the first write with ``busy_timeout`` as its busy bound.
+        fail_open: spool when the journal cannot take a write (else raise).
+        spool: the spool file (default: beside a SQLite journal, ``agent-journal.spool``
+            in the working directory for PostgreSQL; an in-memory journal has none, so
+            it fails closed).
+        redactor: redact every event before it is written or buffered.
+        sampling: tail sampling (default: every session is written as it goes).
+        busy_timeout: seconds a write waits for a busy journal it opened itself (a
+            `Journal` given keeps its own bound: 5 s for SQLite by default).
+        retry_after: seconds the journal is left alone after it failed (by every
+            destination on the same journal object: recorders given one journal share it).
+    """
+
+    def __init__(
+        self,
+        journal: Journal | str | Path,
+        *,
+        fail_open: bool = True,
+        spool: Spool | str | Path | None = None,
+        redactor: Redactor | None = None,
+        sampling: Sampling | None = None,
+        busy_timeout: float = 0.25,
+        retry_after: float = 1.0,
+    ) -> None:
+        self._journal: Journal | None = None
+        if isinstance(journal, str | Path):
+            self.target = str(journal)
+            self._health = _Health()
+        else:  # a journal, or anything that stands for one
+            self._journal, self.target = journal, journal.target
+            self._health = _health_of(journal)
+        self.redactor = redactor
+        self.sampling = sampling
+        self.busy_timeout = busy_timeout
+        self.retry_after = retry_after
+        self.spool: Spool | None = None
+        if fail_open:
+            where = spool if spool is not None else spool_path_for(self.target)
+            if where is not None:
+                self.spool = where if isinstance(where, Spool) else Spool.at(where)
+        self._lock = threading.Lock()
+
+    @property
+    def fail_open(self) -> bool:
+        """Whether writes the journal cannot take go to the spool."""
+        return self.spool is not None
+
+    @property
+    def journal(self) -> Journal:
+        """The journal, opened on first use.
+
+        Raises:
+            StoreError: it cannot be opened.
+        """
+        with self._lock:
+            if self._journal is None:
+                self._journal = _opened(self.target, self.busy_timeout)
+            return self._journal
+
+    @journal.setter
+    def journal(self, journal: Journal) -> None:
+        with self._lock:
+            self._journal = journal
+            self.target = journal.target
+            self._health = _health_of(journal)
+
+    @property
+    def last_error(self) -> str | None:
+        """The last error that sent a session to the spool (one line)."""
+        return self._health.last_error
+
+    def now(self) -> datetime:
+        """The time of an event written now: the journal's clock when it is open."""
+        return self._journal.now() if self._journal is not None else utc_now()
+
+    def usable(self) -> Journal | None:
+        """The journal, unless it failed less than ``retry_after`` seconds ago (fail open)."""
+        if not self.fail_open:
+            return self.journal
+        if time.monotonic() < self._health.down_until:
+            return None
+        try:
+            return self.journal
+        except UNAVAILABLE as error:
+            self.failed(error)
+            return None
+
+    def failed(self, error: BaseException) -> None:
+        """The journal could not take a write: leave it alone for ``retry_after`` seconds."""
+        self._health.down_until = time.monotonic() + self.retry_after
+        self._health.last_error = f"{type(error).__name__}: {error}"
+
+    def session(self, session_id: str) -> SessionOutput:
+        """The output of one session."""
+        return SessionOutput(self, session_id)
+
+
+@dataclass
+class _Health:
+    """Whether a journal failed lately: shared by the destinations of one journal object."""
+
+    down_until: float = 0.0
+    last_error: str | None = None
+
+
+_HEALTH: weakref.WeakKeyDictionary[Any, _Health] = weakref.WeakKeyDictionary()
+_HEALTH_LOCK = threading.Lock()
+
+
+def _health_of(journal: Journal) -> _Health:
+    """The health of a journal object, shared by every destination (and recorder) on it."""
+    with _HEALTH_LOCK:
+        try:
+            return _HEALTH.setdefault(journal, _Health())
+        except TypeError:  # an object that cannot be weakly referenced: not shared
+            return _Health()
+
+
+def _opened(target: str, busy_timeout: float) -> Journal:
+    """A journal opened with a short busy bound (the capture's, not the default 5 s)."""
+    if target.startswith(("postgresql://", "postgres://")):
+        from ..postgres import PostgresJournal
+
+        return PostgresJournal(target, connect_timeout=busy_timeout, pool_timeout=busy_timeout)
+    from ..sqlite import SQLiteJournal
+
+    return SQLiteJournal(target, busy_timeout_ms=max(1, round(busy_timeout * 1000)))
+
+
+class SessionOutput:
+    """The events of one session on their way out; see the module docstring."""
+
+    def __init__(self, destination: Destination, session_id: str) -> None:
+        self.destination = destination
+        self.session_id = session_id
+        self.spooling = False
+        """True once the journal failed this session: the rest of it goes to the spool."""
+        self._waiting: list[Written] | None = [] if destination.sampling is not None else None
+        self._spooled = False
+
+    def write(self, seq: int, when: datetime, event: AgentEvent) -> None:
+        """Write one event (redacted first), or keep it waiting for the session's end."""
+        redactor = self.destination.redactor
+        if redactor is not None:
+            event = _redacted(redactor, self.session_id, event)
+        if self._waiting is None:
+            self._out([(seq, when, event)])
+            return
+        self._waiting.append((seq, when, event))
+        sampling = self.destination.sampling
+        assert sampling is not None
+        if isinstance(event, AgentHalted) or len(self._waiting) >= sampling.buffer_events:
+            self._release()
+
+    def close(self, state: SessionState) -> None:
+        """The session ended in ``state``: write its waiting events if sampling keeps it."""
+        if self._waiting is None:
+            return
+        sampling = self.destination.sampling
+        assert sampling is not None
+        if sampling.keeps(self.session_id, state):
+            self._release()
+        else:
+            self._waiting = []
+
+    def _release(self) -> None:
+        waiting, self._waiting = self._waiting or [], None
+        if waiting:
+            self._out(waiting)
+
+    def _out(self, items: Sequence[Written]) -> None:
+        destination = self.destination
+        if self.spooling:
+            self._spool(items)
+            return
+        journal = destination.usable()
+        if journal is not None:
+            try:
+                _to_journal(journal, self.session_id, items)
+                return
+            except UNAVAILABLE as error:
+                if not destination.fail_open:
+                    raise
+                destination.failed(error)
+        self.spooling = True
+        self._spool(items)
+        spool = destination.spool
+        assert spool is not None
+        if spool.time_to_log():
+            log.warning(
+                "agent-journal: %s cannot take writes (%s); session %s goes to the spool %s "
+                "(this process: %d sessions, %d events spooled so far; "
+                "agent-journal drain moves them)",
+                destination.target,
+                destination.last_error,
+                self.session_id,
+                spool.path,
+                spool.counts.sessions,
+                spool.counts.events,
+            )
+
+    def _spool(self, items: Sequence[Written]) -> None:
+        spool = self.destination.spool
+        assert spool is not None
+        lines = [spool_line(self.session_id, seq, when, event) for seq, when, event in items]
+        try:
+            spool.append(lines, new_session=not self._spooled)
+            self._spooled = True
+        except OSError as error:
+            spool.lost(len(lines))
+            log.error(
+                "agent-journal: session %s: %d events lost: neither the journal nor the "
+                "spool %s could take them (%s)",
+                self.session_id,
+                len(lines),
+                spool.path,
+                error,
+            )
+
+
+def _to_journal(journal: Journal, session_id: str, items: Sequence[Written]) -> None:
+    """One append for one event; a waiting session (from seq 0) whole, in one transaction."""
+    if len(items) == 1:
+        seq, when, event = items[0]
+        journal.append(session_id, [event], expected_seq=seq, ts=when)
+        return
+    records = [
+        (f"{session_id}:{seq}", orjson.loads(spool_line(session_id, seq, when, event)))
+        for seq, when, event in items
+    ]
+    journal.import_records(session_id, records)
+
+
+def _redacted(redactor: Redactor, session_id: str, event: AgentEvent) -> AgentEvent:
+    """``event`` with every string that matches a rule replaced (`Redactor.redact_payload`).
+
+    A tool result's text (``result_text``) is its redacted value's text again, so a
+    secret found by its key, not its shape, does not stay in it.
+    """
+    payload: dict[str, Any] = redactor.redact_payload(session_id, event.model_dump(mode="json"))
+    if payload.get("result_text") is not None:
+        payload["result_text"] = ordered_text(payload.get("result"))
+    return type(event).model_validate(payload)
