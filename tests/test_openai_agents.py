@@ -197,7 +197,8 @@ def test_tools_run_live_on_request_and_are_compared(
     ran = len(RAN)
     same = replay_agent(journal, session, weather_agent, live=["get_weather"])
     assert same.identical, same.first_divergence
-    assert RAN[ran:] == ["Lisbon", "Atlantis", "Oslo"]
+    # the two calls of the first response run concurrently: in either order
+    assert sorted(RAN[ran : ran + 2]) == ["Atlantis", "Lisbon"] and RAN[ran + 2 :] == ["Oslo"]
     monkeypatch.setitem(CELSIUS, "Lisbon", 30.0)
     moved = replay_agent(journal, session, weather_agent, live=True)
     assert [(d.tool, d.recorded_seq) for d in moved.live_differences] == [("get_weather", 3)]

@@ -185,7 +185,9 @@ def test_tools_run_live_on_request_and_are_compared(
     ran = len(RAN)
     same = replay_agent(journal, session, weather_agent, live=["get_weather"])
     assert same.identical, same.first_divergence
-    assert RAN[ran:] == ["Lisbon", "Atlantis", "Oslo"] and not same.live_differences
+    # the two calls of the first response run concurrently: in either order
+    assert sorted(RAN[ran : ran + 2]) == ["Atlantis", "Lisbon"] and RAN[ran + 2 :] == ["Oslo"]
+    assert not same.live_differences
     monkeypatch.setitem(CELSIUS, "Oslo", -3.0)
     moved = replay_agent(journal, session, weather_agent, live=True)
     assert [(d.tool, d.recorded, d.live) for d in moved.live_differences] == [
