@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,3 +202,16 @@ def open_store(kind: str, tmp_path: Path, **options: Any) -> Iterator[StoreUnder
         return
     with fresh_schema(require_server()) as schema, Journal.open(schema.url, **options) as journal:
         yield StoreUnderTest(kind, schema.url, journal, schema)
+
+
+def eventually(check: Callable[[], bool], timeout: float = 30) -> None:
+    """Wait until ``check()`` holds.
+
+    A PostgreSQL follower reads only below the oldest transaction in flight on the server,
+    and other test processes (xdist workers, other runs) share that server: their
+    transactions may hold a read back for a moment (only ever back, never past an event).
+    """
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.02)

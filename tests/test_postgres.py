@@ -42,7 +42,14 @@ from journal.postgres import PostgresJournal
 
 from .helpers import TS0, run_cli, sample_session, short_session, worker
 from .pg_held import Held
-from .stores import PgSchema, downgrade_pg_to_v3, fresh_schema, require_server, with_search_path
+from .stores import (
+    PgSchema,
+    downgrade_pg_to_v3,
+    eventually,
+    fresh_schema,
+    require_server,
+    with_search_path,
+)
 
 WRITERS = 6
 APPENDS = 25
@@ -60,15 +67,6 @@ def _stored_positions(url: str) -> list[int]:
 
 def _positions(journal: Journal, after: int = 0) -> list[int]:
     return [row.position or 0 for row in journal.read_after(after, limit=10_000)]
-
-
-def _eventually(check: object, timeout: float = 30) -> None:
-    """Wait until ``check()`` holds: transactions of other test runs on the same server may
-    hold a follower back for a moment (only ever back, never past an event)."""
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.02)
 
 
 def test_writer_processes_on_one_session_and_many_lose_nothing(pg_schema: PgSchema) -> None:
@@ -191,7 +189,7 @@ def test_an_append_in_flight_holds_followers_back_and_no_other_writer(
             assert follower.wait_for_events(2, timeout=0.3) is False
             held.release()
         assert held.outcome == {"seq": 1}
-        _eventually(lambda: _positions(follower) == [1, 2, 3, 4])
+        eventually(lambda: _positions(follower) == [1, 2, 3, 4])
         rows = follower.read_after(0)
         assert [(r.session_id, r.seq) for r in rows] == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
         assert follower.wait_for_events(2, timeout=10) is True
@@ -249,10 +247,10 @@ def test_an_erased_beginning_holds_no_follower_behind_older_transactions(
             journal.erase("first", reason="retention")
             second = [(r.session_id, r.position) for r in journal.stored_events("second")]
             # While the older transaction stays open: others' may hold the gap a moment.
-            _eventually(
+            eventually(
                 lambda: [(r.session_id, r.position) for r in journal.read_after(0)] == second
             )
-            _eventually(lambda: journal.head_position() == second[-1][1])
+            eventually(lambda: journal.head_position() == second[-1][1])
 
 
 def test_a_gap_a_transaction_of_another_program_might_hold_waits_for_it(
@@ -270,8 +268,8 @@ def test_a_gap_a_transaction_of_another_program_might_hold_waits_for_it(
         assert _stored_positions(pg_schema.url) == [1, 3]
         assert _positions(journal) == [1] and journal.head_position() == 1
         other.rollback()
-        _eventually(lambda: _positions(journal) == [1, 3])
-        _eventually(lambda: journal.head_position() == 3)
+        eventually(lambda: _positions(journal) == [1, 3])
+        eventually(lambda: journal.head_position() == 3)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -555,7 +553,7 @@ def test_a_version_3_schema_is_upgraded_and_followers_keep_their_place(
             journal.append("new", short_session())
             new = list(journal.stored_events("new"))
             assert [r.position for r in new] == list(range(taken + 1, taken + 1 + len(new)))
-            _eventually(lambda: journal.read_after(before[-1].position or 0) == new)
+            eventually(lambda: journal.read_after(before[-1].position or 0) == new)
             report = journal.verify()
             assert report.ok, report.problems
     with psycopg.connect(url) as conn:
