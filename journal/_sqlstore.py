@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import getpass
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar
@@ -20,12 +20,17 @@ from typing import Any, ClassVar
 import orjson
 from pydantic import ValidationError
 
+from ._derived import PROJECTION_READ, DerivedCheck
 from ._planner import AppendPlan, SessionHead, plan_append, plan_import
 from ._sqltx import (
+    DERIVED_TABLES,
+    JOURNAL_TABLES,
+    OWN_TRIGGERS,
     SchemaSpec,
     SqlTx,
     TriggerState,
     TxFactory,
+    foreign_problem,
     trigger_problem,
 )
 from .canonical import format_ts
@@ -152,8 +157,16 @@ class SQLJournal(Journal):
         """The error for an empty target opened with ``create=False``."""
 
     @abstractmethod
+    def _snapshot(self) -> AbstractContextManager[SqlTx]:
+        """A short read transaction that sees one consistent snapshot of the whole journal."""
+
+    @abstractmethod
     def _trigger_states(self) -> dict[str, TriggerState]:
         """The schema's guard triggers that are installed, by name, and how they compare."""
+
+    @abstractmethod
+    def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
+        """Every trigger and rule on ``tables``: (``trigger`` or ``rule``, name, table)."""
 
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         """Serialise writers of one session until the transaction ends (SQLite: a no-op)."""
@@ -638,12 +651,18 @@ class SQLJournal(Journal):
 
     # -- verification ----------------------------------------------------------------
 
-    def _guard_problems(self) -> list[Problem]:
+    def _guard_problems(self, allow_triggers: Collection[str]) -> list[Problem]:
         installed = self._trigger_states()
         problems = [
             trigger_problem(name, self.SCHEMA.purposes[name], installed.get(name))
             for name in self.SCHEMA.triggers
             if installed.get(name) != "ok"
+        ]
+        own = {*self.SCHEMA.triggers, *OWN_TRIGGERS, *allow_triggers}
+        problems += [
+            foreign_problem(kind, name, table)
+            for kind, name, table in self._foreign_objects(JOURNAL_TABLES | DERIVED_TABLES)
+            if name not in own
         ]
         for (session_id,) in self._query("SELECT session_id FROM erase_authorised"):
             problems.append(
@@ -657,32 +676,55 @@ class SQLJournal(Journal):
             )
         return problems
 
-    def verify(self, session_ids: Sequence[str] | None = None) -> VerifyReport:
-        """Check chains, projection, decoding and triggers; see `Journal.verify`.
+    def verify(
+        self,
+        session_ids: Sequence[str] | None = None,
+        *,
+        quick: bool = False,
+        allow_triggers: Collection[str] = (),
+    ) -> VerifyReport:
+        """Check chains, derived data, decoding and triggers; see `Journal.verify`.
 
-        Erased sessions are not findings: their audit records say where they went.
+        Each session is read in one snapshot of its own (`_snapshot`): its projection row,
+        its events and its snapshots as of one moment. Erased sessions are not findings:
+        their audit records say where they went.
         """
-        problems = self._guard_problems()
-        projected = {
-            sid: (last_seq, head)
-            for sid, last_seq, head in self._query(
-                "SELECT session_id, last_seq, head_hash FROM sessions"
-            )
-        }
+        problems = self._guard_problems(allow_triggers)
         if session_ids is None:
-            with_events = {sid for (sid,) in self._query("SELECT DISTINCT session_id FROM events")}
-            targets = sorted(with_events | set(projected))
+            targets = [
+                sid
+                for (sid,) in self._query(
+                    "SELECT session_id FROM sessions UNION SELECT session_id FROM events ORDER BY 1"
+                )
+            ]
         else:
             targets = list(session_ids)
-        erased = {sid for (sid,) in self._query("SELECT DISTINCT session_id FROM erasures")}
         total = checked = 0
         for session_id in targets:
-            last_seq, head = projected.get(session_id, (None, None))
-            garbled = last_seq is not None and (
-                type(last_seq) is not int or not isinstance(head, str)
-            )
-            if garbled:
-                problems.append(
+            with self._snapshot() as tx:
+                found, count = self._check_one(tx, session_id, refold=not quick)
+            if found is None:
+                continue  # erased
+            problems.extend(found)
+            total += count
+            checked += 1
+        return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
+
+    def _check_one(
+        self, tx: SqlTx, session_id: str, *, refold: bool
+    ) -> tuple[list[Problem] | None, int]:
+        """One session's findings and row count, read through ``tx`` (None: erased)."""
+        stored = tx.one(
+            f"SELECT {', '.join(PROJECTION_READ)} FROM sessions WHERE session_id = ?",
+            (session_id,),
+        )
+        projection = None if stored is None else dict(zip(PROJECTION_READ, stored, strict=True))
+        last_seq = head = None
+        garbled: list[Problem] = []
+        if projection is not None:
+            last_seq, head = projection["last_seq"], projection["head_hash"]
+            if type(last_seq) is not int or not isinstance(head, str):
+                garbled.append(
                     Problem(
                         session_id=session_id,
                         seq=None,
@@ -692,29 +734,40 @@ class SQLJournal(Journal):
                     )
                 )
                 last_seq = head = None
-            try:
-                found, count = check_session(
-                    session_id,
-                    self.stored_events(session_id),
-                    projected_last_seq=last_seq,
-                    projected_head=head,
-                    hasher=self.hasher,
-                )
-            except InvalidEventError as e:  # a row a foreign writer gave a non-integer seq
-                found, count = (
-                    [Problem(session_id=session_id, seq=None, kind="undecodable", message=str(e))],
-                    1,
-                )
-            if garbled:  # compared with the projection already
-                found = [problem for problem in found if problem.kind != "projection"]
-            if session_id not in projected and count == 0:
-                if session_id in erased:
-                    continue
-                raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
-            problems.extend(found)
-            total += count
-            checked += 1
-        return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
+        derived = None
+        if refold and not garbled:
+            derived = DerivedCheck(session_id, projection, self._snapshot_rows(tx, session_id))
+        try:
+            found, count = check_session(
+                session_id,
+                self._pages(tx.rows, session_id),
+                projected_last_seq=last_seq,
+                projected_head=head,
+                hasher=self.hasher,
+                derived=derived,
+            )
+        except InvalidEventError as e:  # a row a foreign writer gave a non-integer seq
+            found = [Problem(session_id=session_id, seq=None, kind="undecodable", message=str(e))]
+            count = 1
+        if garbled:  # compared with the projection already
+            found = garbled + [problem for problem in found if problem.kind != "projection"]
+        if projection is None and count == 0:
+            if tx.one("SELECT 1 FROM erasures WHERE session_id = ?", (session_id,)):
+                return None, 0
+            raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
+        return found, count
+
+    def _snapshot_rows(self, tx: SqlTx, session_id: str) -> dict[int, str]:
+        """The session's stored snapshots of the current fold version: seq -> state JSON."""
+        if not self._has_snapshots(tx):
+            return {}
+        return {
+            int(seq): state
+            for seq, state in tx.rows(
+                "SELECT seq, state FROM snapshots WHERE session_id = ? AND fold_version = ?",
+                (session_id, FOLD_VERSION),
+            )
+        }
 
     # -- erasing ---------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ from .records import StoredEvent
 from .verify import Problem
 
 __all__ = [
+    "DERIVED_TABLES",
+    "JOURNAL_TABLES",
+    "OWN_TRIGGERS",
     "SchemaSpec",
     "SqlTx",
     "TriggerState",
@@ -23,6 +26,16 @@ __all__ = [
     "event_params",
     "trigger_problem",
 ]
+
+JOURNAL_TABLES = frozenset({"meta", "events", "sessions", "erasures", "erase_authorised"})
+"""The tables of a journal's record, on either store."""
+DERIVED_TABLES = frozenset({"snapshots"})
+"""Tables the journal derives from its events and keeps itself: not foreign, never a record.
+Extend this (and `OWN_TRIGGERS`) when the journal keeps another one, e.g. a search index."""
+OWN_TRIGGERS: frozenset[str] = frozenset()
+"""Triggers the journal installs besides its schema's guards (`SchemaSpec.triggers`): for
+instance ones that keep a derived table in step. Any other trigger or rule on a table of
+`JOURNAL_TABLES` or `DERIVED_TABLES` is foreign, a finding of verify."""
 
 TriggerState = Literal["ok", "replaced", "disabled"]
 """How an installed guard trigger compares with the one the schema defines."""
@@ -86,6 +99,17 @@ def trigger_problem(name: str, purpose: str, state: TriggerState | None) -> Prob
     else:
         message = f"trigger {name} was replaced: {purpose} may not hold"
     return Problem(session_id=None, seq=None, kind="missing_trigger", message=message)
+
+
+def foreign_problem(kind: str, name: str, table: str) -> Problem:
+    """Return verify's finding for a trigger or rule on ``table`` that is not the journal's."""
+    return Problem(
+        session_id=None,
+        seq=None,
+        kind="foreign_trigger",
+        message=f"{kind} {name} on {table} is not agent-journal's: it may drop or change "
+        f"what is written (allow your own with --allow-trigger {name})",
+    )
 
 
 def event_params(row: StoredEvent) -> tuple[Any, ...]:

@@ -310,6 +310,13 @@ class PostgresJournal(SQLJournal):
     def _transaction(self) -> AbstractContextManager[SqlTx]:
         return self._pooled("write", mode="write")
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[SqlTx]:
+        """A REPEATABLE READ, READ ONLY transaction: one snapshot from its first query on."""
+        with self._pooled("read", mode="read") as tx:
+            tx.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield tx
+
     def _table_names(self, tx: SqlTx) -> set[str]:
         return {
             name
@@ -514,3 +521,14 @@ class PostgresJournal(SQLJournal):
             else:
                 states[name] = "disabled" if enabled in ("D", "R") else "ok"
         return states
+
+    def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
+        found = self._query(
+            "SELECT 'trigger', t.tgname, c.relname FROM pg_trigger t "
+            "JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE NOT t.tgisinternal AND c.relnamespace = "
+            "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()) "
+            "UNION ALL SELECT 'rule', rulename, tablename FROM pg_rules "
+            "WHERE schemaname = current_schema() ORDER BY 2"
+        )
+        return [(kind, name, table) for kind, name, table in found if table in tables]

@@ -179,6 +179,20 @@ class SQLiteJournal(SQLJournal):
             except sqlite3.Error as e:
                 raise self._translate(e, "read") from e
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[SqlTx]:
+        """A deferred read transaction: one snapshot from its first read to its end.
+
+        Keep it short (verify takes one per session): a WAL checkpoint cannot pass it.
+        """
+        with self._reading() as tx:
+            self._conn.execute("BEGIN")
+            try:
+                yield tx
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._lock:
@@ -198,6 +212,15 @@ class SQLiteJournal(SQLJournal):
             for name, sql in schema.TRIGGERS.items()
             if name in found
         }
+
+    def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
+        return [
+            ("trigger", name, table)
+            for name, table in self._query(
+                "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+            )
+            if table in tables
+        ]
 
 
 def _identity(path: str) -> tuple[int, int] | None:

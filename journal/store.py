@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -334,8 +334,22 @@ class Journal(ABC):
         return None if found is None else found.last_seq
 
     @abstractmethod
-    def verify(self, session_ids: Sequence[str] | None = None) -> VerifyReport:
-        """Check the hash chains, the projection, decoding and the append-only guards."""
+    def verify(
+        self,
+        session_ids: Sequence[str] | None = None,
+        *,
+        quick: bool = False,
+        allow_triggers: Collection[str] = (),
+    ) -> VerifyReport:
+        """Check the hash chains, decoding, derived data and the append-only guards.
+
+        Each session is read in one consistent snapshot (appends meanwhile are no finding).
+        Derived data is checked against the events: each row's summary, the projection (a
+        refold of the session) and stored snapshots; ``quick`` skips the refold (so the
+        projection's columns and state and the snapshots are not checked; the last seq and
+        head hash are). Triggers and rules on the journal's tables that are not its own are
+        findings unless named in ``allow_triggers``.
+        """
 
     # -- erasing ---------------------------------------------------------------------
 
@@ -363,7 +377,8 @@ class Journal(ABC):
     ) -> tuple[int, SessionState] | None:
         """The latest stored snapshot of a session's state at or before ``seq``, if any.
 
-        Snapshots are derived data (see `replay.Timeline`): never exported or verified.
+        Snapshots are derived data (see `replay.Timeline`): never exported; `verify` checks
+        them against the fold of the events.
         """
 
     @abstractmethod
