@@ -42,6 +42,7 @@ from .errors import (
     StoreError,
     UnknownEventTypeError,
     UnknownVersionError,
+    UnplannedWriteError,
 )
 from .events import (
     EVENT_ADAPTER,
@@ -139,6 +140,7 @@ __all__ = [
     "ToolSpec",
     "UnknownEventTypeError",
     "UnknownVersionError",
+    "UnplannedWriteError",
     "Usage",
     "UserInput",
     "VerificationFailed",

@@ -42,6 +42,7 @@ from .errors import (
     SchemaVersionError,
     SessionNotFoundError,
     StoreError,
+    UnplannedWriteError,
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
@@ -55,6 +56,8 @@ _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _BODY_COLUMNS = "body, seq, hash, pos"
 """What `decode_body` takes (``seq`` second, as `_row_pages` needs)."""
 _ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
+_RETURNING_HEAD = " RETURNING last_seq, head_hash"
+"""What a projection write returns, to check the row holds the plan's head."""
 _MAX_SEQ = 2**63 - 1
 _IN_CHUNK = 500
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
@@ -183,13 +186,34 @@ class SQLJournal(Journal):
         self._lock_session(tx, session_id)
         self._reserve_positions(tx, count)
 
-    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
-        """Insert rows; the database assigns their global positions."""
-        tx.run_many(
+    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
+        """Insert rows; the database assigns their global positions. Returns the rows written."""
+        return tx.changed_many(
             "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,  # a StoredEvent's fields, in order; its position is None (the next one)
         )
+
+    def _insert_planned(self, tx: SqlTx, session_id: str, rows: Sequence[StoredEvent]) -> None:
+        """`_insert_events`, refused (`UnplannedWriteError`) unless every row was written."""
+        written = self._insert_events(tx, rows)
+        if written != len(rows):
+            raise self._unplanned(session_id, f"{written} of {len(rows)} events were written")
+
+    def _unplanned(self, session_id: str, what: str) -> UnplannedWriteError:
+        return UnplannedWriteError(
+            f"{self.target}: session {session_id}: {what}; a trigger or rule that is not "
+            "agent-journal's changed the write (verify names it); nothing was written"
+        )
+
+    def _check_projected(
+        self, session_id: str, found: Sequence[tuple[Any, ...]], plan: AppendPlan
+    ) -> None:
+        """Refuse the write unless the projection row now holds the plan's last seq and head."""
+        expected = (plan.rows[-1].seq, plan.head_hash)
+        if [tuple(row) for row in found] != [expected]:
+            shown = "no row" if not found else f"last seq and head {tuple(found[0])!r:.60}"
+            raise self._unplanned(session_id, f"the sessions projection holds {shown}")
 
     # -- schema setup ----------------------------------------------------------------
 
@@ -338,12 +362,15 @@ class SQLJournal(Journal):
         if indexed:
             names, params = _changed_columns(row, indexed)
             params.append(session_id)
-            if tx.changed(_update_sql(names), params):
-                self._insert_events(tx, plan.rows)
+            found = tx.rows(_update_sql(names) + _RETURNING_HEAD, params)
+            if found:
+                self._check_projected(session_id, found, plan)
+                self._insert_planned(tx, session_id, plan.rows)
                 return
         row["session_id"] = session_id
-        tx.run(_upsert_sql(tuple(row)), list(row.values()))
-        self._insert_events(tx, plan.rows)
+        found = tx.rows(_upsert_sql(tuple(row)) + _RETURNING_HEAD, list(row.values()))
+        self._check_projected(session_id, found, plan)
+        self._insert_planned(tx, session_id, plan.rows)
 
     def _write_on_head(
         self, tx: SqlTx, session_id: str, plan: AppendPlan, head: SessionHead
@@ -355,9 +382,12 @@ class SQLJournal(Journal):
         columns are the ones this connection wrote. False (nothing written) when another
         writer got there first, or the row was changed or removed outside this connection.
         """
-        if not tx.changed(*self._guarded_update(session_id, plan, head)):
+        text, params = self._guarded_update(session_id, plan, head)
+        found = tx.rows(text + _RETURNING_HEAD, params)
+        if not found:
             return False
-        self._insert_events(tx, plan.rows)
+        self._check_projected(session_id, found, plan)
+        self._insert_planned(tx, session_id, plan.rows)
         return True
 
     def _guarded_update(

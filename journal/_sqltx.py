@@ -86,6 +86,10 @@ class SqlTx:
         """Run a statement once per row of parameters."""
         self.connection.executemany(self.sql(text), rows)
 
+    def changed_many(self, text: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Run a statement once per row of parameters; return how many rows they changed."""
+        return int(self.connection.executemany(self.sql(text), rows).rowcount)
+
 
 TxFactory = Callable[[], AbstractContextManager[SqlTx]]
 

@@ -16,7 +16,9 @@ Hierarchy (one line per class: when it is raised)::
     │   ├── NotAJournalError      the target exists but is not an agent-journal journal
     │   ├── JournalMissingError   the target does not exist and creating it was not asked for
     │   ├── JournalBusyError      the database stayed locked past the busy timeout
-    │   └── SchemaVersionError    the journal was written by a newer schema than this code knows
+    │   ├── SchemaVersionError    the journal was written by a newer schema than this code knows
+    │   └── UnplannedWriteError   an append's statements wrote other rows than planned (a foreign
+    │                             trigger or rule dropped or changed them); nothing was kept
 
 Every message is one line that names the thing and where it is (file:line, session, seq).
 Errors from sqlite3 or psycopg are re-raised as ours with ``raise ... from e``.
@@ -40,6 +42,7 @@ __all__ = [
     "StoreError",
     "UnknownEventTypeError",
     "UnknownVersionError",
+    "UnplannedWriteError",
 ]
 
 
@@ -117,3 +120,7 @@ class JournalBusyError(StoreError):
 
 class SchemaVersionError(StoreError):
     """The journal's schema version is newer than this code understands."""
+
+
+class UnplannedWriteError(StoreError):
+    """An append wrote other rows than it planned; it was rolled back, nothing acknowledged."""

@@ -47,6 +47,7 @@ from ._pg_positions import (
     SAFE_HEAD,
     TAKE_MANY,
     TAKE_ONE,
+    UNPLANNED,
     Notifier,
     one_statement,
 )
@@ -59,6 +60,7 @@ from .errors import (
     JournalError,
     JournalMissingError,
     StoreError,
+    UnplannedWriteError,
 )
 from .records import StoredEvent, stored_row
 from .store import DEFAULT_MAX_EVENT_BYTES, Clock, Durability
@@ -153,11 +155,16 @@ class _PgTx(SqlTx):
         with self.connection.cursor() as cursor:
             cursor.executemany(self.sql(text), rows)
 
-    def copy(self, target: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Load rows into ``target`` (``table(columns)``) with COPY; triggers fire as on INSERT."""
-        with self.connection.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+    def copy(self, target: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Load rows into ``target`` (``table(columns)``) with COPY; return the rows loaded.
+
+        Triggers fire as on INSERT; rules do not.
+        """
+        with self.connection.cursor() as cursor:
+            with cursor.copy(f"COPY {target} FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return int(cursor.rowcount)
 
 
 class PostgresJournal(SQLJournal):
@@ -263,6 +270,13 @@ class PostgresJournal(SQLJournal):
         text = _server_message(error)
         if isinstance(error, errors.UniqueViolation):
             return ConflictError(f"{self._target}: events are append-only (a taken key): {text}")
+        if UNPLANNED in text:
+            written = text.split(UNPLANNED, 1)[1].strip(" '\"")
+            return UnplannedWriteError(
+                f"{self._target}: {written}; a trigger or rule "
+                "that is not agent-journal's changed the write (verify names it); nothing was "
+                "written"
+            )
         if "append-only" in text:
             return ConflictError(f"{self._target}: {text}")
         if isinstance(error, errors.LockNotAvailable | errors.QueryCanceled):
@@ -404,6 +418,7 @@ class PostgresJournal(SQLJournal):
             params += event_params(plan.rows[0])[1:]
         else:
             params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
+        params += [count, plan.rows[-1].seq, plan.head_hash, str(count)]
         text = one_statement(reserve, update, count == 1)
         with self._pooled("write", mode="statement") as tx:
             assert isinstance(tx, _PgTx)
@@ -412,18 +427,20 @@ class PostgresJournal(SQLJournal):
             tx.reserving = False
             assert found is not None
             if found[1] != count:
-                return False
+                return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
             tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
         return True
 
-    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
+    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
         assert isinstance(tx, _PgTx)
         first = tx.use_positions(len(rows))
         params = [(first + index, *event_params(row)) for index, row in enumerate(rows)]
         if len(params) == 1:
-            tx.run(f"INSERT INTO {_EVENTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params[0])
-        else:  # COPY fires the same triggers and checks the same keys, at half the cost per row
-            tx.copy(_EVENTS, params)
+            return tx.changed(
+                f"INSERT INTO {_EVENTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params[0]
+            )
+        # COPY fires the same triggers and checks the same keys, at half the cost per row
+        return tx.copy(_EVENTS, params)
 
     def close(self) -> None:
         """Send the last NOTIFY, close the pool and the listening connection (idempotent)."""

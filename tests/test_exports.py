@@ -66,6 +66,7 @@ PUBLIC: dict[str, list[str]] = {
         "ToolSpec",
         "UnknownEventTypeError",
         "UnknownVersionError",
+        "UnplannedWriteError",
         "Usage",
         "UserInput",
         "VerificationFailed",
