@@ -56,6 +56,8 @@ _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _BODY_COLUMNS = "body, seq, hash, pos"
 """What `decode_body` takes (``seq`` second, as `_row_pages` needs)."""
 _ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
+REPAIRABLE = frozenset({"projection", "snapshot"})
+"""The findings `SQLJournal.repair` mends: derived data rebuilt from intact events."""
 _RETURNING_HEAD = " RETURNING last_seq, head_hash"
 """What a projection write returns, to check the row holds the plan's head."""
 _MAX_SEQ = 2**63 - 1
@@ -765,8 +767,9 @@ class SQLJournal(Journal):
                 )
                 last_seq = head = None
         derived = None
-        if refold and not garbled:
-            derived = DerivedCheck(session_id, projection, self._snapshot_rows(tx, session_id))
+        if not garbled:
+            snapshots = self._snapshot_rows(tx, session_id) if refold else {}
+            derived = DerivedCheck(session_id, projection, snapshots, refold=refold)
         try:
             found, count = check_session(
                 session_id,
@@ -786,6 +789,32 @@ class SQLJournal(Journal):
                 return None, 0
             raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
         return found, count
+
+    def repair(self, session_ids: Sequence[str] | None = None) -> list[Problem]:
+        """Rebuild disagreeing projections and snapshots from the events; see `Journal.repair`."""
+        if session_ids is None:
+            session_ids = [
+                sid
+                for (sid,) in self._query(
+                    "SELECT session_id FROM sessions UNION SELECT session_id FROM events ORDER BY 1"
+                )
+            ]
+        repaired: list[Problem] = []
+        for session_id in session_ids:
+            with self._transaction() as tx:
+                self._lock_session(tx, session_id)
+                found, _ = self._check_one(tx, session_id, refold=True)
+                if not found or {p.kind for p in found} - REPAIRABLE:
+                    continue  # intact, erased, or its events themselves are in question
+                rows = list(self._pages(tx.rows, session_id))  # some: none would be "truncated"
+                row = projection_row(fold(decode(r) for r in rows), rows[-1].hash)
+                row["session_id"] = session_id
+                tx.run(_upsert_sql(tuple(row)), list(row.values()))
+                if self._has_snapshots(tx):
+                    tx.run("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
+            self._heads.pop(session_id, None)
+            repaired.extend(found)
+        return repaired
 
     def _snapshot_rows(self, tx: SqlTx, session_id: str) -> dict[int, str]:
         """The session's stored snapshots of the current fold version: seq -> state JSON."""

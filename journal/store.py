@@ -23,7 +23,7 @@ from .events import AgentEvent
 from .fold import SessionState
 from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode_body
-from .verify import VerifyReport
+from .verify import Problem, VerifyReport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -349,6 +349,18 @@ class Journal(ABC):
         projection's columns and state and the snapshots are not checked; the last seq and
         head hash are). Triggers and rules on the journal's tables that are not its own are
         findings unless named in ``allow_triggers``.
+        """
+
+    @abstractmethod
+    def repair(self, session_ids: Sequence[str] | None = None) -> list[Problem]:
+        """Rebuild derived data that `verify` found disagreeing with intact events.
+
+        For each session (all by default) whose only findings are about its projection or
+        its snapshots, and whose chain holds: the projection row is rewritten from the fold
+        of the events and the session's snapshots are dropped (they are rebuilt on need).
+        A session whose events are in question (altered, removed, cut, undecodable) or
+        whose summary column disagrees (event rows are append-only) is left as it is.
+        Returns the findings repaired.
         """
 
     # -- erasing ---------------------------------------------------------------------

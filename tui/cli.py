@@ -14,10 +14,10 @@ from journal import Journal, JournalError, SessionStatus
 
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_tui import tui
+from .cli_verify import verify
 from .clikit import (
     EXIT_BAD_INPUT,
     EXIT_CODES,
-    EXIT_FINDING,
     ErrorBoundaryGroup,
     db_option,
     fail,
@@ -126,55 +126,6 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
         from .render import print_timeline
 
         print_timeline(summary, rows)
-
-
-@cli.command(short_help="Check hash chains, the projection and the triggers.")
-@db_option
-@click.option(
-    "--session",
-    "session_ids",
-    multiple=True,
-    metavar="ID",
-    help="Check only this session (repeatable).",
-)
-@click.option(
-    "--quick",
-    is_flag=True,
-    help="Skip the refold: the projection's columns and state and the snapshots are not "
-    "checked against the events (chains, last seq and head hash, summaries and triggers are).",
-)
-@click.option(
-    "--allow-trigger",
-    "allowed",
-    multiple=True,
-    metavar="NAME",
-    help="A trigger or rule of your own on the journal's tables: not a finding (repeatable).",
-)
-@json_option
-def verify(
-    db: str, session_ids: Sequence[str], quick: bool, allowed: Sequence[str], as_json: bool
-) -> None:
-    """Check hash chains, derived data and the append-only triggers.
-
-    Each session is read in one consistent snapshot, so a journal being written is checked
-    without false findings. Derived data is checked against the events: every summary, the
-    sessions projection (each session is refolded; --quick skips that) and the snapshots.
-    Triggers and rules on the journal's tables that are not its own are findings.
-
-    Exit 0 when the journal is intact, 1 when problems were found (each names the session
-    and seq). It cannot see a chain rewritten end to end together with its projection by
-    someone with write access; keep head hashes elsewhere or use an HMAC key for that.
-    """
-    with open_existing(db) as journal:
-        report = journal.verify(list(session_ids) or None, quick=quick, allow_triggers=allowed)
-    if as_json:
-        print_json(report.model_dump(mode="json"))
-    else:
-        from .render import print_verify
-
-        print_verify(report)
-    if not report.ok:
-        sys.exit(EXIT_FINDING)
 
 
 @cli.command(short_help="Print the JSON Schema of one journal record.")
@@ -392,6 +343,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 for _command in (demo, state, replay, fork, diff, fixture):
     cli.add_command(_command)
 cli.add_command(tui)
+cli.add_command(verify)
 
 
 def main() -> None:
