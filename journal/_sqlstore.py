@@ -602,8 +602,29 @@ class SQLJournal(Journal):
     def stored_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None
     ) -> Iterator[StoredEvent]:
-        """Stream stored rows in pages of `PAGE_SIZE`; see `Journal.stored_events`."""
-        return self._pages(self._query, session_id, start, stop)
+        """Stream stored rows in pages of `PAGE_SIZE`; see `Journal.stored_events`.
+
+        The seqs must run densely from ``start`` to the projection's last seq (or ``stop``):
+        a row missing, or one whose seq a foreign writer damaged so that no range query
+        finds it, is a `StoreError` naming the seq, never a silently shorter session.
+        """
+        found = self._query("SELECT last_seq FROM sessions WHERE session_id = ?", (session_id,))
+        last = found[0][0] if found and type(found[0][0]) is int else None
+        end = last if stop is None or last is None else min(last, stop - 1)
+        expected = start
+        for row in self._pages(self._query, session_id, start, stop):
+            if row.seq != expected:
+                raise self._gap(session_id, expected)
+            expected += 1
+            yield row
+        if end is not None and expected <= end:
+            raise self._gap(session_id, expected)
+
+    def _gap(self, session_id: str, seq: int) -> StoreError:
+        return StoreError(
+            f"{self.target}: session {session_id}: seq {seq} is missing or its row is damaged "
+            "(run agent-journal verify); the journal was altered outside agent-journal"
+        )
 
     def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
         """Rows appended after a global position; see `Journal.read_after`."""

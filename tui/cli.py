@@ -23,6 +23,7 @@ from .clikit import (
     fail,
     json_option,
     open_existing,
+    open_for_writing,
     print_json,
     time_option,
 )
@@ -239,7 +240,7 @@ def import_(
     from journal import import_file
 
     failed = 0
-    with Journal.open(db) as journal:
+    with open_for_writing(db) as journal:
         for path in files:
             try:
                 result = import_file(journal, path)
@@ -251,8 +252,8 @@ def import_(
                 continue
             what = f"{result.new_events} events" if result.new_events else "already present"
             click.echo(f"imported {result.session_id}: {what} ({path})", err=True)
-    if failed:
-        sys.exit(EXIT_BAD_INPUT)
+        if failed:
+            sys.exit(EXIT_BAD_INPUT)
 
 
 @cli.command(short_help="Create a journal, or upgrade its schema.")
@@ -292,7 +293,7 @@ def copy(
     """
     from journal.formats import copy_sessions, select_sessions
 
-    with open_existing(source) as src, Journal.open(destination) as dst:
+    with open_existing(source) as src, open_for_writing(destination) as dst:
         chosen = select_sessions(src, session_ids, since=since, status=status)
         total = sum(summary.events for summary in chosen)
         if sys.stderr.isatty() and total:
@@ -301,18 +302,18 @@ def copy(
         else:
             result = copy_sessions(src, dst, chosen)
         where = f"from {src.target} to {dst.target}"
-    from .render import safe_text
+        from .render import safe_text
 
-    for error in result.errors:
-        click.echo(f"agent-journal: {safe_text(error)}", err=True)
-    click.echo(
-        f"copied {result.sessions} sessions {where}: {result.new_events} new events, "
-        f"{result.unchanged} sessions already up to date"
-        + (f", {len(result.erased)} skipped (erased there)" if result.erased else "")
-        + (f", {len(result.errors)} failed" if result.errors else "")
-    )
-    if result.errors:
-        sys.exit(EXIT_BAD_INPUT)
+        for error in result.errors:
+            click.echo(f"agent-journal: {safe_text(error)}", err=True)
+        click.echo(
+            f"copied {result.sessions} sessions {where}: {result.new_events} new events, "
+            f"{result.unchanged} sessions already up to date"
+            + (f", {len(result.erased)} skipped (erased there)" if result.erased else "")
+            + (f", {len(result.errors)} failed" if result.errors else "")
+        )
+        if result.errors:
+            sys.exit(EXIT_BAD_INPUT)  # inside: a new, still empty destination is removed
 
 
 @cli.command(short_help="Remove a whole session for good, keeping an audit record.")

@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -178,3 +180,27 @@ def print_json(value: Any) -> None:
         + b"\n"
     )
     sys.stdout.flush()
+
+
+@contextmanager
+def open_for_writing(db: str) -> Iterator[Journal]:
+    """Open (or create) a journal for a command that writes into it.
+
+    When the command fails (an exception, or a non-zero exit from inside the block) and the
+    journal is a SQLite file this call created that holds no session, the file is removed
+    with its ``-wal`` and ``-shm``: a failed command leaves no empty journal behind.
+    """
+    fresh = not db.startswith(("postgresql://", "postgres://")) and db != ":memory:"
+    fresh = fresh and not Path(db).exists()
+    journal = Journal.open(db)
+    try:
+        yield journal
+    except BaseException as e:
+        failed = not isinstance(e, SystemExit) or e.code not in (0, None)
+        if fresh and failed and not journal.sessions(limit=1):
+            journal.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(db + suffix).unlink(missing_ok=True)
+        raise
+    finally:
+        journal.close()
