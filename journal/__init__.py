@@ -9,6 +9,7 @@ Open a journal, append events, read them back and fold them::
         state = fold(j.events("s1"))
 """
 
+from .anchor import Anchor, check_anchor, take_anchor
 from .canonical import (
     canonical_bytes,
     chain_hash,
@@ -27,6 +28,7 @@ from .capture import (
     failure_of,
 )
 from .errors import (
+    ChainKindError,
     ConflictError,
     EventTooLargeError,
     InvalidEventError,
@@ -99,6 +101,8 @@ __all__ = [
     "AgentConfig",
     "AgentEvent",
     "AgentHalted",
+    "Anchor",
+    "ChainKindError",
     "CircuitOpened",
     "ConflictError",
     "ContextCompacted",
@@ -150,6 +154,7 @@ __all__ = [
     "call_key",
     "canonical_bytes",
     "chain_hash",
+    "check_anchor",
     "check_json",
     "decode",
     "describe_error",
@@ -167,5 +172,6 @@ __all__ = [
     "predated_settings",
     "read_jsonl",
     "register_upcaster",
+    "take_anchor",
     "write_jsonl",
 ]

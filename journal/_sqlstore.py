@@ -33,8 +33,9 @@ from ._sqltx import (
     foreign_problem,
     trigger_problem,
 )
-from .canonical import format_ts
+from .canonical import GENESIS_HASH, format_ts
 from .errors import (
+    ChainKindError,
     InvalidEventError,
     InvalidInputError,
     JournalError,
@@ -48,14 +49,29 @@ from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
 from .projection import PROJECTION_COLUMNS, SessionSummary, projection_row
 from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
-from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, system_clock
+from .store import (
+    DEFAULT_MAX_EVENT_BYTES,
+    Erasure,
+    Journal,
+    SchemaSetup,
+    erasure_bytes,
+    system_clock,
+)
 from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
 _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _BODY_COLUMNS = "body, seq, hash, pos"
 """What `decode_body` takes (``seq`` second, as `_row_pages` needs)."""
-_ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
+_ERASURE_COLUMNS = (
+    "session_id",
+    "erased_at",
+    "erased_by",
+    "reason",
+    "events",
+    "head_hash",
+    "hash",
+)
 REPAIRABLE = frozenset({"projection", "snapshot"})
 """The findings `SQLJournal.repair` mends: derived data rebuilt from intact events."""
 _RETURNING_HEAD = " RETURNING last_seq, head_hash"
@@ -176,6 +192,9 @@ class SQLJournal(Journal):
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         """Serialise writers of one session until the transaction ends (SQLite: a no-op)."""
 
+    def _lock_erasures(self, tx: SqlTx) -> None:
+        """Serialise erasures until the transaction ends, so their chain never forks."""
+
     def _reserve_positions(self, tx: SqlTx, count: int) -> None:
         """Take the global positions of the ``count`` events the transaction will insert.
 
@@ -285,7 +304,9 @@ class SQLJournal(Journal):
         chain = meta.get("chain", "sha256")
         if chain != ("hmac-sha256" if hmac else "sha256"):
             need = "an HMAC key" if chain == "hmac-sha256" else "no HMAC key"
-            raise StoreError(f"{self.target}: this journal's chain is {chain}; open it with {need}")
+            raise ChainKindError(
+                f"{self.target}: this journal's chain is {chain}; open it with {need}"
+            )
         if version == spec.version:
             return SchemaSetup(action="current", version=version)
         if not change:
@@ -729,6 +750,47 @@ class SQLJournal(Journal):
             )
         return problems
 
+    def _erasure_problems(self) -> list[Problem]:
+        """The erasure audit records that do not chain (`journal.store.erasure_bytes`)."""
+        found = self._query("SELECT value FROM meta WHERE key = 'erasures_chained_after'")
+        chained_after = int(found[0][0]) if found and str(found[0][0]).isdigit() else 0
+        previous, problems = GENESIS_HASH, []
+        columns = ", ".join(_ERASURE_COLUMNS)
+        for record_id, *values in self._query(f"SELECT id, {columns} FROM erasures ORDER BY id"):
+            fields = dict(zip(_ERASURE_COLUMNS, values, strict=True))
+            try:
+                erasure = Erasure.model_validate(fields)
+            except ValidationError:
+                erasure = None
+            if erasure is not None and not erasure.hash and record_id <= chained_after:
+                continue  # written before erasures were chained
+            if erasure is None or self.hasher(previous, erasure_bytes(erasure)) != erasure.hash:
+                problems.append(
+                    Problem(
+                        session_id=as_text(fields["session_id"]),
+                        seq=None,
+                        kind="erasure",
+                        message=f"erasure audit record {record_id} does not chain to the one "
+                        "before it: it was written or altered outside agent-journal",
+                    )
+                )
+            previous = str(fields["hash"])
+        return problems
+
+    def heads(self) -> dict[str, tuple[int, str]]:
+        """Each session's last seq and hash, read from its event rows; see `Journal.heads`."""
+        rows = self._query(
+            "SELECT e.session_id, e.seq, e.hash FROM events e JOIN "
+            "(SELECT session_id, max(seq) AS seq FROM events GROUP BY session_id) m "
+            "ON e.session_id = m.session_id AND e.seq = m.seq ORDER BY e.session_id"
+        )
+        return {as_text(sid): (int(seq), as_text(hash_)) for sid, seq, hash_ in rows}
+
+    def hash_at(self, session_id: str, seq: int) -> str | None:
+        """The stored hash of one event, or None; see `Journal.hash_at`."""
+        with self._reading() as tx:
+            return self._hash_at(tx, session_id, seq)
+
     def verify(
         self,
         session_ids: Sequence[str] | None = None,
@@ -742,7 +804,7 @@ class SQLJournal(Journal):
         its events and its snapshots as of one moment. Erased sessions are not findings:
         their audit records say where they went.
         """
-        problems = self._guard_problems(allow_triggers)
+        problems = self._guard_problems(allow_triggers) + self._erasure_problems()
         if session_ids is None:
             targets = [
                 sid
@@ -866,6 +928,8 @@ class SQLJournal(Journal):
             if head is None:
                 raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
             (count,) = tx.rows("SELECT count(*) FROM events WHERE session_id = ?", (session_id,))[0]
+            self._lock_erasures(tx)
+            last = tx.one("SELECT hash FROM erasures ORDER BY id DESC LIMIT 1")
             erasure = Erasure(
                 session_id=session_id,
                 erased_at=format_ts(system_clock()),
@@ -874,8 +938,13 @@ class SQLJournal(Journal):
                 events=int(count),
                 head_hash=str(head[0]),
             )
+            previous = str(last[0]) if last is not None and last[0] else GENESIS_HASH
+            erasure = erasure.model_copy(
+                update={"hash": self.hasher(previous, erasure_bytes(erasure))}
+            )
             tx.run(
-                f"INSERT INTO erasures({', '.join(_ERASURE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO erasures({', '.join(_ERASURE_COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in _ERASURE_COLUMNS)})",
                 [getattr(erasure, name) for name in _ERASURE_COLUMNS],
             )
             if count:

@@ -17,6 +17,7 @@ from .verify import Problem
 
 __all__ = [
     "DERIVED_TABLES",
+    "ERASURES_CHAINED_AFTER",
     "JOURNAL_TABLES",
     "OWN_TRIGGERS",
     "SchemaSpec",
@@ -36,6 +37,13 @@ OWN_TRIGGERS: frozenset[str] = frozenset()
 """Triggers the journal installs besides its schema's guards (`SchemaSpec.triggers`): for
 instance ones that keep a derived table in step. Any other trigger or rule on a table of
 `JOURNAL_TABLES` or `DERIVED_TABLES` is foreign, a finding of verify."""
+
+ERASURES_CHAINED_AFTER = (
+    "INSERT INTO meta(key, value) SELECT 'erasures_chained_after', "
+    "CAST(coalesce(max(id), 0) AS TEXT) FROM erasures"
+)
+"""Records the last erasure id written before erasures were chained: every later one must
+carry its link (a record without one is hand-made)."""
 
 TriggerState = Literal["ok", "replaced", "disabled"]
 """How an installed guard trigger compares with the one the schema defines."""

@@ -17,6 +17,7 @@ Hierarchy (one line per class: when it is raised)::
     │   ├── JournalMissingError   the target does not exist and creating it was not asked for
     │   ├── JournalBusyError      the database stayed locked past the busy timeout
     │   ├── SchemaVersionError    the journal was written by a newer schema than this code knows
+    │   ├── ChainKindError        the journal's chain kind (sha256, HMAC) is not the key given
     │   └── UnplannedWriteError   an append's statements wrote other rows than planned (a foreign
     │                             trigger or rule dropped or changed them); nothing was kept
 
@@ -27,6 +28,7 @@ Errors from sqlite3 or psycopg are re-raised as ours with ``raise ... from e``.
 from __future__ import annotations
 
 __all__ = [
+    "ChainKindError",
     "ConflictError",
     "EventTooLargeError",
     "InvalidEventError",
@@ -124,3 +126,7 @@ class SchemaVersionError(StoreError):
 
 class UnplannedWriteError(StoreError):
     """An append wrote other rows than it planned; it was rolled back, nothing acknowledged."""
+
+
+class ChainKindError(StoreError):
+    """The journal's chain is not the kind the key given asks for (HMAC or plain sha256)."""

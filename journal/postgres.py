@@ -356,6 +356,12 @@ class PostgresJournal(SQLJournal):
             "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (self._session_key(session_id),)
         )
 
+    def _lock_erasures(self, tx: SqlTx) -> None:
+        tx.run(
+            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+            (f"agent-journal erasures {self._schema}",),
+        )
+
     def _reserve_positions(self, tx: SqlTx, count: int) -> None:
         self._reserve(tx, count, None)
 

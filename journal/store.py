@@ -17,7 +17,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
-from .canonical import chain_hash
+from .canonical import canonical_bytes, chain_hash
 from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
@@ -27,15 +27,19 @@ from .verify import Problem, VerifyReport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
+    "ChainKind",
     "Clock",
     "Durability",
     "Erasure",
     "Journal",
     "SchemaSetup",
+    "erasure_bytes",
     "system_clock",
 ]
 
 Durability = Literal["normal", "full"]
+ChainKind = Literal["sha256", "hmac-sha256"]
+"""How a journal's hash chains are computed: plain sha256, or HMAC-SHA256 with a key."""
 Clock = Callable[[], datetime]
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -82,6 +86,14 @@ class Erasure(BaseModel):
     reason: str
     events: int
     head_hash: str
+    hash: str = ""
+    """The link of this record in the chain of erasure records (`erasure_bytes`); empty
+    for records written before erasures were chained."""
+
+
+def erasure_bytes(erasure: Erasure) -> bytes:
+    """The canonical bytes of an erasure record that its ``hash`` covers (all but it)."""
+    return canonical_bytes(erasure.model_dump(exclude={"hash"}))
 
 
 class Journal(ABC):
@@ -109,6 +121,8 @@ class Journal(ABC):
         self.hasher: Callable[[str, bytes], str] = (
             chain_hash if hmac_key is None else functools.partial(chain_hash, key=hmac_key)
         )
+        self.chain_kind: ChainKind = "sha256" if hmac_key is None else "hmac-sha256"
+        """How this journal's chains are hashed (the ``chain`` of its ``meta`` table)."""
 
     @staticmethod
     def open(
@@ -350,6 +364,17 @@ class Journal(ABC):
         head hash are). Triggers and rules on the journal's tables that are not its own are
         findings unless named in ``allow_triggers``.
         """
+
+    @abstractmethod
+    def heads(self) -> dict[str, tuple[int, str]]:
+        """Return each session's last seq and head hash, from its events (not the projection).
+
+        This is what an anchor records (`journal.anchor`).
+        """
+
+    @abstractmethod
+    def hash_at(self, session_id: str, seq: int) -> str | None:
+        """Return the stored hash of the session's event at ``seq``, or None."""
 
     @abstractmethod
     def repair(self, session_ids: Sequence[str] | None = None) -> list[Problem]:

@@ -17,7 +17,11 @@ bytes before decoding anything. It reports, as `Problem` findings:
   own (one may drop or rewrite appends silently); a user's own is allowed by name;
 * ``summary``, ``snapshot``, and ``projection`` again: derived data that disagrees with the
   events (`journal._derived`: the summary column, a snapshot, the projection's columns or
-  state compared with the refold).
+  state compared with the refold);
+* ``erasure``: an erasure audit record that does not chain to the one before it (written
+  or altered by hand);
+* ``anchor`` and ``chain_kind``: against an anchor file (`journal.anchor`), a session whose
+  history since the anchor was rewritten, cut or deleted, or a chain of another kind.
 
 The store reads each session in one consistent snapshot (a read transaction), so appends
 running meanwhile cause no finding.
@@ -57,6 +61,9 @@ ProblemKind = Literal[
     "foreign_trigger",
     "summary",
     "snapshot",
+    "erasure",
+    "anchor",
+    "chain_kind",
 ]
 
 

@@ -14,7 +14,7 @@ from journal import Journal, JournalError, SessionStatus
 
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_tui import tui
-from .cli_verify import verify
+from .cli_verify import anchor, verify
 from .clikit import (
     EXIT_BAD_INPUT,
     EXIT_CODES,
@@ -345,6 +345,7 @@ for _command in (demo, state, replay, fork, diff, fixture):
     cli.add_command(_command)
 cli.add_command(tui)
 cli.add_command(verify)
+cli.add_command(anchor)
 
 
 def main() -> None:
