@@ -227,14 +227,21 @@ class SQLJournal(Journal):
             "agent-journal's changed the write (verify names it); nothing was written"
         )
 
-    def _check_projected(
-        self, session_id: str, found: Sequence[tuple[Any, ...]], plan: AppendPlan
-    ) -> None:
-        """Refuse the write unless the projection row now holds the plan's last seq and head."""
-        expected = (plan.rows[-1].seq, plan.head_hash)
-        if [tuple(row) for row in found] != [expected]:
-            shown = "no row" if not found else f"last seq and head {tuple(found[0])!r:.60}"
+    def _project(
+        self, tx: SqlTx, text: str, params: Sequence[Any], session_id: str, plan: AppendPlan
+    ) -> bool:
+        """Run a write of the session's projection row; False when it changed no row.
+
+        A row it changed must hold the plan's last seq and head hash (a foreign trigger may
+        rewrite the values a statement writes), else the write is refused.
+        """
+        found = tx.rows(text + _RETURNING_HEAD, params)
+        if not found:
+            return False
+        if [tuple(row) for row in found] != [(plan.rows[-1].seq, plan.head_hash)]:
+            shown = f"last seq and head {tuple(found[0])!r:.60}"
             raise self._unplanned(session_id, f"the sessions projection holds {shown}")
+        return True
 
     # -- schema setup ----------------------------------------------------------------
 
@@ -385,14 +392,12 @@ class SQLJournal(Journal):
         if indexed:
             names, params = _changed_columns(row, indexed)
             params.append(session_id)
-            found = tx.rows(_update_sql(names) + _RETURNING_HEAD, params)
-            if found:
-                self._check_projected(session_id, found, plan)
+            if self._project(tx, _update_sql(names), params, session_id, plan):
                 self._insert_planned(tx, session_id, plan.rows)
                 return
         row["session_id"] = session_id
-        found = tx.rows(_upsert_sql(tuple(row)) + _RETURNING_HEAD, list(row.values()))
-        self._check_projected(session_id, found, plan)
+        if not self._project(tx, _upsert_sql(tuple(row)), list(row.values()), session_id, plan):
+            raise self._unplanned(session_id, "the sessions projection row was not written")
         self._insert_planned(tx, session_id, plan.rows)
 
     def _write_on_head(
@@ -406,10 +411,8 @@ class SQLJournal(Journal):
         writer got there first, or the row was changed or removed outside this connection.
         """
         text, params = self._guarded_update(session_id, plan, head)
-        found = tx.rows(text + _RETURNING_HEAD, params)
-        if not found:
+        if not self._project(tx, text, params, session_id, plan):
             return False
-        self._check_projected(session_id, found, plan)
         self._insert_planned(tx, session_id, plan.rows)
         return True
 

@@ -13,11 +13,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from . import _sqlite_schema as schema
+from ._planner import AppendPlan
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState
 from .errors import (
@@ -202,6 +204,20 @@ class SQLiteJournal(SQLJournal):
     def target(self) -> str:
         """The file path, or ``:memory:``."""
         return self._path
+
+    def _project(
+        self, tx: SqlTx, text: str, params: Sequence[Any], session_id: str, plan: AppendPlan
+    ) -> bool:
+        """`SQLJournal._project` by the row count alone.
+
+        A SQLite trigger cannot change the values a statement writes (``NEW`` is read-only),
+        only skip the row, which the count shows; ``RETURNING`` made a one-event append
+        dearer.
+        """
+        changed = tx.changed(text, params)
+        if changed > 1:
+            raise self._unplanned(session_id, f"{changed} sessions projection rows were written")
+        return changed == 1
 
     # -- verification ----------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Writers on connections of their own append to several sessions while `verify` runs again
 and again on another; every run must come back clean. The slow drill does it with 8
-writer threads and many more runs and prints the figures for bench/README.md.
+writer threads and many more runs and prints the figures the README's fault drills quote.
 """
 
 from __future__ import annotations
@@ -12,16 +12,23 @@ import time
 
 import pytest
 
-from journal import Journal, SessionStarted, UserInput
+from journal import Journal, JournalBusyError, SessionStarted, UserInput
 
 from .stores import StoreUnderTest
 
 
 def _write(target: str, session_id: str, stop: threading.Event, counts: list[int]) -> None:
+    """Append until stopped; ``counts`` holds [appends, appends that waited past the busy
+    timeout and were tried again] (8 writers of one SQLite file on 2 cores starve one now
+    and then: SQLite's busy handler is not fair; it has nothing to do with verify)."""
     with Journal.open(target) as journal:
         journal.append(session_id, [SessionStarted(agent="drill:agent")])
         while not stop.is_set():
-            journal.append(session_id, [UserInput(text=f"n{counts[0]}")])
+            try:
+                journal.append(session_id, [UserInput(text=f"n{counts[0]}")])
+            except JournalBusyError:
+                counts[1] += 1
+                continue
             counts[0] += 1
 
 
@@ -31,7 +38,7 @@ def verify_under_load(
     """Run ``verify`` ``runs`` times while ``writers`` threads append; return (runs, appends,
     the findings of every run that was not clean)."""
     stop = threading.Event()
-    counts = [[0] for _ in range(writers)]
+    counts = [[0, 0] for _ in range(writers)]
     threads = [
         threading.Thread(target=_write, args=(store.target, f"w{index}", stop, counts[index]))
         for index in range(writers)
