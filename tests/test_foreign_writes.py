@@ -15,7 +15,7 @@ import pytest
 
 from journal import Journal, StoreError, UnplannedWriteError, UserInput
 
-from .helpers import short_session
+from .helpers import run_cli, short_session
 from .stores import StoreUnderTest, open_store
 
 DROP_FUNCTION = (
@@ -98,3 +98,17 @@ def test_a_do_instead_nothing_rule_is_refused_and_reported(tmp_path: Path, table
         assert [p.message.split(":")[0] for p in problems] == [
             f"rule nothing on {table} is not agent-journal's"
         ]
+
+
+def test_cli_verify_names_a_foreign_trigger_unless_allowed(tmp_path: Path) -> None:
+    with open_store("sqlite", tmp_path) as store:
+        store.journal.append("s", short_session())
+        with store.raw() as raw:
+            raw.run("CREATE TRIGGER audit_log AFTER INSERT ON events BEGIN SELECT 1; END")
+    found = run_cli("verify", "--db", store.target)
+    assert found.exit_code == 1
+    assert "journal: foreign_trigger: trigger audit_log on events is not agent-journal's" in (
+        found.stdout
+    )
+    allowed = run_cli("verify", "--db", store.target, "--allow-trigger", "audit_log")
+    assert allowed.exit_code == 0, allowed.stdout
