@@ -243,7 +243,7 @@ def import_(
     with open_for_writing(db) as journal:
         for path in files:
             try:
-                result = import_file(journal, path)
+                result = import_file(journal, path, whole=True)
             except JournalError as e:
                 from .render import safe_text
 

@@ -286,19 +286,25 @@ def _check_status(parsed: JsonlFile, journal: Journal) -> None:
         )
 
 
-def import_file(journal: Journal, path: str | Path) -> ImportResult:
+def import_file(journal: Journal, path: str | Path, *, whole: bool = False) -> ImportResult:
     """Import one JSONL file into ``journal``, all or nothing.
 
+    With ``whole`` (``agent-journal import`` sets it), a new session whose events do not end
+    with the status its header gives is refused: the file was cut short at a line boundary.
+    Without it a prefix of a recording is taken as it is (``diff`` and ``replay`` of a cut
+    recording read it up to its end).
+
     Raises:
-        InvalidInputError: a malformed file, a bad event or hash (names file:line), or
-            events that do not end with the status the header gives (a file cut short).
+        InvalidInputError: a malformed file, a bad event or hash (names file:line), or,
+            with ``whole``, events that do not end with the status the header gives.
         EventTooLargeError: an event is larger than the journal's ``max_event_bytes``
             (names file:line, the session, the seq and the size).
         SessionConflictError: the session exists with different content.
     """
     parsed = read_jsonl(path)
     try:
-        _check_status(parsed, journal)
+        if whole:
+            _check_status(parsed, journal)
         new = journal.import_records(parsed.session_id, parsed.records)
     except SessionConflictError as e:
         raise SessionConflictError(f"{parsed.path}: {e}") from e
