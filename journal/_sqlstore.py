@@ -1,4 +1,8 @@
-"""What the SQL stores share: schema setup, appends, imports, reads, verify and erase.
+"""What the SQL stores share: schema setup, appends, imports, reads, verify, repair and erase.
+
+Appends check what they wrote (`UnplannedWriteError` otherwise: a foreign trigger or rule
+dropped or changed rows); verify reads each session in one snapshot (`_snapshot`) and checks
+its derived data (`journal._derived`); repair rebuilds that derived data from intact events.
 
 `SQLJournal` implements the whole `Journal` contract over a handful of primitives that
 each backend provides (a read context, a write transaction, how positions are assigned,
