@@ -10,6 +10,7 @@ Open a journal, append events, read them back and fold them::
 """
 
 from ._event_summary import clip
+from .anchor import Anchor, check_anchor, take_anchor
 from .canonical import (
     canonical_bytes,
     chain_hash,
@@ -32,6 +33,7 @@ from .capture import (
 )
 from .clock import Clock, system_clock
 from .errors import (
+    ChainKindError,
     ConflictError,
     EventTooLargeError,
     InvalidEventError,
@@ -47,6 +49,7 @@ from .errors import (
     StoreError,
     UnknownEventTypeError,
     UnknownVersionError,
+    UnplannedWriteError,
 )
 from .events import (
     EVENT_ADAPTER,
@@ -103,6 +106,8 @@ __all__ = [
     "AgentConfig",
     "AgentEvent",
     "AgentHalted",
+    "Anchor",
+    "ChainKindError",
     "CircuitOpened",
     "Clock",
     "ConflictError",
@@ -145,6 +150,7 @@ __all__ = [
     "ToolSpec",
     "UnknownEventTypeError",
     "UnknownVersionError",
+    "UnplannedWriteError",
     "Usage",
     "UserInput",
     "VerificationFailed",
@@ -154,6 +160,7 @@ __all__ = [
     "call_key",
     "canonical_bytes",
     "chain_hash",
+    "check_anchor",
     "check_json",
     "clip",
     "decode",
@@ -176,5 +183,6 @@ __all__ = [
     "read_jsonl",
     "register_upcaster",
     "system_clock",
+    "take_anchor",
     "write_jsonl",
 ]

@@ -111,21 +111,32 @@ LOCK_SESSION = "pg_advisory_xact_lock(hashtextextended(?, 0)) AS locked, "
 
 ONE_STATEMENT = """
 WITH r AS MATERIALIZED ({reserve}),
-u AS ({update} AND (SELECT last FROM r) IS NOT NULL RETURNING 1),
+u AS ({update} AND (SELECT last FROM r) IS NOT NULL RETURNING last_seq, head_hash),
 i AS (
     INSERT INTO events(pos, session_id, seq, ts, type, v, body, hash, summary)
     SELECT (SELECT last FROM r) - ? + e.o, ?, e.seq, e.ts, e.type, e.v, e.body, e.hash, e.summary
     FROM {rows} WHERE EXISTS (SELECT FROM u)
     RETURNING pos)
-SELECT (SELECT last FROM r), (SELECT count(*) FROM i)
+SELECT (SELECT last FROM r), (SELECT count(*) FROM i),
+    CASE WHEN EXISTS (SELECT FROM u) AND (
+        (SELECT count(*) FROM i) <> ?
+        OR (SELECT (last_seq, head_hash) FROM u) IS DISTINCT FROM (?::bigint, ?::text COLLATE "C"))
+    THEN ('{unplanned} ' || (SELECT count(*) FROM i) || ' of ' || ?::text || ' events written')::int
+    END
 """
 """An append on this connection's cached head as one statement, its own transaction.
 
 ``r`` (the session lock and the positions) runs before the first write: the guarded UPDATE
 ``u`` of the projection cannot change its row before evaluating its condition on ``r``,
 and the INSERT ``i`` writes only when ``u`` changed the row (otherwise the statement writes
-nothing and the append is planned again against the stored head). One round trip instead
-of six; a failed one leaves a gap in the positions."""
+nothing and the append is planned again against the stored head). When ``u`` changed the
+row but ``i`` wrote fewer rows than planned, or the row does not hold the planned last seq
+and head hash (a foreign trigger or rule), the final cast fails the statement, so nothing
+of it is kept (its message starts with `UNPLANNED`). One round trip instead of six; a
+failed one leaves a gap in the positions."""
+UNPLANNED = "agent-journal: unplanned write:"
+"""How the one-statement append's own error starts (`journal.postgres` maps it to
+`journal.errors.UnplannedWriteError`)."""
 ONE_ROW = (
     "(SELECT 1, ?::bigint, ?, ?, ?::integer, ?, ?, ?) "
     "AS e(o, seq, ts, type, v, body, hash, summary)"
@@ -138,7 +149,9 @@ ROWS = (  # binary arrays: the text format escapes every quote of every body
 
 @functools.cache
 def one_statement(reserve: str, update: str, one_row: bool) -> str:
-    return ONE_STATEMENT.format(reserve=reserve, update=update, rows=ONE_ROW if one_row else ROWS)
+    return ONE_STATEMENT.format(
+        reserve=reserve, update=update, rows=ONE_ROW if one_row else ROWS, unplanned=UNPLANNED
+    )
 
 
 ONE_STATEMENT_EVENTS = 64

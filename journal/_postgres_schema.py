@@ -18,15 +18,16 @@ past the overwrite check (see `APPEND_FLAG`): PostgreSQL has no ``INSERT OR REPL
 ``ON CONFLICT DO UPDATE`` is an UPDATE (rejected), and the check is there to turn a foreign
 writer's ``ON CONFLICT DO NOTHING`` over a taken key into an error instead of a silent drop.
 Version 4 replaced the one-row ``global_position`` counter, whose row lock every append held
-until commit (all writers queued on it), by the sequence and the ``tx`` column.
+until commit (all writers queued on it), by the sequence and the ``tx`` column. Version 5
+chained the erasure audit records (`ERASURE_HASH`; rows written before keep an empty hash).
 """
 
 from __future__ import annotations
 
-from ._sqltx import SchemaSpec
+from ._sqltx import ERASURES_CHAINED_AFTER, SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 POSITIONS = "event_positions"
 """The sequence global positions are taken from (``CACHE 1``: a value is handed out when it
@@ -112,6 +113,9 @@ TABLES = (
         session_id TEXT COLLATE "C" PRIMARY KEY
     )""",
 )
+
+ERASURE_HASH = "ALTER TABLE erasures ADD COLUMN hash TEXT COLLATE \"C\" NOT NULL DEFAULT ''"
+"""The chain of erasure audit records (version 5)."""
 
 FUNCTIONS = {
     "agent_journal_reject": """
@@ -227,7 +231,13 @@ _METRICS = (
 
 def statements() -> list[str]:
     """Return every statement that creates the current schema, in order."""
-    return [*TABLES, *(function_ddl(name) for name in FUNCTIONS), *TRIGGERS.values()]
+    return [
+        *TABLES,
+        ERASURE_HASH,
+        ERASURES_CHAINED_AFTER,
+        *(function_ddl(name) for name in FUNCTIONS),
+        *TRIGGERS.values(),
+    ]
 
 
 SPEC = SchemaSpec(
@@ -257,6 +267,7 @@ SPEC = SchemaSpec(
             "DROP TABLE global_position",
             f"ALTER TABLE sessions SET (fillfactor = {SESSIONS_FILLFACTOR})",
         ),
+        4: (ERASURE_HASH, ERASURES_CHAINED_AFTER),
     },
     triggers=tuple(TRIGGERS),
     purposes=TRIGGER_PURPOSE,

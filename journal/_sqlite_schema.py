@@ -5,15 +5,17 @@ Version 2 added erasure: the ``erasures`` audit table (append-only itself) and t
 ``events_no_delete`` trigger through; a row there needs an audit record of the same session
 and head hash first. Version 3 added the loop's metrics to the sessions projection (repairs,
 committed calls, model calls, model latency), filled from each session's folded state.
+Version 4 chained the erasure audit records (`ERASURE_HASH`: each row's ``hash`` links it
+to the one before, as events are chained; rows written before keep an empty hash).
 `MIGRATIONS` takes an older file to the current version in place.
 """
 
 from __future__ import annotations
 
-from ._sqltx import SchemaSpec
+from ._sqltx import ERASURES_CHAINED_AFTER, SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 TABLES = (
     """CREATE TABLE meta (
@@ -81,6 +83,9 @@ ERASE_TABLES = (
     )""",
 )
 
+ERASURE_HASH = "ALTER TABLE erasures ADD COLUMN hash TEXT NOT NULL DEFAULT ''"
+"""The chain of erasure audit records (version 4)."""
+
 TRIGGERS = {
     "events_no_update": """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 BEGIN
@@ -147,13 +152,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             f"{name} = coalesce(json_extract(state, '$.{name}'), 0)" for name, _ in _METRICS
         ),
     ),
+    3: (ERASURE_HASH, ERASURES_CHAINED_AFTER),
 }
 """Statements that take a schema from version ``key`` to ``key + 1``."""
 
 
 def statements() -> list[str]:
     """Return every statement that creates the current schema, in order."""
-    return [*TABLES, *ERASE_TABLES, *TRIGGERS.values()]
+    return [*TABLES, *ERASE_TABLES, ERASURE_HASH, ERASURES_CHAINED_AFTER, *TRIGGERS.values()]
 
 
 SPEC = SchemaSpec(

@@ -1,4 +1,8 @@
-"""What the SQL stores share: schema setup, appends, imports, reads, verify and erase.
+"""What the SQL stores share: schema setup, appends, imports, reads, verify, repair and erase.
+
+Appends check what they wrote (`UnplannedWriteError` otherwise: a foreign trigger or rule
+dropped or changed rows); verify reads each session in one snapshot (`_snapshot`) and checks
+its derived data (`journal._derived`); repair rebuilds that derived data from intact events.
 
 `SQLJournal` implements the whole `Journal` contract over a handful of primitives that
 each backend provides (a read context, a write transaction, how positions are assigned,
@@ -12,7 +16,7 @@ from __future__ import annotations
 import functools
 import getpass
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar
@@ -20,17 +24,23 @@ from typing import Any, ClassVar
 import orjson
 from pydantic import ValidationError
 
+from ._derived import PROJECTION_READ, DerivedCheck
 from ._planner import AppendPlan, SessionHead, plan_append, plan_import
 from ._sqltx import (
+    DERIVED_TABLES,
+    JOURNAL_TABLES,
+    OWN_TRIGGERS,
     SchemaSpec,
     SqlTx,
     TriggerState,
     TxFactory,
+    foreign_problem,
     trigger_problem,
 )
-from .canonical import format_ts
+from .canonical import GENESIS_HASH, format_ts
 from .clock import utc_now
 from .errors import (
+    ChainKindError,
     InvalidEventError,
     InvalidInputError,
     JournalError,
@@ -38,19 +48,38 @@ from .errors import (
     SchemaVersionError,
     SessionNotFoundError,
     StoreError,
+    UnplannedWriteError,
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
 from .projection import PROJECTION_COLUMNS, SessionSummary, projection_row
 from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
-from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
+from .store import (
+    DEFAULT_MAX_EVENT_BYTES,
+    Erasure,
+    Journal,
+    SchemaSetup,
+    erasure_bytes,
+)
 from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
 _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _BODY_COLUMNS = "body, seq, hash, pos"
 """What `decode_body` takes (``seq`` second, as `_row_pages` needs)."""
-_ERASURE_COLUMNS = ("session_id", "erased_at", "erased_by", "reason", "events", "head_hash")
+_ERASURE_COLUMNS = (
+    "session_id",
+    "erased_at",
+    "erased_by",
+    "reason",
+    "events",
+    "head_hash",
+    "hash",
+)
+REPAIRABLE = frozenset({"projection", "snapshot"})
+"""The findings `SQLJournal.repair` mends: derived data rebuilt from intact events."""
+_RETURNING_HEAD = " RETURNING last_seq, head_hash"
+"""What a projection write returns, to check the row holds the plan's head."""
 _MAX_SEQ = 2**63 - 1
 _IN_CHUNK = 500
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
@@ -153,11 +182,22 @@ class SQLJournal(Journal):
         """The error for an empty target opened with ``create=False``."""
 
     @abstractmethod
+    def _snapshot(self) -> AbstractContextManager[SqlTx]:
+        """A short read transaction that sees one consistent snapshot of the whole journal."""
+
+    @abstractmethod
     def _trigger_states(self) -> dict[str, TriggerState]:
         """The schema's guard triggers that are installed, by name, and how they compare."""
 
+    @abstractmethod
+    def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
+        """Every trigger and rule on ``tables``: (``trigger`` or ``rule``, name, table)."""
+
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         """Serialise writers of one session until the transaction ends (SQLite: a no-op)."""
+
+    def _lock_erasures(self, tx: SqlTx) -> None:
+        """Serialise erasures until the transaction ends, so their chain never forks."""
 
     def _reserve_positions(self, tx: SqlTx, count: int) -> None:
         """Take the global positions of the ``count`` events the transaction will insert.
@@ -171,13 +211,41 @@ class SQLJournal(Journal):
         self._lock_session(tx, session_id)
         self._reserve_positions(tx, count)
 
-    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
-        """Insert rows; the database assigns their global positions."""
-        tx.run_many(
+    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
+        """Insert rows; the database assigns their global positions. Returns the rows written."""
+        return tx.changed_many(
             "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,  # a StoredEvent's fields, in order; its position is None (the next one)
         )
+
+    def _insert_planned(self, tx: SqlTx, session_id: str, rows: Sequence[StoredEvent]) -> None:
+        """`_insert_events`, refused (`UnplannedWriteError`) unless every row was written."""
+        written = self._insert_events(tx, rows)
+        if written != len(rows):
+            raise self._unplanned(session_id, f"{written} of {len(rows)} events were written")
+
+    def _unplanned(self, session_id: str, what: str) -> UnplannedWriteError:
+        return UnplannedWriteError(
+            f"{self.target}: session {session_id}: {what}; a trigger or rule that is not "
+            "agent-journal's changed the write (verify names it); nothing was written"
+        )
+
+    def _project(
+        self, tx: SqlTx, text: str, params: Sequence[Any], session_id: str, plan: AppendPlan
+    ) -> bool:
+        """Run a write of the session's projection row; False when it changed no row.
+
+        A row it changed must hold the plan's last seq and head hash (a foreign trigger may
+        rewrite the values a statement writes), else the write is refused.
+        """
+        found = tx.rows(text + _RETURNING_HEAD, params)
+        if not found:
+            return False
+        if [tuple(row) for row in found] != [(plan.rows[-1].seq, plan.head_hash)]:
+            shown = f"last seq and head {tuple(found[0])!r:.60}"
+            raise self._unplanned(session_id, f"the sessions projection holds {shown}")
+        return True
 
     # -- schema setup ----------------------------------------------------------------
 
@@ -247,7 +315,9 @@ class SQLJournal(Journal):
         chain = meta.get("chain", "sha256")
         if chain != ("hmac-sha256" if hmac else "sha256"):
             need = "an HMAC key" if chain == "hmac-sha256" else "no HMAC key"
-            raise StoreError(f"{self.target}: this journal's chain is {chain}; open it with {need}")
+            raise ChainKindError(
+                f"{self.target}: this journal's chain is {chain}; open it with {need}"
+            )
         if version == spec.version:
             return SchemaSetup(action="current", version=version)
         if not change:
@@ -326,12 +396,13 @@ class SQLJournal(Journal):
         if indexed:
             names, params = _changed_columns(row, indexed)
             params.append(session_id)
-            if tx.changed(_update_sql(names), params):
-                self._insert_events(tx, plan.rows)
+            if self._project(tx, _update_sql(names), params, session_id, plan):
+                self._insert_planned(tx, session_id, plan.rows)
                 return
         row["session_id"] = session_id
-        tx.run(_upsert_sql(tuple(row)), list(row.values()))
-        self._insert_events(tx, plan.rows)
+        if not self._project(tx, _upsert_sql(tuple(row)), list(row.values()), session_id, plan):
+            raise self._unplanned(session_id, "the sessions projection row was not written")
+        self._insert_planned(tx, session_id, plan.rows)
 
     def _write_on_head(
         self, tx: SqlTx, session_id: str, plan: AppendPlan, head: SessionHead
@@ -343,9 +414,10 @@ class SQLJournal(Journal):
         columns are the ones this connection wrote. False (nothing written) when another
         writer got there first, or the row was changed or removed outside this connection.
         """
-        if not tx.changed(*self._guarded_update(session_id, plan, head)):
+        text, params = self._guarded_update(session_id, plan, head)
+        if not self._project(tx, text, params, session_id, plan):
             return False
-        self._insert_events(tx, plan.rows)
+        self._insert_planned(tx, session_id, plan.rows)
         return True
 
     def _guarded_update(
@@ -558,8 +630,29 @@ class SQLJournal(Journal):
     def stored_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None
     ) -> Iterator[StoredEvent]:
-        """Stream stored rows in pages of `PAGE_SIZE`; see `Journal.stored_events`."""
-        return self._pages(self._query, session_id, start, stop)
+        """Stream stored rows in pages of `PAGE_SIZE`; see `Journal.stored_events`.
+
+        The seqs must run densely from ``start`` to the projection's last seq (or ``stop``):
+        a row missing, or one whose seq a foreign writer damaged so that no range query
+        finds it, is a `StoreError` naming the seq, never a silently shorter session.
+        """
+        found = self._query("SELECT last_seq FROM sessions WHERE session_id = ?", (session_id,))
+        last = found[0][0] if found and type(found[0][0]) is int else None
+        end = last if stop is None or last is None else min(last, stop - 1)
+        expected = start
+        for row in self._pages(self._query, session_id, start, stop):
+            if row.seq != expected:
+                raise self._gap(session_id, expected)
+            expected += 1
+            yield row
+        if end is not None and expected <= end:
+            raise self._gap(session_id, expected)
+
+    def _gap(self, session_id: str, seq: int) -> StoreError:
+        return StoreError(
+            f"{self.target}: session {session_id}: seq {seq} is missing or its row is damaged "
+            "(run agent-journal verify); the journal was altered outside agent-journal"
+        )
 
     def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
         """Rows appended after a global position; see `Journal.read_after`."""
@@ -639,12 +732,18 @@ class SQLJournal(Journal):
 
     # -- verification ----------------------------------------------------------------
 
-    def _guard_problems(self) -> list[Problem]:
+    def _guard_problems(self, allow_triggers: Collection[str]) -> list[Problem]:
         installed = self._trigger_states()
         problems = [
             trigger_problem(name, self.SCHEMA.purposes[name], installed.get(name))
             for name in self.SCHEMA.triggers
             if installed.get(name) != "ok"
+        ]
+        own = {*self.SCHEMA.triggers, *OWN_TRIGGERS, *allow_triggers}
+        problems += [
+            foreign_problem(kind, name, table)
+            for kind, name, table in self._foreign_objects(JOURNAL_TABLES | DERIVED_TABLES)
+            if name not in own
         ]
         for (session_id,) in self._query("SELECT session_id FROM erase_authorised"):
             problems.append(
@@ -658,32 +757,96 @@ class SQLJournal(Journal):
             )
         return problems
 
-    def verify(self, session_ids: Sequence[str] | None = None) -> VerifyReport:
-        """Check chains, projection, decoding and triggers; see `Journal.verify`.
+    def _erasure_problems(self) -> list[Problem]:
+        """The erasure audit records that do not chain (`journal.store.erasure_bytes`)."""
+        found = self._query("SELECT value FROM meta WHERE key = 'erasures_chained_after'")
+        chained_after = int(found[0][0]) if found and str(found[0][0]).isdigit() else 0
+        previous, problems = GENESIS_HASH, []
+        columns = ", ".join(_ERASURE_COLUMNS)
+        for record_id, *values in self._query(f"SELECT id, {columns} FROM erasures ORDER BY id"):
+            fields = dict(zip(_ERASURE_COLUMNS, values, strict=True))
+            try:
+                erasure = Erasure.model_validate(fields)
+            except ValidationError:
+                erasure = None
+            if erasure is not None and not erasure.hash and record_id <= chained_after:
+                continue  # written before erasures were chained
+            if erasure is None or self.hasher(previous, erasure_bytes(erasure)) != erasure.hash:
+                problems.append(
+                    Problem(
+                        session_id=as_text(fields["session_id"]),
+                        seq=None,
+                        kind="erasure",
+                        message=f"erasure audit record {record_id} does not chain to the one "
+                        "before it: it was written or altered outside agent-journal",
+                    )
+                )
+            previous = str(fields["hash"])
+        return problems
 
-        Erased sessions are not findings: their audit records say where they went.
+    def heads(self) -> dict[str, tuple[int, str]]:
+        """Each session's last seq and hash, read from its event rows; see `Journal.heads`."""
+        rows = self._query(
+            "SELECT e.session_id, e.seq, e.hash FROM events e JOIN "
+            "(SELECT session_id, max(seq) AS seq FROM events GROUP BY session_id) m "
+            "ON e.session_id = m.session_id AND e.seq = m.seq ORDER BY e.session_id"
+        )
+        return {as_text(sid): (int(seq), as_text(hash_)) for sid, seq, hash_ in rows}
+
+    def hash_at(self, session_id: str, seq: int) -> str | None:
+        """The stored hash of one event, or None; see `Journal.hash_at`."""
+        with self._reading() as tx:
+            return self._hash_at(tx, session_id, seq)
+
+    def verify(
+        self,
+        session_ids: Sequence[str] | None = None,
+        *,
+        quick: bool = False,
+        allow_triggers: Collection[str] = (),
+    ) -> VerifyReport:
+        """Check chains, derived data, decoding and triggers; see `Journal.verify`.
+
+        Each session is read in one snapshot of its own (`_snapshot`): its projection row,
+        its events and its snapshots as of one moment. Erased sessions are not findings:
+        their audit records say where they went.
         """
-        problems = self._guard_problems()
-        projected = {
-            sid: (last_seq, head)
-            for sid, last_seq, head in self._query(
-                "SELECT session_id, last_seq, head_hash FROM sessions"
-            )
-        }
+        problems = self._guard_problems(allow_triggers) + self._erasure_problems()
         if session_ids is None:
-            with_events = {sid for (sid,) in self._query("SELECT DISTINCT session_id FROM events")}
-            targets = sorted(with_events | set(projected))
+            targets = [
+                sid
+                for (sid,) in self._query(
+                    "SELECT session_id FROM sessions UNION SELECT session_id FROM events ORDER BY 1"
+                )
+            ]
         else:
             targets = list(session_ids)
-        erased = {sid for (sid,) in self._query("SELECT DISTINCT session_id FROM erasures")}
         total = checked = 0
         for session_id in targets:
-            last_seq, head = projected.get(session_id, (None, None))
-            garbled = last_seq is not None and (
-                type(last_seq) is not int or not isinstance(head, str)
-            )
-            if garbled:
-                problems.append(
+            with self._snapshot() as tx:
+                found, count = self._check_one(tx, session_id, refold=not quick)
+            if found is None:
+                continue  # erased
+            problems.extend(found)
+            total += count
+            checked += 1
+        return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
+
+    def _check_one(
+        self, tx: SqlTx, session_id: str, *, refold: bool
+    ) -> tuple[list[Problem] | None, int]:
+        """One session's findings and row count, read through ``tx`` (None: erased)."""
+        stored = tx.one(
+            f"SELECT {', '.join(PROJECTION_READ)} FROM sessions WHERE session_id = ?",
+            (session_id,),
+        )
+        projection = None if stored is None else dict(zip(PROJECTION_READ, stored, strict=True))
+        last_seq = head = None
+        garbled: list[Problem] = []
+        if projection is not None:
+            last_seq, head = projection["last_seq"], projection["head_hash"]
+            if type(last_seq) is not int or not isinstance(head, str):
+                garbled.append(
                     Problem(
                         session_id=session_id,
                         seq=None,
@@ -693,29 +856,67 @@ class SQLJournal(Journal):
                     )
                 )
                 last_seq = head = None
-            try:
-                found, count = check_session(
-                    session_id,
-                    self.stored_events(session_id),
-                    projected_last_seq=last_seq,
-                    projected_head=head,
-                    hasher=self.hasher,
+        derived = None
+        if not garbled:
+            snapshots = self._snapshot_rows(tx, session_id) if refold else {}
+            derived = DerivedCheck(session_id, projection, snapshots, refold=refold)
+        try:
+            found, count = check_session(
+                session_id,
+                self._pages(tx.rows, session_id),
+                projected_last_seq=last_seq,
+                projected_head=head,
+                hasher=self.hasher,
+                derived=derived,
+            )
+        except InvalidEventError as e:  # a row a foreign writer gave a non-integer seq
+            found = [Problem(session_id=session_id, seq=None, kind="undecodable", message=str(e))]
+            count = 1
+        if garbled:  # compared with the projection already
+            found = garbled + [problem for problem in found if problem.kind != "projection"]
+        if projection is None and count == 0:
+            if tx.one("SELECT 1 FROM erasures WHERE session_id = ?", (session_id,)):
+                return None, 0
+            raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
+        return found, count
+
+    def repair(self, session_ids: Sequence[str] | None = None) -> list[Problem]:
+        """Rebuild disagreeing projections and snapshots from the events; see `Journal.repair`."""
+        if session_ids is None:
+            session_ids = [
+                sid
+                for (sid,) in self._query(
+                    "SELECT session_id FROM sessions UNION SELECT session_id FROM events ORDER BY 1"
                 )
-            except InvalidEventError as e:  # a row a foreign writer gave a non-integer seq
-                found, count = (
-                    [Problem(session_id=session_id, seq=None, kind="undecodable", message=str(e))],
-                    1,
-                )
-            if garbled:  # compared with the projection already
-                found = [problem for problem in found if problem.kind != "projection"]
-            if session_id not in projected and count == 0:
-                if session_id in erased:
-                    continue
-                raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
-            problems.extend(found)
-            total += count
-            checked += 1
-        return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
+            ]
+        repaired: list[Problem] = []
+        for session_id in session_ids:
+            with self._transaction() as tx:
+                self._lock_session(tx, session_id)
+                found, _ = self._check_one(tx, session_id, refold=True)
+                if not found or {p.kind for p in found} - REPAIRABLE:
+                    continue  # intact, erased, or its events themselves are in question
+                rows = list(self._pages(tx.rows, session_id))  # some: none would be "truncated"
+                row = projection_row(fold(decode(r) for r in rows), rows[-1].hash)
+                row["session_id"] = session_id
+                tx.run(_upsert_sql(tuple(row)), list(row.values()))
+                if self._has_snapshots(tx):
+                    tx.run("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
+            self._heads.pop(session_id, None)
+            repaired.extend(found)
+        return repaired
+
+    def _snapshot_rows(self, tx: SqlTx, session_id: str) -> dict[int, str]:
+        """The session's stored snapshots of the current fold version: seq -> state JSON."""
+        if not self._has_snapshots(tx):
+            return {}
+        return {
+            int(seq): state
+            for seq, state in tx.rows(
+                "SELECT seq, state FROM snapshots WHERE session_id = ? AND fold_version = ?",
+                (session_id, FOLD_VERSION),
+            )
+        }
 
     # -- erasing ---------------------------------------------------------------------
 
@@ -734,6 +935,8 @@ class SQLJournal(Journal):
             if head is None:
                 raise SessionNotFoundError(f"session {session_id}: not in {self.target}")
             (count,) = tx.rows("SELECT count(*) FROM events WHERE session_id = ?", (session_id,))[0]
+            self._lock_erasures(tx)
+            last = tx.one("SELECT hash FROM erasures ORDER BY id DESC LIMIT 1")
             erasure = Erasure(
                 session_id=session_id,
                 erased_at=format_ts(utc_now()),
@@ -742,8 +945,13 @@ class SQLJournal(Journal):
                 events=int(count),
                 head_hash=str(head[0]),
             )
+            previous = str(last[0]) if last is not None and last[0] else GENESIS_HASH
+            erasure = erasure.model_copy(
+                update={"hash": self.hasher(previous, erasure_bytes(erasure))}
+            )
             tx.run(
-                f"INSERT INTO erasures({', '.join(_ERASURE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO erasures({', '.join(_ERASURE_COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in _ERASURE_COLUMNS)})",
                 [getattr(erasure, name) for name in _ERASURE_COLUMNS],
             )
             if count:

@@ -16,6 +16,10 @@ from .records import StoredEvent
 from .verify import Problem
 
 __all__ = [
+    "DERIVED_TABLES",
+    "ERASURES_CHAINED_AFTER",
+    "JOURNAL_TABLES",
+    "OWN_TRIGGERS",
     "SchemaSpec",
     "SqlTx",
     "TriggerState",
@@ -23,6 +27,23 @@ __all__ = [
     "event_params",
     "trigger_problem",
 ]
+
+JOURNAL_TABLES = frozenset({"meta", "events", "sessions", "erasures", "erase_authorised"})
+"""The tables of a journal's record, on either store."""
+DERIVED_TABLES = frozenset({"snapshots"})
+"""Tables the journal derives from its events and keeps itself: not foreign, never a record.
+Extend this (and `OWN_TRIGGERS`) when the journal keeps another one, e.g. a search index."""
+OWN_TRIGGERS: frozenset[str] = frozenset()
+"""Triggers the journal installs besides its schema's guards (`SchemaSpec.triggers`): for
+instance ones that keep a derived table in step. Any other trigger or rule on a table of
+`JOURNAL_TABLES` or `DERIVED_TABLES` is foreign, a finding of verify."""
+
+ERASURES_CHAINED_AFTER = (
+    "INSERT INTO meta(key, value) SELECT 'erasures_chained_after', "
+    "CAST(coalesce(max(id), 0) AS TEXT) FROM erasures"
+)
+"""Records the last erasure id written before erasures were chained: every later one must
+carry its link (a record without one is hand-made)."""
 
 TriggerState = Literal["ok", "replaced", "disabled"]
 """How an installed guard trigger compares with the one the schema defines."""
@@ -73,6 +94,10 @@ class SqlTx:
         """Run a statement once per row of parameters."""
         self.connection.executemany(self.sql(text), rows)
 
+    def changed_many(self, text: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Run a statement once per row of parameters; return how many rows they changed."""
+        return int(self.connection.executemany(self.sql(text), rows).rowcount)
+
 
 TxFactory = Callable[[], AbstractContextManager[SqlTx]]
 
@@ -86,6 +111,17 @@ def trigger_problem(name: str, purpose: str, state: TriggerState | None) -> Prob
     else:
         message = f"trigger {name} was replaced: {purpose} may not hold"
     return Problem(session_id=None, seq=None, kind="missing_trigger", message=message)
+
+
+def foreign_problem(kind: str, name: str, table: str) -> Problem:
+    """Return verify's finding for a trigger or rule on ``table`` that is not the journal's."""
+    return Problem(
+        session_id=None,
+        seq=None,
+        kind="foreign_trigger",
+        message=f"{kind} {name} on {table} is not agent-journal's: it may drop or change "
+        f"what is written (allow your own with --allow-trigger {name})",
+    )
 
 
 def event_params(row: StoredEvent) -> tuple[Any, ...]:

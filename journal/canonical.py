@@ -212,6 +212,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def _checked_int(text: str) -> int:
+    if len(text) > 20:  # longer than any int64 ("-9223372036854775808"): never convert it
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is outside signed 64 bits")
     value = int(text)
     if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"integer {text} is outside signed 64 bits")

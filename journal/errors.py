@@ -16,7 +16,10 @@ Hierarchy (one line per class: when it is raised)::
     │   ├── NotAJournalError      the target exists but is not an agent-journal journal
     │   ├── JournalMissingError   the target does not exist and creating it was not asked for
     │   ├── JournalBusyError      the database stayed locked past the busy timeout
-    │   └── SchemaVersionError    the journal was written by a newer schema than this code knows
+    │   ├── SchemaVersionError    the journal was written by a newer schema than this code knows
+    │   ├── ChainKindError        the journal's chain kind (sha256, HMAC) is not the key given
+    │   └── UnplannedWriteError   an append's statements wrote other rows than planned (a foreign
+    │                             trigger or rule dropped or changed them); nothing was kept
 
 Every message is one line that names the thing and where it is (file:line, session, seq).
 Errors from sqlite3 or psycopg are re-raised as ours with ``raise ... from e``.
@@ -25,6 +28,7 @@ Errors from sqlite3 or psycopg are re-raised as ours with ``raise ... from e``.
 from __future__ import annotations
 
 __all__ = [
+    "ChainKindError",
     "ConflictError",
     "EventTooLargeError",
     "InvalidEventError",
@@ -40,6 +44,7 @@ __all__ = [
     "StoreError",
     "UnknownEventTypeError",
     "UnknownVersionError",
+    "UnplannedWriteError",
 ]
 
 
@@ -117,3 +122,11 @@ class JournalBusyError(StoreError):
 
 class SchemaVersionError(StoreError):
     """The journal's schema version is newer than this code understands."""
+
+
+class UnplannedWriteError(StoreError):
+    """An append wrote other rows than it planned; it was rolled back, nothing acknowledged."""
+
+
+class ChainKindError(StoreError):
+    """The journal's chain is not the kind the key given asks for (HMAC or plain sha256)."""

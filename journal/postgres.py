@@ -47,6 +47,7 @@ from ._pg_positions import (
     SAFE_HEAD,
     TAKE_MANY,
     TAKE_ONE,
+    UNPLANNED,
     Notifier,
     one_statement,
 )
@@ -60,6 +61,7 @@ from .errors import (
     JournalError,
     JournalMissingError,
     StoreError,
+    UnplannedWriteError,
 )
 from .records import StoredEvent, stored_row
 from .store import DEFAULT_MAX_EVENT_BYTES, Durability
@@ -154,11 +156,16 @@ class _PgTx(SqlTx):
         with self.connection.cursor() as cursor:
             cursor.executemany(self.sql(text), rows)
 
-    def copy(self, target: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Load rows into ``target`` (``table(columns)``) with COPY; triggers fire as on INSERT."""
-        with self.connection.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+    def copy(self, target: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Load rows into ``target`` (``table(columns)``) with COPY; return the rows loaded.
+
+        Triggers fire as on INSERT; rules do not.
+        """
+        with self.connection.cursor() as cursor:
+            with cursor.copy(f"COPY {target} FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return int(cursor.rowcount)
 
 
 class PostgresJournal(SQLJournal):
@@ -268,6 +275,13 @@ class PostgresJournal(SQLJournal):
         text = _server_message(error)
         if isinstance(error, errors.UniqueViolation):
             return ConflictError(f"{self._target}: events are append-only (a taken key): {text}")
+        if UNPLANNED in text:
+            written = text.split(UNPLANNED, 1)[1].strip(" '\"")
+            return UnplannedWriteError(
+                f"{self._target}: {written}; a trigger or rule "
+                "that is not agent-journal's changed the write (verify names it); nothing was "
+                "written"
+            )
         if "append-only" in text:
             return ConflictError(f"{self._target}: {text}")
         if isinstance(error, errors.LockNotAvailable | errors.QueryCanceled):
@@ -315,6 +329,13 @@ class PostgresJournal(SQLJournal):
     def _transaction(self) -> AbstractContextManager[SqlTx]:
         return self._pooled("write", mode="write")
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[SqlTx]:
+        """A REPEATABLE READ, READ ONLY transaction: one snapshot from its first query on."""
+        with self._pooled("read", mode="read") as tx:
+            tx.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield tx
+
     def _table_names(self, tx: SqlTx) -> set[str]:
         return {
             name
@@ -338,6 +359,12 @@ class PostgresJournal(SQLJournal):
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         tx.run(
             "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (self._session_key(session_id),)
+        )
+
+    def _lock_erasures(self, tx: SqlTx) -> None:
+        tx.run(
+            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+            (f"agent-journal erasures {self._schema}",),
         )
 
     def _reserve_positions(self, tx: SqlTx, count: int) -> None:
@@ -402,6 +429,7 @@ class PostgresJournal(SQLJournal):
             params += event_params(plan.rows[0])[1:]
         else:
             params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
+        params += [count, plan.rows[-1].seq, plan.head_hash, str(count)]
         text = one_statement(reserve, update, count == 1)
         with self._pooled("write", mode="statement") as tx:
             assert isinstance(tx, _PgTx)
@@ -410,18 +438,20 @@ class PostgresJournal(SQLJournal):
             tx.reserving = False
             assert found is not None
             if found[1] != count:
-                return False
+                return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
             tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
         return True
 
-    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> None:
+    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
         assert isinstance(tx, _PgTx)
         first = tx.use_positions(len(rows))
         params = [(first + index, *event_params(row)) for index, row in enumerate(rows)]
         if len(params) == 1:
-            tx.run(f"INSERT INTO {_EVENTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params[0])
-        else:  # COPY fires the same triggers and checks the same keys, at half the cost per row
-            tx.copy(_EVENTS, params)
+            return tx.changed(
+                f"INSERT INTO {_EVENTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params[0]
+            )
+        # COPY fires the same triggers and checks the same keys, at half the cost per row
+        return tx.copy(_EVENTS, params)
 
     def close(self) -> None:
         """Send the last NOTIFY, close the pool and the listening connection (idempotent)."""
@@ -519,3 +549,14 @@ class PostgresJournal(SQLJournal):
             else:
                 states[name] = "disabled" if enabled in ("D", "R") else "ok"
         return states
+
+    def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
+        found = self._query(
+            "SELECT 'trigger', t.tgname, c.relname FROM pg_trigger t "
+            "JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE NOT t.tgisinternal AND c.relnamespace = "
+            "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()) "
+            "UNION ALL SELECT 'rule', rulename, tablename FROM pg_rules "
+            "WHERE schemaname = current_schema() ORDER BY 2"
+        )
+        return [(kind, name, table) for kind, name, table in found if table in tables]

@@ -13,11 +13,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from . import _sqlite_schema as schema
+from ._planner import AppendPlan
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
@@ -180,6 +182,20 @@ class SQLiteJournal(SQLJournal):
             except sqlite3.Error as e:
                 raise self._translate(e, "read") from e
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[SqlTx]:
+        """A deferred read transaction: one snapshot from its first read to its end.
+
+        Keep it short (verify takes one per session): a WAL checkpoint cannot pass it.
+        """
+        with self._reading() as tx:
+            self._conn.execute("BEGIN")
+            try:
+                yield tx
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._lock:
@@ -190,6 +206,20 @@ class SQLiteJournal(SQLJournal):
         """The file path, or ``:memory:``."""
         return self._path
 
+    def _project(
+        self, tx: SqlTx, text: str, params: Sequence[Any], session_id: str, plan: AppendPlan
+    ) -> bool:
+        """`SQLJournal._project` by the row count alone.
+
+        A SQLite trigger cannot change the values a statement writes (``NEW`` is read-only),
+        only skip the row, which the count shows; ``RETURNING`` made a one-event append
+        dearer.
+        """
+        changed = tx.changed(text, params)
+        if changed > 1:
+            raise self._unplanned(session_id, f"{changed} sessions projection rows were written")
+        return changed == 1
+
     # -- verification ----------------------------------------------------------------
 
     def _trigger_states(self) -> dict[str, TriggerState]:
@@ -199,6 +229,15 @@ class SQLiteJournal(SQLJournal):
             for name, sql in schema.TRIGGERS.items()
             if name in found
         }
+
+    def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
+        return [
+            ("trigger", name, table)
+            for name, table in self._query(
+                "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+            )
+            if table in tables
+        ]
 
 
 def _identity(path: str) -> tuple[int, int] | None:

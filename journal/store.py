@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -17,24 +17,28 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
-from .canonical import chain_hash
+from .canonical import canonical_bytes, chain_hash
 from .clock import Now, utc_now
 from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
 from .projection import SessionSummary
 from .records import RecordedEvent, StoredEvent, decode_body
-from .verify import VerifyReport
+from .verify import Problem, VerifyReport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
+    "ChainKind",
     "Durability",
     "Erasure",
     "Journal",
     "SchemaSetup",
+    "erasure_bytes",
 ]
 
 Durability = Literal["normal", "full"]
+ChainKind = Literal["sha256", "hmac-sha256"]
+"""How a journal's hash chains are computed: plain sha256, or HMAC-SHA256 with a key."""
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 """The largest event a journal takes by default: 16 MiB of canonical bytes (the record
@@ -75,6 +79,14 @@ class Erasure(BaseModel):
     reason: str
     events: int
     head_hash: str
+    hash: str = ""
+    """The link of this record in the chain of erasure records (`erasure_bytes`); empty
+    for records written before erasures were chained."""
+
+
+def erasure_bytes(erasure: Erasure) -> bytes:
+    """The canonical bytes of an erasure record that its ``hash`` covers (all but it)."""
+    return canonical_bytes(erasure.model_dump(exclude={"hash"}))
 
 
 class Journal(ABC):
@@ -102,6 +114,8 @@ class Journal(ABC):
         self.hasher: Callable[[str, bytes], str] = (
             chain_hash if hmac_key is None else functools.partial(chain_hash, key=hmac_key)
         )
+        self.chain_kind: ChainKind = "sha256" if hmac_key is None else "hmac-sha256"
+        """How this journal's chains are hashed (the ``chain`` of its ``meta`` table)."""
 
     @staticmethod
     def open(
@@ -327,8 +341,45 @@ class Journal(ABC):
         return None if found is None else found.last_seq
 
     @abstractmethod
-    def verify(self, session_ids: Sequence[str] | None = None) -> VerifyReport:
-        """Check the hash chains, the projection, decoding and the append-only guards."""
+    def verify(
+        self,
+        session_ids: Sequence[str] | None = None,
+        *,
+        quick: bool = False,
+        allow_triggers: Collection[str] = (),
+    ) -> VerifyReport:
+        """Check the hash chains, decoding, derived data and the append-only guards.
+
+        Each session is read in one consistent snapshot (appends meanwhile are no finding).
+        Derived data is checked against the events: each row's summary, the projection (a
+        refold of the session) and stored snapshots; ``quick`` skips the refold (so the
+        projection's columns and state and the snapshots are not checked; the last seq and
+        head hash are). Triggers and rules on the journal's tables that are not its own are
+        findings unless named in ``allow_triggers``.
+        """
+
+    @abstractmethod
+    def heads(self) -> dict[str, tuple[int, str]]:
+        """Return each session's last seq and head hash, from its events (not the projection).
+
+        This is what an anchor records (`journal.anchor`).
+        """
+
+    @abstractmethod
+    def hash_at(self, session_id: str, seq: int) -> str | None:
+        """Return the stored hash of the session's event at ``seq``, or None."""
+
+    @abstractmethod
+    def repair(self, session_ids: Sequence[str] | None = None) -> list[Problem]:
+        """Rebuild derived data that `verify` found disagreeing with intact events.
+
+        For each session (all by default) whose only findings are about its projection or
+        its snapshots, and whose chain holds: the projection row is rewritten from the fold
+        of the events and the session's snapshots are dropped (they are rebuilt on need).
+        A session whose events are in question (altered, removed, cut, undecodable) or
+        whose summary column disagrees (event rows are append-only) is left as it is.
+        Returns the findings repaired.
+        """
 
     # -- erasing ---------------------------------------------------------------------
 
@@ -356,7 +407,8 @@ class Journal(ABC):
     ) -> tuple[int, SessionState] | None:
         """The latest stored snapshot of a session's state at or before ``seq``, if any.
 
-        Snapshots are derived data (see `replay.Timeline`): never exported or verified.
+        Snapshots are derived data (see `replay.Timeline`): never exported; `verify` checks
+        them against the fold of the events.
         """
 
     @abstractmethod

@@ -12,7 +12,19 @@ bytes before decoding anything. It reports, as `Problem` findings:
 * ``projection``: events without a projection row, or a projection ahead of its events;
 * ``undecodable``: a body that passes the chain but is not a valid event;
 * ``missing_trigger``: an append-only trigger was dropped, replaced or disabled, or an
-  erase authorisation was left behind (the store adds these; erased sessions are no finding).
+  erase authorisation was left behind (the store adds these; erased sessions are no finding);
+* ``foreign_trigger``: a trigger or rule on the journal's tables that is not the journal's
+  own (one may drop or rewrite appends silently); a user's own is allowed by name;
+* ``summary``, ``snapshot``, and ``projection`` again: derived data that disagrees with the
+  events (`journal._derived`: the summary column, a snapshot, the projection's columns or
+  state compared with the refold);
+* ``erasure``: an erasure audit record that does not chain to the one before it (written
+  or altered by hand);
+* ``anchor`` and ``chain_kind``: against an anchor file (`journal.anchor`), a session whose
+  history since the anchor was rewritten, cut or deleted, or a chain of another kind.
+
+The store reads each session in one consistent snapshot (a read transaction), so appends
+running meanwhile cause no finding.
 
 What it cannot see: someone with write access who rewrites a whole chain from the altered
 event to the end *and* updates the projection's head hash produces a consistent journal.
@@ -23,7 +35,7 @@ with an HMAC key so that rewriting a chain needs the key.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +44,9 @@ from ._planner import Hasher
 from .canonical import GENESIS_HASH
 from .errors import InvalidEventError
 from .records import StoredEvent, decode
+
+if TYPE_CHECKING:
+    from ._derived import DerivedCheck
 
 __all__ = ["Problem", "ProblemKind", "VerifyReport", "check_session"]
 
@@ -43,6 +58,12 @@ ProblemKind = Literal[
     "projection",
     "undecodable",
     "missing_trigger",
+    "foreign_trigger",
+    "summary",
+    "snapshot",
+    "erasure",
+    "anchor",
+    "chain_kind",
 ]
 
 
@@ -85,9 +106,12 @@ def check_session(
     projected_last_seq: int | None,
     projected_head: str | None,
     hasher: Hasher,
+    derived: DerivedCheck | None = None,
 ) -> tuple[list[Problem], int]:
     """Check one session's rows (in seq order) against its chain and projection.
 
+    With ``derived``, each decoded event is also handed to it (summaries, the refold), and
+    when the chain is intact its findings about the projection and snapshots are added.
     Returns the problems found and the number of rows read.
     """
     problems: list[Problem] = []
@@ -120,9 +144,12 @@ def check_session(
                 )
         else:
             try:
-                decode(row)
+                event = decode(row)
             except InvalidEventError as e:
                 report(row.seq, "undecodable", str(e))
+            else:
+                if derived is not None:
+                    derived.see(row, event)
         previous = row.hash
         expected_seq = row.seq + 1
     last_seq = expected_seq - 1
@@ -148,4 +175,7 @@ def check_session(
             "truncated",
             "the chain's head hash differs from the projection's: the tail was rewritten",
         )
+    if derived is not None and not problems and count:
+        derived.finish(previous)
+        problems.extend(derived.problems)
     return problems, count

@@ -4,7 +4,7 @@ Snapshots of the folded state are kept every `SNAPSHOT_INTERVAL` events in a der
 table of the journal, keyed by (session, seq, fold version). They are built on first
 need: the first question about a late seq folds forward once and leaves snapshots behind;
 every later question folds at most ``interval - 1`` events from the nearest snapshot.
-They are derived data: never exported, never verified, rebuilt when the fold changes.
+They are derived data: never exported, checked by `verify`, rebuilt when the fold changes.
 """
 
 from __future__ import annotations

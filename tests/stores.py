@@ -60,6 +60,8 @@ V3_POSITIONS = (
     "DROP INDEX events_tx",
     "ALTER TABLE events DROP COLUMN tx",
     "ALTER TABLE sessions RESET (fillfactor)",
+    "ALTER TABLE erasures DROP COLUMN hash",
+    "DELETE FROM meta WHERE key = 'erasures_chained_after'",
     "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
 )
 """What turns a current PostgreSQL schema into what version 3 created: positions from the

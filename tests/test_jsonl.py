@@ -339,3 +339,12 @@ def test_an_event_over_the_journals_limit_is_one_error_line_and_nothing_is_impor
         with pytest.raises(EventTooLargeError) as caught:
             import_file(journal, path)
     assert (caught.value.session_id, caught.value.seq, caught.value.size) == ("s", 2, size)
+
+
+def test_a_file_cut_at_a_line_boundary_is_refused(exported: bytes, tmp_path: Path) -> None:
+    cut = write_lines(tmp_path / "cut.jsonl", exported.splitlines()[:6])
+    with Journal.open(tmp_path / "j.db") as journal:
+        with pytest.raises(InvalidInputError, match="the header says the session is failed but"):
+            import_file(journal, cut, whole=True)
+        assert journal.sessions() == []
+        assert import_file(journal, cut).new_events == 5  # a prefix, taken as it is

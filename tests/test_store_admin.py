@@ -168,6 +168,7 @@ def _downgrade_to_v1(path: Path) -> None:
         if statement.startswith("CREATE TABLE"):
             conn.execute(f"DROP TABLE {statement.split()[2]}")
     conn.execute(V1_DELETE_TRIGGER)
+    conn.execute("DELETE FROM meta WHERE key = 'erasures_chained_after'")
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
 

@@ -149,17 +149,18 @@ def test_snapshots_of_another_fold_version_are_rebuilt(
     assert [seq for _, seq in new] == [seq for _, seq in old]
 
 
-def test_snapshots_are_not_exported_or_verified(long_session: Journal, db_path: Path) -> None:
+def test_snapshots_are_not_exported_but_verified(long_session: Journal, db_path: Path) -> None:
     before = export_session(long_session, "long")
     Timeline(long_session, "long", interval=INTERVAL).state_at(50)
     assert snapshot_rows(long_session)
     assert export_session(long_session, "long") == before
     assert long_session.verify().ok
-    # a snapshot garbled by hand is no finding of verify: it is derived data
+    # a snapshot garbled by hand is a finding: derived data is checked, not trusted
     with foreign(db_path) as conn:
         conn.execute("UPDATE snapshots SET state = '{}' WHERE seq = 3")
     report = long_session.verify()
-    assert report.ok, report.problems
+    assert [(p.seq, p.kind) for p in report.problems] == [(3, "snapshot")]
+    assert long_session.verify(quick=True).ok  # the quick mode does not refold
 
 
 def test_the_default_interval() -> None:

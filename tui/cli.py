@@ -15,15 +15,16 @@ from journal import Journal, JournalError, SessionStatus
 from .cli_capture import drain
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_tui import tui
+from .cli_verify import anchor, verify
 from .clikit import (
     EXIT_BAD_INPUT,
     EXIT_CODES,
-    EXIT_FINDING,
     ErrorBoundaryGroup,
     db_option,
     fail,
     json_option,
     open_existing,
+    open_for_writing,
     print_json,
     time_option,
 )
@@ -127,35 +128,6 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
         from .render import print_timeline
 
         print_timeline(summary, rows)
-
-
-@cli.command(short_help="Check hash chains, the projection and the triggers.")
-@db_option
-@click.option(
-    "--session",
-    "session_ids",
-    multiple=True,
-    metavar="ID",
-    help="Check only this session (repeatable).",
-)
-@json_option
-def verify(db: str, session_ids: Sequence[str], as_json: bool) -> None:
-    """Check hash chains, the sessions projection and the append-only triggers.
-
-    Exit 0 when the journal is intact, 1 when problems were found (each names the session
-    and seq). It cannot see a chain rewritten end to end together with its projection by
-    someone with write access; keep head hashes elsewhere or use an HMAC key for that.
-    """
-    with open_existing(db) as journal:
-        report = journal.verify(list(session_ids) or None)
-    if as_json:
-        print_json(report.model_dump(mode="json"))
-    else:
-        from .render import print_verify
-
-        print_verify(report)
-    if not report.ok:
-        sys.exit(EXIT_FINDING)
 
 
 @cli.command(short_help="Print the JSON Schema of one journal record.")
@@ -269,10 +241,10 @@ def import_(
     from journal import import_file
 
     failed = 0
-    with Journal.open(db) as journal:
+    with open_for_writing(db) as journal:
         for path in files:
             try:
-                result = import_file(journal, path)
+                result = import_file(journal, path, whole=True)
             except JournalError as e:
                 from .render import safe_text
 
@@ -281,8 +253,8 @@ def import_(
                 continue
             what = f"{result.new_events} events" if result.new_events else "already present"
             click.echo(f"imported {result.session_id}: {what} ({path})", err=True)
-    if failed:
-        sys.exit(EXIT_BAD_INPUT)
+        if failed:
+            sys.exit(EXIT_BAD_INPUT)
 
 
 @cli.command(short_help="Create a journal, or upgrade its schema.")
@@ -322,7 +294,7 @@ def copy(
     """
     from journal.formats import copy_sessions, select_sessions
 
-    with open_existing(source) as src, Journal.open(destination) as dst:
+    with open_existing(source) as src, open_for_writing(destination) as dst:
         chosen = select_sessions(src, session_ids, since=since, status=status)
         total = sum(summary.events for summary in chosen)
         if sys.stderr.isatty() and total:
@@ -331,18 +303,18 @@ def copy(
         else:
             result = copy_sessions(src, dst, chosen)
         where = f"from {src.target} to {dst.target}"
-    from .render import safe_text
+        from .render import safe_text
 
-    for error in result.errors:
-        click.echo(f"agent-journal: {safe_text(error)}", err=True)
-    click.echo(
-        f"copied {result.sessions} sessions {where}: {result.new_events} new events, "
-        f"{result.unchanged} sessions already up to date"
-        + (f", {len(result.erased)} skipped (erased there)" if result.erased else "")
-        + (f", {len(result.errors)} failed" if result.errors else "")
-    )
-    if result.errors:
-        sys.exit(EXIT_BAD_INPUT)
+        for error in result.errors:
+            click.echo(f"agent-journal: {safe_text(error)}", err=True)
+        click.echo(
+            f"copied {result.sessions} sessions {where}: {result.new_events} new events, "
+            f"{result.unchanged} sessions already up to date"
+            + (f", {len(result.erased)} skipped (erased there)" if result.erased else "")
+            + (f", {len(result.errors)} failed" if result.errors else "")
+        )
+        if result.errors:
+            sys.exit(EXIT_BAD_INPUT)  # inside: a new, still empty destination is removed
 
 
 @cli.command(short_help="Remove a whole session for good, keeping an audit record.")
@@ -373,6 +345,8 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 for _command in (demo, state, replay, fork, diff, fixture, drain):
     cli.add_command(_command)
 cli.add_command(tui)
+cli.add_command(verify)
+cli.add_command(anchor)
 
 
 def main() -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from journal import Journal
+if TYPE_CHECKING:
+    from journal.formats import ImportReport
 
-from .clikit import EXIT_BAD_INPUT, open_existing, print_json
+from .clikit import EXIT_BAD_INPUT, open_existing, open_for_writing, print_json
 
 __all__ = ["export_otlp", "import_openai_files"]
 
@@ -46,8 +48,14 @@ def import_openai_files(
     from journal.formats import convert_files, import_converted
 
     converted = convert_files(files, error_prefix=error_prefix)
-    with Journal.open(db) as journal:
+    with open_for_writing(db) as journal:
         report = import_converted(journal, converted)
+        _print_report(report, as_json)
+        if report.errors:
+            sys.exit(EXIT_BAD_INPUT)  # inside: a new journal left empty is removed
+
+
+def _print_report(report: ImportReport, as_json: bool) -> None:
     document = report.as_json()
     if as_json:
         print_json(document)
@@ -71,8 +79,6 @@ def import_openai_files(
             _print_findings("mapped by a fallback (notes)", document["notes"])
     for error in report.errors:
         _echo(f"agent-journal: {error}")
-    if report.errors:
-        sys.exit(EXIT_BAD_INPUT)
 
 
 def export_otlp(sessions: Sequence[str], db: str, output: str, content: bool) -> None:

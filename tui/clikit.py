@@ -8,14 +8,16 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import orjson
 
-from journal import Journal, JournalError
+from journal import InvalidInputError, Journal, JournalError
 
 __all__ = [
     "DEFAULT_DB",
@@ -164,9 +166,36 @@ def json_option(function: F) -> F:
     )
 
 
-def open_existing(db: str) -> Journal:
-    """Open a journal for reading; a missing journal is an error, never created."""
-    return Journal.open(db, create=False)
+KEY_ENV = "AGENT_JOURNAL_HMAC_KEY"
+KEY_FILE_ENV = "AGENT_JOURNAL_HMAC_KEY_FILE"
+
+
+def hmac_key(key_file: str | None = None) -> bytes | None:
+    """Return the journal's HMAC key, or None when none is set.
+
+    From ``key_file``, else the file named by ``AGENT_JOURNAL_HMAC_KEY_FILE``, else
+    ``AGENT_JOURNAL_HMAC_KEY`` (its UTF-8 bytes). A key file's trailing newline is not part
+    of the key.
+    """
+    path = key_file or os.environ.get(KEY_FILE_ENV)
+    if path:
+        try:
+            key = Path(path).read_bytes().rstrip(b"\r\n")
+        except OSError as e:
+            raise InvalidInputError(f"{path}: cannot read the HMAC key file: {e.strerror}") from e
+        if not key:
+            raise InvalidInputError(f"{path}: the HMAC key file is empty")
+        return key
+    text = os.environ.get(KEY_ENV)
+    return text.encode("utf-8") if text else None
+
+
+def open_existing(db: str, key_file: str | None = None) -> Journal:
+    """Open a journal for reading; a missing journal is an error, never created.
+
+    The HMAC key comes from `hmac_key` (``key_file`` or the environment).
+    """
+    return Journal.open(db, create=False, hmac_key=hmac_key(key_file))
 
 
 def print_json(value: Any) -> None:
@@ -178,3 +207,27 @@ def print_json(value: Any) -> None:
         + b"\n"
     )
     sys.stdout.flush()
+
+
+@contextmanager
+def open_for_writing(db: str) -> Iterator[Journal]:
+    """Open (or create) a journal for a command that writes into it.
+
+    When the command fails (an exception, or a non-zero exit from inside the block) and the
+    journal is a SQLite file this call created that holds no session, the file is removed
+    with its ``-wal`` and ``-shm``: a failed command leaves no empty journal behind.
+    """
+    fresh = not db.startswith(("postgresql://", "postgres://")) and db != ":memory:"
+    fresh = fresh and not Path(db).exists()
+    journal = Journal.open(db, hmac_key=hmac_key())
+    try:
+        yield journal
+    except BaseException as e:
+        failed = not isinstance(e, SystemExit) or e.code not in (0, None)
+        if fresh and failed and not journal.sessions(limit=1):
+            journal.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(db + suffix).unlink(missing_ok=True)
+        raise
+    finally:
+        journal.close()

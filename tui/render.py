@@ -18,7 +18,7 @@ import orjson
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from journal import SessionState, SessionSummary, StoredEvent, VerifyReport
+    from journal import Problem, SessionState, SessionSummary, StoredEvent, VerifyReport
     from replay import Change, DiffResult, ReplayResult, StateChange
 
     from .columns import Listed
@@ -176,14 +176,26 @@ def print_timeline(summary: SessionSummary, rows: Iterable[StoredEvent]) -> None
         out.print(line, overflow="ellipsis", no_wrap=True)
 
 
+def _problem_line(problem: Problem) -> str:
+    place = "journal" if problem.session_id is None else f"session {problem.session_id}"
+    if problem.seq is not None:
+        place += f" seq {problem.seq}"
+    return safe_text(f"{place}: {problem.kind}: {problem.message}")
+
+
+def print_repaired(repaired: Sequence[Problem]) -> None:
+    """Print what ``verify --repair`` rebuilt: one line per finding mended, then a count."""
+    out = console()
+    for problem in repaired:
+        out.print(f"repaired {_problem_line(problem)}")
+    out.print(f"repaired: {len(repaired)} finding(s)")
+
+
 def print_verify(report: VerifyReport) -> None:
     """Print a verify report: one line per problem, then a verdict line."""
     out = console()
     for problem in report.problems:
-        place = "journal" if problem.session_id is None else f"session {problem.session_id}"
-        if problem.seq is not None:
-            place += f" seq {problem.seq}"
-        out.print(safe_text(f"{place}: {problem.kind}: {problem.message}"))
+        out.print(_problem_line(problem))
     verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
     out.print(f"{verdict}: {report.sessions} session(s), {report.events} event(s) checked")
 

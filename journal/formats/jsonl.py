@@ -12,12 +12,14 @@ Export then import then export gives the same bytes. An import is all or nothing
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._planner import plan_import
 from ..canonical import dumps_canonical, loads_strict
 from ..errors import EventTooLargeError, InvalidEventError, InvalidInputError, SessionConflictError
 from ..store import Journal
@@ -175,20 +177,47 @@ def _envelope_checked(record: dict[str, Any], at: str) -> dict[str, Any]:
 
 
 def read_input(path: str | Path, kind: str) -> bytes:
-    """Read an input file's bytes; a missing, unreadable or directory path is one clear error.
+    """Read a regular file's bytes; anything else is one clear error, never a hang.
+
+    The file is opened without blocking (a FIFO with no writer would wait forever) and
+    checked on the open descriptor: a FIFO, a device (``/dev/zero`` never ends), a socket or
+    a directory is refused before a byte is read.
 
     Raises:
         InvalidInputError: naming the path (``kind`` says what the file should have been).
     """
     name = str(path)
     try:
-        return Path(path).read_bytes()
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError as e:
         raise InvalidInputError(f"{name}: no such file") from e
-    except IsADirectoryError as e:
-        raise InvalidInputError(f"{name}: is a directory, not {kind}") from e
     except OSError as e:
         raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
+    mode = os.fstat(handle).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(handle)
+        if stat.S_ISDIR(mode):
+            raise InvalidInputError(f"{name}: is a directory, not {kind}")
+        raise InvalidInputError(
+            f"{name}: is a {_file_type(mode)}, not a regular file; only files are read"
+        )
+    with os.fdopen(handle, "rb") as file:
+        try:
+            return file.read()
+        except OSError as e:
+            raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
+
+
+def _file_type(mode: int) -> str:
+    for check, what in (
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if check(mode):
+            return what
+    return "special file"
 
 
 def read_jsonl(path: str | Path) -> JsonlFile:
@@ -237,17 +266,45 @@ class ImportResult:
     new_events: int
 
 
-def import_file(journal: Journal, path: str | Path) -> ImportResult:
+def _check_status(parsed: JsonlFile, journal: Journal) -> None:
+    """Refuse a new session whose events do not end as its header says (a file cut short).
+
+    A JSONL file cut at a line boundary is well formed, so only the header's ``status``
+    (written from the whole session) tells that events are missing at the end.
+    """
+    claimed = parsed.header.get("status")
+    if not isinstance(claimed, str) or journal.summary(parsed.session_id) is not None:
+        return  # an existing session: the import is a no-op, a conflict or its new tail
+    plan = plan_import(parsed.session_id, None, parsed.records, hasher=journal.hasher)
+    assert plan is not None
+    found = plan.state
+    if found.status != claimed:
+        raise InvalidInputError(
+            f"{parsed.path}: the header says the session is {claimed} but its events end "
+            f"{found.status} at seq {found.last_seq}: the file was cut short or edited; "
+            "nothing was imported"
+        )
+
+
+def import_file(journal: Journal, path: str | Path, *, whole: bool = False) -> ImportResult:
     """Import one JSONL file into ``journal``, all or nothing.
 
+    With ``whole`` (``agent-journal import`` sets it), a new session whose events do not end
+    with the status its header gives is refused: the file was cut short at a line boundary.
+    Without it a prefix of a recording is taken as it is (``diff`` and ``replay`` of a cut
+    recording read it up to its end).
+
     Raises:
-        InvalidInputError: a malformed file, a bad event or hash (names file:line).
+        InvalidInputError: a malformed file, a bad event or hash (names file:line), or,
+            with ``whole``, events that do not end with the status the header gives.
         EventTooLargeError: an event is larger than the journal's ``max_event_bytes``
             (names file:line, the session, the seq and the size).
         SessionConflictError: the session exists with different content.
     """
     parsed = read_jsonl(path)
     try:
+        if whole:
+            _check_status(parsed, journal)
         new = journal.import_records(parsed.session_id, parsed.records)
     except SessionConflictError as e:
         raise SessionConflictError(f"{parsed.path}: {e}") from e

@@ -194,6 +194,41 @@ def _time_of(message: Mapping[str, Any]) -> datetime | None:
     return None
 
 
+_USAGE_COUNTS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+)
+
+
+def _unreadable_values(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Known fields whose value the mapping cannot use, by name and value.
+
+    A time that is no time, a token count that is no count: each is reported as unmapped
+    rather than silently replaced by the previous time or 0.
+    """
+    found = [
+        (key, message[key])
+        for key in _TIME_KEYS
+        if not _empty(message.get(key)) and _moment(message[key]) is None
+    ]
+    usage = message.get("usage")
+    if isinstance(usage, Mapping):
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        counts = [(f"usage.{key}", usage.get(key)) for key in _USAGE_COUNTS]
+        if isinstance(details, Mapping):
+            counts.append(("usage.cached_tokens", details.get("cached_tokens")))
+        found += [
+            (key, value)
+            for key, value in counts
+            if value is not None
+            and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+        ]
+    return found
+
+
 def _empty(value: Any) -> bool:
     return value is None or value == "" or value == [] or value == {}
 
@@ -287,6 +322,10 @@ class _Converter:
         for key, value in message.items():
             if key not in known and not _empty(value):
                 self.unmapped.add(f"field:{role}.{key}", self.at(index), f"{key}={value!r:.60}")
+        for key, value in _unreadable_values(message):
+            self.unmapped.add(
+                f"value:{role}.{key}", self.at(index), f"{key}={value!r:.60} (not used)"
+            )
 
     def unanswered(self, calls: Sequence[ToolCall], index: int) -> None:
         for call in calls:

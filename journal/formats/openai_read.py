@@ -236,7 +236,7 @@ def _first_line_is_document(text: str) -> bool:
         if raw.strip():
             try:
                 json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return False
             return raw.strip() != text.strip()
     return False

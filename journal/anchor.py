@@ -1,0 +1,122 @@
+"""Anchors: the heads of every session, kept outside the journal, checked against it later.
+
+The hash chain proves a session's events were not changed *unless* whoever changed them
+also recomputed the hashes after the change (and the projection): with write access to
+the journal and no key, that is always possible. An anchor closes that gap: `take_anchor`
+records, for every session, its last seq and head hash read from the event rows, the
+journal's chain kind, and the head of the erasure audit chain. Kept elsewhere (another
+machine, a ticket, a signed commit), `check_anchor` later reports any session whose
+history up to the anchored seq was rewritten (the stored hash at that seq differs), cut
+(it ends before that seq) or deleted (it is gone with no audit record of its erasure that
+chains), erasure records rewritten before the anchored head, and a chain kind that
+differs from the anchor's (an HMAC journal rewritten as plain sha256).
+
+What an anchor cannot see: changes to events appended after it was taken (take anchors
+regularly), a session created and removed between two anchors, and anything when the
+attacker can also rewrite the anchor file. With an HMAC key (kept off the journal's host),
+rewriting a chain needs the key, anchor or not.
+
+Cost: `take_anchor` is one grouped query over the events; `check_anchor` one indexed read
+per anchored session.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .canonical import format_ts
+from .clock import utc_now
+from .store import ChainKind, Journal
+from .verify import Problem, ProblemKind
+
+__all__ = ["ANCHOR_FORMAT", "Anchor", "AnchoredSession", "check_anchor", "take_anchor"]
+
+ANCHOR_FORMAT = "agent-journal-anchor"
+
+
+class AnchoredSession(BaseModel):
+    """One session's head when the anchor was taken."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    last_seq: int
+    head_hash: str
+
+
+class Anchor(BaseModel):
+    """The heads of a journal's sessions at one moment, with its chain kind."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: str = ANCHOR_FORMAT
+    format_version: int = 1
+    target: str
+    taken: str
+    chain: ChainKind
+    sessions: list[AnchoredSession] = Field(default_factory=list)
+    erasures: int = 0
+    """How many erasure audit records there were."""
+    erasures_head: str = ""
+    """The link of the last of them (empty: none, or not chained)."""
+
+
+def take_anchor(journal: Journal) -> Anchor:
+    """Return the anchor of ``journal`` now: every session's head, read from its events."""
+    erasures = journal.erasures()
+    return Anchor(
+        target=journal.target,
+        taken=format_ts(utc_now()),
+        chain=journal.chain_kind,
+        sessions=[
+            AnchoredSession(session_id=sid, last_seq=seq, head_hash=head)
+            for sid, (seq, head) in journal.heads().items()
+        ],
+        erasures=len(erasures),
+        erasures_head=erasures[-1].hash if erasures else "",
+    )
+
+
+def check_anchor(journal: Journal, anchor: Anchor) -> list[Problem]:
+    """Return what changed in ``journal`` since ``anchor`` that an append cannot explain.
+
+    A session erased since the anchor is no finding when an audit record of its erasure
+    covers the anchored seq (`Journal.verify` checks that record's chain).
+    """
+    problems: list[Problem] = []
+
+    def report(session_id: str | None, seq: int | None, kind: ProblemKind, message: str) -> None:
+        problems.append(Problem(session_id=session_id, seq=seq, kind=kind, message=message))
+
+    if anchor.chain != journal.chain_kind:
+        report(
+            None,
+            None,
+            "chain_kind",
+            f"the anchor was taken of a {anchor.chain} chain; the journal is read as "
+            f"{journal.chain_kind} (its chains were rewritten, or the key is not the one used)",
+        )
+    erasures = journal.erasures()
+    erased = {erasure.session_id: erasure for erasure in erasures}
+    if len(erasures) < anchor.erasures or (
+        anchor.erasures and erasures[anchor.erasures - 1].hash != anchor.erasures_head
+    ):
+        report(
+            None,
+            None,
+            "anchor",
+            f"the first {anchor.erasures} erasure audit records, which the anchor saw, changed",
+        )
+    heads = journal.heads()
+    for anchored in anchor.sessions:
+        sid, seq = anchored.session_id, anchored.last_seq
+        stored = journal.hash_at(sid, seq)
+        if stored == anchored.head_hash:
+            continue
+        if stored is not None:
+            report(sid, seq, "anchor", f"history up to seq {seq} was rewritten since the anchor")
+        elif sid in heads or journal.summary(sid) is not None:
+            report(sid, seq, "anchor", f"cut: seq {seq}, which the anchor saw, is gone")
+        elif sid not in erased or erased[sid].events <= seq:
+            report(sid, None, "anchor", f"deleted since the anchor, which saw seq 0..{seq}")
+    return problems

@@ -1,0 +1,114 @@
+"""Triggers and rules that are not the journal's: appends refuse them, verify names them.
+
+A foreign ``BEFORE INSERT`` trigger that drops the row (SQLite ``RAISE(IGNORE)``, a
+PostgreSQL trigger function returning NULL) or a PostgreSQL ``DO INSTEAD NOTHING`` rule
+must never let an append report a seq it did not store: the append fails with a store
+error and nothing of it is kept. `verify` reports every such trigger and rule, unless it
+is allowed by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from journal import Journal, StoreError, UnplannedWriteError, UserInput
+
+from .helpers import run_cli, short_session
+from .stores import StoreUnderTest, open_store
+
+DROP_FUNCTION = (
+    "CREATE FUNCTION drop_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$"
+)
+
+
+def _drop_rows(store: StoreUnderTest, table: str, when: str = "INSERT") -> str:
+    """Install a foreign trigger that silently drops every ``when`` on ``table``."""
+    name = f"drop_{table}_{when.lower()}"
+    with store.raw() as raw:
+        if store.schema is None:
+            raw.run(
+                f"CREATE TRIGGER {name} BEFORE {when} ON {table} BEGIN SELECT RAISE(IGNORE); END"
+            )
+        else:
+            if raw.value("SELECT count(*) FROM pg_proc WHERE proname = 'drop_row'") == 0:
+                raw.run(DROP_FUNCTION)
+            raw.run(
+                f"CREATE TRIGGER {name} BEFORE {when} ON {table} FOR EACH ROW "
+                "EXECUTE FUNCTION drop_row()"
+            )
+    return name
+
+
+def _stored(store: StoreUnderTest) -> int:
+    with store.raw() as raw:
+        return int(raw.value("SELECT count(*) FROM events"))
+
+
+@pytest.mark.parametrize("events", [1, 3], ids=["one", "several"])
+def test_an_append_whose_rows_a_trigger_drops_fails(any_store: StoreUnderTest, events: int) -> None:
+    journal = any_store.journal
+    journal.append("s", short_session())
+    before = _stored(any_store)
+    name = _drop_rows(any_store, "events")
+    batch = [UserInput(text=f"n{index}") for index in range(events)]
+    with pytest.raises(UnplannedWriteError, match=f"0 of {events} events"):
+        journal.append("s", batch)  # on this connection's cached head
+    with Journal.open(any_store.target) as other, pytest.raises(UnplannedWriteError):
+        other.append("s", batch)  # on the stored head
+    with pytest.raises(UnplannedWriteError):
+        journal.append("new", short_session())  # a new session
+    assert _stored(any_store) == before
+    assert journal.summary("new") is None
+    report = journal.verify()
+    assert [(p.kind, p.message.split(":")[0]) for p in report.problems] == [
+        ("foreign_trigger", f"trigger {name} on events is not agent-journal's")
+    ]
+    assert journal.verify(allow_triggers=[name]).ok
+
+
+def test_an_append_whose_projection_a_trigger_drops_fails(any_store: StoreUnderTest) -> None:
+    journal = any_store.journal
+    journal.append("s", short_session())
+    before = _stored(any_store)
+    _drop_rows(any_store, "events")
+    _drop_rows(any_store, "sessions", "UPDATE")
+    with pytest.raises(UnplannedWriteError):
+        journal.append("s", [UserInput(text="again")])
+    assert _stored(any_store) == before
+    assert {p.kind for p in journal.verify().problems} == {"foreign_trigger"}
+
+
+@pytest.mark.parametrize("table", ["events", "sessions"])
+def test_a_do_instead_nothing_rule_is_refused_and_reported(tmp_path: Path, table: str) -> None:
+    with open_store("postgres", tmp_path) as store:  # SQLite has no rules
+        journal = store.journal
+        journal.append("s", short_session())
+        before = _stored(store)
+        when = "INSERT" if table == "events" else "UPDATE"
+        with store.raw() as raw:
+            raw.run(f"CREATE RULE nothing AS ON {when} TO {table} DO INSTEAD NOTHING")
+        with pytest.raises(StoreError):
+            journal.append("s", [UserInput(text="again")])  # on the cached head
+        with Journal.open(store.target) as other, pytest.raises(StoreError):
+            other.append("s", [UserInput(text="again")])  # on the stored head
+        assert _stored(store) == before
+        problems = journal.verify().problems
+        assert [p.message.split(":")[0] for p in problems] == [
+            f"rule nothing on {table} is not agent-journal's"
+        ]
+
+
+def test_cli_verify_names_a_foreign_trigger_unless_allowed(tmp_path: Path) -> None:
+    with open_store("sqlite", tmp_path) as store:
+        store.journal.append("s", short_session())
+        with store.raw() as raw:
+            raw.run("CREATE TRIGGER audit_log AFTER INSERT ON events BEGIN SELECT 1; END")
+    found = run_cli("verify", "--db", store.target)
+    assert found.exit_code == 1
+    assert "journal: foreign_trigger: trigger audit_log on events is not agent-journal's" in (
+        found.stdout
+    )
+    allowed = run_cli("verify", "--db", store.target, "--allow-trigger", "audit_log")
+    assert allowed.exit_code == 0, allowed.stdout
