@@ -10,6 +10,7 @@ Replay a recorded session with the current code and see where it differs::
         print(result.verdict, result.first_divergence)
 """
 
+from ._run import ForkPoint
 from ._session import session_records
 from ._verdict import (
     Divergence,
@@ -68,6 +69,7 @@ __all__ = [
     "DivergenceError",
     "Exhaustion",
     "FixtureReplay",
+    "ForkPoint",
     "ForkResult",
     "LiveDifference",
     "NormalizationRules",

@@ -245,6 +245,7 @@ PUBLIC: dict[str, list[str]] = {
         "DivergenceError",
         "Exhaustion",
         "FixtureReplay",
+        "ForkPoint",
         "ForkResult",
         "LiveDifference",
         "NormalizationRules",
