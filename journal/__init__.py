@@ -84,8 +84,9 @@ from .formats import (
     read_jsonl,
     write_jsonl,
 )
-from .projection import SessionSummary
+from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
+from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit
 from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
 from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
@@ -95,6 +96,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLD_VERSION",
+    "SEARCH_INDEX_TABLE",
     "ActionCommitted",
     "ActionFailed",
     "ActionProposed",
@@ -132,7 +134,10 @@ __all__ = [
     "ReplayedFailure",
     "SchemaSetup",
     "SchemaVersionError",
+    "SearchFilters",
+    "SearchHit",
     "SessionConflictError",
+    "SessionDetails",
     "SessionNotFoundError",
     "SessionStarted",
     "SessionState",

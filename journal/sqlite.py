@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import _sqlite_schema as schema
+from ._search_sqlite import SQLiteSearchIndex
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
@@ -43,6 +44,7 @@ class SQLiteJournal(SQLJournal):
     SCHEMA = schema.SPEC
     KIND = "SQLite database"
     NULL_SAFE_EQUAL = "IS"
+    SEARCH = SQLiteSearchIndex()
 
     def __init__(
         self,
