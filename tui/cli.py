@@ -13,6 +13,7 @@ import orjson
 from journal import Journal, JournalError, SessionStatus
 
 from .cli_replay import demo, diff, fixture, fork, replay, state
+from .cli_search import search
 from .cli_tui import tui
 from .clikit import (
     EXIT_BAD_INPUT,
@@ -51,7 +52,8 @@ def cli() -> None:
 
     \b
       record   the agent loop or the Recorder writes sessions; demo runs examples
-      look     sessions, show, state; tui steps through a timeline, live
+      look     sessions, show, state; search finds events by their words across
+               sessions; tui steps through a timeline, live
       replay   replay re-runs a session on the recorded model and tools (no API
                key, no side effects); fork runs on from a seq
       compare  diff aligns two runs and shows the first divergence
@@ -369,7 +371,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
     )
 
 
-for _command in (demo, state, replay, fork, diff, fixture):
+for _command in (demo, state, replay, fork, diff, fixture, search):
     cli.add_command(_command)
 cli.add_command(tui)
 
