@@ -43,7 +43,11 @@ def print_hits(hits: list[SearchHit]) -> None:
 @db_option
 @click.option("--tool", metavar="NAME", help="Only events of this tool (calls, results, failures).")
 @click.option(
-    "--type", "event_type", type=click.Choice(sorted(EVENT_TYPES)), help="Only this event type."
+    "--type",
+    "event_type",
+    type=click.Choice(sorted(EVENT_TYPES)),
+    metavar="TYPE",
+    help=f"Only events of this type: {', '.join(sorted(EVENT_TYPES))}.",
 )
 @click.option(
     "--status",

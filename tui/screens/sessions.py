@@ -65,6 +65,10 @@ class SessionsList(LineList):
             self._shape_width = width
         return self._shape
 
+    def with_content(self) -> list[str]:
+        """The columns that have something to show for these rows, in order."""
+        return [name for name in COLUMNS if self._natural[name]]
+
     def header(self) -> Text:
         """The titles of the columns shown."""
         return self.shape(max(self.scrollable_content_region.width, 1)).header()
@@ -275,8 +279,9 @@ class SessionsScreen(SearchingScreen):
         self.apply()
 
     def action_sort(self) -> None:
-        """Sort by the next column."""
-        names = list(COLUMNS)
+        """Sort by the next column that has something to show."""
+        names = [*{*self.listing.with_content(), self.sort_by}]
+        names.sort(key=list(COLUMNS).index)
         self.sort_by_column(names[(names.index(self.sort_by) + 1) % len(names)])
 
     def sort_by_column(self, name: str) -> None:
