@@ -48,6 +48,8 @@ def test_f_searches_payloads_and_enter_opens_the_session_at_the_hit(db: Path) ->
 
 def test_a_search_without_hits_says_so_and_f_searches_again_in_place(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
+        await type_in(pilot, "F", "?!")  # no word: said at once, no search
+        assert isinstance(pilot.app.screen, SessionsScreen)
         await type_in(pilot, "F", "zyzzyva")
         await wait_until(pilot, lambda: pilot.app.screen.found is not None)  # type: ignore[attr-defined]
         assert "no event has: zyzzyva" in screen_text(pilot.app)  # type: ignore[arg-type]

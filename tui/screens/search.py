@@ -17,7 +17,8 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Footer
 
-from journal import SearchHit
+from journal import InvalidInputError, SearchHit
+from journal.search import query_parts
 
 from ..keys import bind
 from ..render import event_style, safe_text
@@ -69,12 +70,18 @@ def ask_search(screen: JournalScreen, value: str = "", *, replace: bool = False)
     """
 
     def answered(query: str | None) -> None:
-        if query and query.strip():
-            hits = SearchScreen(query.strip())
-            if replace:
-                screen.app.switch_screen(hits)
-            else:
-                screen.app.push_screen(hits)
+        if not query or not query.strip():
+            return
+        try:
+            query_parts(query)
+        except InvalidInputError as e:
+            screen.japp.warn(str(e))
+            return
+        hits = SearchScreen(query.strip())
+        if replace:
+            screen.app.switch_screen(hits)
+        else:
+            screen.app.push_screen(hits)
 
     screen.app.push_screen(
         PromptScreen(
