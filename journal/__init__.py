@@ -86,7 +86,7 @@ from .formats import (
 )
 from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
-from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit
+from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
 from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
@@ -176,6 +176,7 @@ __all__ = [
     "parse_ts",
     "predated_settings",
     "prefix_hash",
+    "query_parts",
     "read_jsonl",
     "register_upcaster",
     "system_clock",

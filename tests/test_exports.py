@@ -98,6 +98,7 @@ PUBLIC: dict[str, list[str]] = {
         "parse_ts",
         "predated_settings",
         "prefix_hash",
+        "query_parts",
         "read_jsonl",
         "register_upcaster",
         "system_clock",

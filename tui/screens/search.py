@@ -17,8 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Footer
 
-from journal import InvalidInputError, SearchHit
-from journal.search import query_parts
+from journal import InvalidInputError, SearchHit, query_parts
 
 from ..keys import bind
 from ..render import event_style, safe_text
