@@ -7,6 +7,7 @@ an erased session, never written by an append, exported or verified.
 from __future__ import annotations
 
 import json
+import sqlite3
 import string
 import uuid
 from pathlib import Path
@@ -358,3 +359,31 @@ def test_cli_sessions_filter_by_rule_and_meta(db: Path) -> None:
     [_, line] = table.stdout.splitlines()
     assert line.startswith("refund-a") and line.endswith("customer=acme tier=3")
     assert "--meta" in one_error_line(run_cli("sessions", "--db", db, "--meta", "tier"))
+
+
+def test_two_writers_catching_up_at_once_index_each_event_once(
+    any_store: StoreUnderTest, filled: Journal
+) -> None:
+    with Journal.open(any_store.target) as other:
+        other.append("other", [SessionStarted(), UserInput(text="from the other connection")])
+        assert where(filled.search("other connection")) == [("other", 1)]
+        assert where(other.search("other connection")) == [("other", 1)]
+        filled.append("mine", [SessionStarted(), UserInput(text="connection of mine")])
+        assert {h.session_id for h in other.search("connection")} == {"other", "mine"}
+    with any_store.raw() as raw:
+        assert raw.value(f"SELECT count(*) FROM {SEARCH_INDEX_TABLE}") == 19
+        assert raw.value(f"SELECT count(DISTINCT pos) FROM {SEARCH_INDEX_TABLE}") == 19
+
+
+def test_a_body_garbled_outside_agent_journal_is_indexed_by_its_summary(
+    journal: Journal, db_path: Path
+) -> None:
+    journal.append("s", [SessionStarted(), UserInput(text="fine")])
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary) "
+            "VALUES ('s', 2, ?, 'user_input', 1, 'not json', 'x', 'garbled summary')",
+            (T0,),
+        )
+    assert where(journal.search("garbled")) == [("s", 2)]
+    assert where(journal.search("fine")) == [("s", 1)]
