@@ -1,7 +1,7 @@
 """How a SQL store keeps its search index: the shared catch-up, filters and hit mapping.
 
 Each store has a `SearchIndex` (SQLite: `journal._search_sqlite`, PostgreSQL:
-`journal._search_pg`) that creates the derived table on first need, adds rows and runs the
+`journal._search_pg`) that prepares the derived table on first need, adds rows and runs the
 ranked query; `SQLJournal.search` catches the index up, in batches of `BATCH` events each
 read and indexed in one write transaction, then queries it. Filters are SQL over the index
 table (by its name, unaliased) and the ``sessions`` projection, the same on both stores
@@ -110,12 +110,13 @@ class SearchIndex(ABC):
 
     META_MATCH: str
     SETUP_IN_TRANSACTION: bool
-    """Whether `create` runs in a write transaction (else outside any)."""
+    """Whether `prepare` runs in a write transaction (else outside any)."""
     """The condition that session ``{session}``'s metadata has key ``?`` with value ``?``."""
 
     @abstractmethod
-    def create(self, tx: SqlTx) -> None:
-        """Create the index's tables when they are not there (outside any transaction)."""
+    def prepare(self, tx: SqlTx, tables: set[str]) -> None:
+        """Create what is missing of the index (``tables``: those there now); see
+        `SETUP_IN_TRANSACTION` for where it runs."""
 
     @abstractmethod
     def add(self, tx: SqlTx, rows: Sequence[tuple[Any, ...]]) -> None:

@@ -47,8 +47,10 @@ class PostgresSearchIndex(SearchIndex):
         "AND (e.body::jsonb -> 'metadata' ->> ?) = ?)"
     )
 
-    def create(self, tx: SqlTx) -> None:
-        """Create the table and its indexes (in the caller's transaction)."""
+    def prepare(self, tx: SqlTx, tables: set[str]) -> None:
+        """Create the table and its indexes when missing (in the caller's transaction)."""
+        if SEARCH_INDEX_TABLE in tables:
+            return
         for statement in DDL:
             tx.run(statement)
 

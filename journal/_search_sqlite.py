@@ -48,8 +48,9 @@ class SQLiteSearchIndex(SearchIndex):
         "WHEN 'null' THEN 'null' ELSE CAST(m.value AS TEXT) END) = ?)"
     )
 
-    def create(self, tx: SqlTx) -> None:
-        """Create the table and its FTS5 index (each statement commits by itself)."""
+    def prepare(self, tx: SqlTx, tables: set[str]) -> None:
+        """Create what is missing of the table, its FTS5 index and their triggers (each
+        statement commits by itself; a setup cut short is completed here next time)."""
         db = _db(tx)
         table = db.table(SEARCH_INDEX_TABLE)
         table.create(
@@ -67,12 +68,11 @@ class SQLiteSearchIndex(SearchIndex):
             if_not_exists=True,
         )
         table.create_index(["session_id"], if_not_exists=True)
-        if not db.table(f"{SEARCH_INDEX_TABLE}_fts").exists():
-            try:
-                table.enable_fts(["text"], fts_version="FTS5", create_triggers=True)
-            except sqlite3.OperationalError as e:
-                if "already exists" not in str(e):  # another process got there first
-                    raise
+        try:  # replace: a no-op when it is there with its triggers; rebuilt when not
+            table.enable_fts(["text"], fts_version="FTS5", create_triggers=True, replace=True)
+        except sqlite3.OperationalError as e:
+            if "already exists" not in str(e):  # another process got there first
+                raise
 
     def add(self, tx: SqlTx, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert rows; a position already there is left alone (INSERT OR IGNORE)."""

@@ -134,6 +134,7 @@ class SQLJournal(Journal):
         self._heads: dict[str, SessionHead] = {}
         self._snapshots_table = False
         self._search_table = False
+        self._search_ready = False
 
     # -- primitives each backend provides --------------------------------------------
 
@@ -860,13 +861,11 @@ class SQLJournal(Journal):
 
     def refresh_search_index(self) -> int:
         """Catch the search index up; see `Journal.refresh_search_index`."""
-        with self._reading() as tx:
-            ready = self._has_search_index(tx)
-        if not ready:
+        if not self._search_ready:  # once per journal object
             setup = self._transaction if self.SEARCH.SETUP_IN_TRANSACTION else self._reading
             with setup() as tx:
-                self.SEARCH.create(tx)
-            self._search_table = True
+                self.SEARCH.prepare(tx, self._table_names(tx))
+            self._search_ready = self._search_table = True
         with self._reading() as tx:
             position = self.SEARCH.position(tx)
         added = 0

@@ -387,3 +387,16 @@ def test_a_body_garbled_outside_agent_journal_is_indexed_by_its_summary(
         )
     assert where(journal.search("garbled")) == [("s", 2)]
     assert where(journal.search("fine")) == [("s", 1)]
+
+
+def test_an_index_setup_cut_short_is_completed_by_the_next_journal(
+    journal: Journal, db_path: Path
+) -> None:
+    journal.append("s", [SessionStarted(), UserInput(text="alpha")])
+    assert where(journal.search("alpha")) == [("s", 1)]
+    with sqlite3.connect(db_path) as conn:  # as if the process died inside enable_fts
+        conn.execute("DROP TRIGGER search_index_ai")
+        conn.execute("DROP TABLE search_index_fts")
+    journal.append("t", [SessionStarted(), UserInput(text="alpha again")])
+    with Journal.open(db_path) as again:
+        assert set(where(again.search("alpha"))) == {("s", 1), ("t", 1)}
