@@ -6,14 +6,14 @@ sessions list. Each column says what it shows, how it sorts, and how it gives wa
 * never cut: ``session``, ``status``, ``fail``, ``ok%``, ``cost`` and ``started``
   (``session`` is cut in the middle only when even those do not fit);
 * then, while they fit, in this order: ``outcome`` (32 cells, or down to 16),
-  ``lineage``, ``steps``, ``events``, ``tokens``, ``rep``, ``cache%``, ``lat ms``,
-  ``agent`` (24 cells, or down to 16), and last ``meta`` (the metadata given at capture,
-  32 cells or down to 12; only where the listing reads it: ``sessions``). A column that
-  does not fit is left out whole: a lineage is shown whole or not at all (never
-  ``replay of de…``). A column with nothing to show (no session has a lineage) is left
-  out too;
-* the space left over goes to ``session``, ``agent``, ``outcome`` and ``meta``, up to their
-  widest cell (on a wide terminal, or in a pipe, nothing is cut).
+  ``lineage``, ``steps``, ``events``, ``tokens``, ``rep``, ``cache%``, ``lat ms``, and
+  last ``agent`` (24 cells, or down to 16). A column that does not fit is left out whole:
+  a lineage is shown whole or not at all (never ``replay of de…``). A column with nothing
+  to show (no session has a lineage) is left out too;
+* the space left over goes to ``session``, ``agent`` and ``outcome``, up to their widest
+  cell (on a wide terminal, or in a pipe, nothing is cut);
+* what is still left goes to ``meta`` (the metadata given at capture, where the listing
+  reads it: ``sessions``), when there are 12 cells or more.
 
 What ``fail`` and ``ok%`` count, from the fold's `journal.SessionState`:
 
@@ -276,7 +276,6 @@ COLUMNS: dict[str, Column] = {
             metadata,
             flexible=True,
             least=12,
-            want=32,
         ),
     )
 }
@@ -295,11 +294,10 @@ _ADDED: tuple[str, ...] = (
     "cache%",
     "lat ms",
     "agent",
-    "meta",
 )
 """The other columns, in the order they are added while they fit."""
 
-_GROWN: tuple[str, ...] = ("session", "agent", "outcome", "meta")
+_GROWN: tuple[str, ...] = ("session", "agent", "outcome")
 """Flexible columns, in the order they take the space left over."""
 
 
@@ -381,6 +379,9 @@ def layout(natural: dict[str, int], width: int) -> Layout:
             more = min(natural[name] - chosen[name], width - used)
             chosen[name] += more
             used += more
+    room = width - used - gap
+    if natural["meta"] and room >= min(natural["meta"], COLUMNS["meta"].least):
+        chosen["meta"] = min(natural["meta"], room)  # only what the others left over
     return Layout({name: chosen[name] for name in COLUMNS if name in chosen}, gap)
 
 
