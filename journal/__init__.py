@@ -88,8 +88,9 @@ from .formats import (
     read_jsonl,
     write_jsonl,
 )
-from .projection import SessionSummary
+from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
+from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
 from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
@@ -99,6 +100,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLD_VERSION",
+    "SEARCH_INDEX_TABLE",
     "ActionCommitted",
     "ActionFailed",
     "ActionProposed",
@@ -138,7 +140,10 @@ __all__ = [
     "ReplayedFailure",
     "SchemaSetup",
     "SchemaVersionError",
+    "SearchFilters",
+    "SearchHit",
     "SessionConflictError",
+    "SessionDetails",
     "SessionNotFoundError",
     "SessionStarted",
     "SessionState",
@@ -180,6 +185,7 @@ __all__ = [
     "parse_ts",
     "predated_settings",
     "prefix_hash",
+    "query_parts",
     "read_jsonl",
     "register_upcaster",
     "system_clock",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import getpass
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar
@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from ._derived import PROJECTION_READ, DerivedCheck
 from ._planner import AppendPlan, SessionHead, plan_append, plan_import
+from ._search_index import BATCH, SearchIndex, hit, hit_clauses, index_rows, session_clauses
 from ._sqltx import (
     DERIVED_TABLES,
     JOURNAL_TABLES,
@@ -52,8 +53,9 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .projection import PROJECTION_COLUMNS, SessionSummary, projection_row
+from .projection import PROJECTION_COLUMNS, SessionDetails, SessionSummary, projection_row
 from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
+from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import (
     DEFAULT_MAX_EVENT_BYTES,
     Erasure,
@@ -145,6 +147,8 @@ class SQLJournal(Journal):
     """What the target is called in messages (``SQLite database``, ``PostgreSQL schema``)."""
     NULL_SAFE_EQUAL: ClassVar[str]
     """The comparison that holds for two NULLs (``IS``; ``IS NOT DISTINCT FROM``)."""
+    SEARCH: ClassVar[SearchIndex]
+    """The store's search index (derived data, like the snapshots)."""
 
     _setup: SchemaSetup
 
@@ -158,6 +162,8 @@ class SQLJournal(Journal):
         super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._heads: dict[str, SessionHead] = {}
         self._snapshots_table = False
+        self._search_table = False
+        self._search_ready = False
 
     # -- primitives each backend provides --------------------------------------------
 
@@ -205,6 +211,16 @@ class SQLJournal(Journal):
         Called once per write transaction that inserts events, before its first write
         (SQLite: a no-op, its single writer numbers rows as they are inserted).
         """
+
+    def _rows_after(self, tx: SqlTx, position: int, limit: int) -> list[StoredEvent]:
+        """`read_after` inside ``tx`` (PostgreSQL: only up to its safe horizon)."""
+        return [
+            stored_row(row)
+            for row in tx.rows(
+                f"SELECT {_ROW_COLUMNS} FROM events WHERE pos > ? ORDER BY pos LIMIT ?",
+                (position, limit),
+            )
+        ]
 
     def _begin_append(self, tx: SqlTx, session_id: str, count: int) -> None:
         """`_lock_session`, then `_reserve_positions` (PostgreSQL: in one round trip)."""
@@ -656,13 +672,8 @@ class SQLJournal(Journal):
 
     def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
         """Rows appended after a global position; see `Journal.read_after`."""
-        return [
-            stored_row(row)
-            for row in self._query(
-                f"SELECT {_ROW_COLUMNS} FROM events WHERE pos > ? ORDER BY pos LIMIT ?",
-                (position, limit),
-            )
-        ]
+        with self._reading() as tx:
+            return self._rows_after(tx, position, limit)
 
     def head_position(self) -> int:
         """The newest global position; see `Journal.head_position`."""
@@ -676,9 +687,13 @@ class SQLJournal(Journal):
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
+        rule: str | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> list[SessionSummary]:
         """List summaries, newest first; see `Journal.sessions`."""
-        clauses, params = [], []
+        clauses, params = session_clauses(
+            "sessions.session_id", self.SEARCH.META_MATCH, status=None, rule=rule, meta=meta or {}
+        )
         for clause, value in (
             ("status = ?", status),
             ("agent = ?", agent),
@@ -710,6 +725,31 @@ class SQLJournal(Journal):
             )
             for session_id, kind, summary in rows:  # untrusted: any column type may be there
                 found[as_text(session_id)] = (as_text(kind), as_text(summary))
+        return found
+
+    def session_details(self, session_ids: Sequence[str]) -> dict[str, SessionDetails]:
+        """Metadata and halt reasons; see `Journal.session_details`."""
+        ids = list(dict.fromkeys(session_ids))
+        found: dict[str, SessionDetails] = {}
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[start : start + _IN_CHUNK]
+            rows = self._query(
+                "SELECT e.session_id, e.seq, e.body FROM sessions s JOIN events e "
+                "ON e.session_id = s.session_id AND (e.seq = 0 OR (e.seq = s.last_seq "
+                "AND e.type = 'agent_halted')) "
+                f"WHERE s.session_id IN ({', '.join('?' * len(chunk))}) ORDER BY e.seq",
+                chunk,
+            )
+            for session_id, seq, body in rows:
+                sid = as_text(session_id)
+                payload = _json_object(body)
+                known = found.get(sid, SessionDetails())
+                metadata, reason = payload.get("metadata"), payload.get("reason")
+                if seq == 0 and isinstance(metadata, dict):
+                    known = known.model_copy(update={"metadata": metadata})
+                if payload.get("type") == "agent_halted" and isinstance(reason, str):
+                    known = known.model_copy(update={"halt_reason": reason})
+                found[sid] = known
         return found
 
     def summary(self, session_id: str) -> SessionSummary | None:
@@ -961,6 +1001,8 @@ class SQLJournal(Journal):
             tx.run("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             if self._has_snapshots(tx):
                 tx.run("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
+            if self._has_search_index(tx):
+                self.SEARCH.drop_session(tx, session_id)
         self._heads.pop(session_id, None)
         return erasure
 
@@ -1018,6 +1060,46 @@ class SQLJournal(Journal):
                 ],
             )
 
+    # -- the search index (derived data) ---------------------------------------------
+
+    def _has_search_index(self, tx: SqlTx) -> bool:
+        if not self._search_table:
+            self._search_table = SEARCH_INDEX_TABLE in self._table_names(tx)
+        return self._search_table
+
+    def refresh_search_index(self) -> int:
+        """Catch the search index up; see `Journal.refresh_search_index`."""
+        if not self._search_ready:  # once per journal object
+            setup = self._transaction if self.SEARCH.SETUP_IN_TRANSACTION else self._reading
+            with setup() as tx:
+                self.SEARCH.prepare(tx, self._table_names(tx))
+            self._search_ready = self._search_table = True
+        with self._reading() as tx:
+            position = self.SEARCH.position(tx)
+        added = 0
+        while True:
+            with self._transaction() as tx:  # read and indexed together: an erase waits
+                rows = self._rows_after(tx, position, BATCH)
+                if rows:
+                    self.SEARCH.add(tx, index_rows(rows))
+            added += len(rows)
+            if len(rows) < BATCH:
+                return added
+            position = rows[-1].position or position
+
+    def search(
+        self, query: str, filters: SearchFilters | None = None, *, limit: int = 20
+    ) -> list[SearchHit]:
+        """Catch the index up, then search it; see `Journal.search`."""
+        parts = query_parts(query)
+        if limit < 1:
+            raise InvalidInputError(f"search: the limit must be at least 1, not {limit}")
+        self.refresh_search_index()
+        where, params = hit_clauses(filters or SearchFilters(), self.SEARCH.META_MATCH)
+        with self._reading() as tx:
+            rows = self.SEARCH.find(tx, parts, where, params, limit)
+        return [hit(row, parts) for row in rows]
+
 
 SNAPSHOTS_DDL = (
     "CREATE TABLE IF NOT EXISTS snapshots (session_id TEXT NOT NULL, fold_version INTEGER "
@@ -1025,6 +1107,16 @@ SNAPSHOTS_DDL = (
     "PRIMARY KEY (session_id, fold_version, seq))"
 )
 """The derived table of folded states, created on first need."""
+
+
+def _json_object(text: object) -> dict[str, Any]:
+    """``text`` parsed when it is a JSON object, else empty (a body altered by someone else:
+    verify's finding; a listing shows what it can)."""
+    try:
+        found = orjson.loads(text) if isinstance(text, str | bytes) else None
+    except orjson.JSONDecodeError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _os_user() -> str:

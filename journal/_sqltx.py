@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .records import StoredEvent
+from .search import SEARCH_INDEX_TABLE
 from .verify import Problem
 
 __all__ = [
@@ -30,10 +31,12 @@ __all__ = [
 
 JOURNAL_TABLES = frozenset({"meta", "events", "sessions", "erasures", "erase_authorised"})
 """The tables of a journal's record, on either store."""
-DERIVED_TABLES = frozenset({"snapshots"})
-"""Tables the journal derives from its events and keeps itself: not foreign, never a record.
-Extend this (and `OWN_TRIGGERS`) when the journal keeps another one, e.g. a search index."""
-OWN_TRIGGERS: frozenset[str] = frozenset()
+DERIVED_TABLES = frozenset({"snapshots", SEARCH_INDEX_TABLE})
+"""Tables the journal derives from its events and keeps itself: not foreign, never a record
+(the snapshots, the search index). Extend this (and `OWN_TRIGGERS`) for another one."""
+OWN_TRIGGERS: frozenset[str] = frozenset(
+    f"{SEARCH_INDEX_TABLE}_{suffix}" for suffix in ("ai", "ad", "au")
+)
 """Triggers the journal installs besides its schema's guards (`SchemaSpec.triggers`): for
 instance ones that keep a derived table in step. Any other trigger or rule on a table of
 `JOURNAL_TABLES` or `DERIVED_TABLES` is foreign, a finding of verify."""

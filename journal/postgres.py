@@ -52,6 +52,7 @@ from ._pg_positions import (
     one_statement,
 )
 from ._planner import AppendPlan, SessionHead
+from ._search_pg import PostgresSearchIndex
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState, event_params
 from .clock import Now
@@ -181,6 +182,7 @@ class PostgresJournal(SQLJournal):
     SCHEMA = schema.SPEC
     KIND = "PostgreSQL schema"
     NULL_SAFE_EQUAL = "IS NOT DISTINCT FROM"
+    SEARCH = PostgresSearchIndex()
 
     def __init__(
         self,
@@ -473,6 +475,10 @@ class PostgresJournal(SQLJournal):
         """Rows after ``position`` that no in-flight append can precede (`SAFE_AFTER`)."""
         rows = self._query(READ_AFTER, (position, limit))
         return [stored_row(row) for row in rows]
+
+    def _rows_after(self, tx: SqlTx, position: int, limit: int) -> list[StoredEvent]:
+        """Rows after ``position`` in ``tx``, up to the safe horizon (`SAFE_AFTER`)."""
+        return [stored_row(row) for row in tx.rows(READ_AFTER, (position, limit))]
 
     def head_position(self) -> int:
         """The newest position a follower can start from; see `Journal.head_position`.

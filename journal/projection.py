@@ -9,11 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .fold import SessionState, SessionStatus
 
-__all__ = ["PROJECTION_COLUMNS", "SessionSummary", "projection_row", "state_json"]
+__all__ = [
+    "PROJECTION_COLUMNS",
+    "SessionDetails",
+    "SessionSummary",
+    "projection_row",
+    "state_json",
+]
 
 
 class SessionSummary(BaseModel):
@@ -60,6 +66,18 @@ class SessionSummary(BaseModel):
     def mean_latency_ms(self) -> float:
         """Mean model latency per call."""
         return self.latency_ms / self.model_calls if self.model_calls else 0.0
+
+
+class SessionDetails(BaseModel):
+    """What a listing shows beyond the projection, read from two events of a session.
+
+    The metadata it was started with (seq 0), and why it halted (its last event).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    halt_reason: str | None = None
 
 
 PROJECTION_COLUMNS = tuple(SessionSummary.model_fields)

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import _sqlite_schema as schema
 from ._planner import AppendPlan
+from ._search_sqlite import SQLiteSearchIndex
 from ._sqlstore import SQLJournal
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
@@ -45,6 +46,7 @@ class SQLiteJournal(SQLJournal):
     SCHEMA = schema.SPEC
     KIND = "SQLite database"
     NULL_SAFE_EQUAL = "IS"
+    SEARCH = SQLiteSearchIndex()
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -22,8 +22,9 @@ from .clock import Now, utc_now
 from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
-from .projection import SessionSummary
+from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode_body
+from .search import SearchFilters, SearchHit
 from .verify import Problem, VerifyReport
 
 __all__ = [
@@ -309,8 +310,22 @@ class Journal(ABC):
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
+        rule: str | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> list[SessionSummary]:
-        """List session summaries, newest first, filtered by status, agent and start time."""
+        """List session summaries, newest first, filtered as given (all must hold).
+
+        ``status``, ``agent``, ``rule`` (the halt rule): equal; ``since``/``until``: the
+        start time.
+        ``meta``: each key must have the value given (as in `SearchFilters.meta`).
+        """
+
+    @abstractmethod
+    def session_details(self, session_ids: Sequence[str]) -> dict[str, SessionDetails]:
+        """Return each session's metadata and halt reason (one query per 500 sessions).
+
+        Unknown sessions are left out.
+        """
 
     @abstractmethod
     def last_summaries(self, session_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -416,6 +431,31 @@ class Journal(ABC):
         self, session_id: str, fold_version: int, snapshots: Sequence[tuple[int, SessionState]]
     ) -> None:
         """Store snapshots (seq, state after it) of a session; existing ones are kept."""
+
+    # -- searching (derived data) ----------------------------------------------------
+
+    @abstractmethod
+    def refresh_search_index(self) -> int:
+        """Catch the search index up with the journal; return how many events it added.
+
+        `search` does this first; call it to index ahead of time (in the background of a
+        UI, or after a bulk import). The index is derived data (`journal.search`): never
+        written by an append, exported or verified.
+        """
+
+    @abstractmethod
+    def search(
+        self, query: str, filters: SearchFilters | None = None, *, limit: int = 20
+    ) -> list[SearchHit]:
+        """Return the events whose text matches ``query``, best first, at most ``limit``.
+
+        ``query`` is words and quoted phrases, all of which must be there (`journal.search`
+        says what is indexed); ``filters`` narrow it by tool, type, time, session, status,
+        halt rule and metadata. The index is caught up first.
+
+        Raises:
+            InvalidInputError: a query without a word, or a limit below 1.
+        """
 
     def now(self) -> datetime:
         """Return the journal clock's current time."""

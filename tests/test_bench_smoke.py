@@ -76,3 +76,18 @@ def test_the_user_code_bench_runs_and_prints_every_row() -> None:
         "(e) | the same step",
     ):
         assert row in done.stdout, done.stdout
+
+
+def test_the_search_bench_runs_and_prints_its_reference() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH.parent / "search_bench.py"), "--events", "1500"]
+        + ["--per-session", "50", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for row in ("index build: first refresh_search_index", "catch-up: refresh after 1,000 more"):
+        assert row in done.stdout
+    assert "(rare), ranked" in done.stdout and "every row" in done.stdout

@@ -154,8 +154,16 @@ def test_sessions_json_is_the_public_contract(db: Path) -> None:
         "replay_of": None,
         "forked_from": None,
     }
+    assert (by_id["s"]["metadata"], by_id["s"]["halt_reason"]) == (
+        {"user": "u1"},
+        "ValueError: boom",
+    )
+    assert (by_id["short"]["metadata"], by_id["short"]["halt_reason"]) == ({}, None)
     with Journal.open(db) as journal:
-        assert listed == [s.model_dump(mode="json") for s in journal.sessions()]
+        extra = ("metadata", "halt_reason")
+        assert [{k: v for k, v in row.items() if k not in extra} for row in listed] == [
+            s.model_dump(mode="json") for s in journal.sessions()
+        ]
 
 
 def test_sessions_filters_and_reads_the_db_from_the_environment(db: Path) -> None:
@@ -178,8 +186,9 @@ def test_sessions_table(db: Path) -> None:
     header, *rows = result.stdout.splitlines()
     assert header.replace("lat ms", "lat-ms").split() == [
         *("session", "agent", "status", "events", "steps", "fail", "ok%", "rep", "tokens"),
-        *("cache%", "cost", "lat-ms", "started", "outcome"),
+        *("cache%", "cost", "lat-ms", "started", "outcome", "meta"),
     ]
+    assert rows[0].endswith("user=u1")
     assert [row.split()[:7] for row in rows] == [
         ["s", "tests.agents:build", "failed", "14", "3", "3", "25%"],
         ["short", "tests.agents:short", "completed", "5", "1", "0", "100%"],

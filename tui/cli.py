@@ -10,10 +10,11 @@ from typing import get_args
 import click
 import orjson
 
-from journal import Journal, JournalError, SessionStatus
+from journal import Journal, JournalError, SessionDetails, SessionStatus
 
 from .cli_capture import drain
 from .cli_replay import demo, diff, fixture, fork, replay, state
+from .cli_search import search
 from .cli_tui import tui
 from .cli_verify import anchor, verify
 from .clikit import (
@@ -23,6 +24,7 @@ from .clikit import (
     db_option,
     fail,
     json_option,
+    meta_option,
     open_existing,
     open_for_writing,
     print_json,
@@ -53,7 +55,8 @@ def cli() -> None:
 
     \b
       record   the agent loop or the Recorder writes sessions; demo runs examples
-      look     sessions, show, state; tui steps through a timeline, live
+      look     sessions, show, state; search finds events by their words across
+               sessions; tui steps through a timeline, live
       replay   replay re-runs a session on the recorded model and tools (no API
                key, no side effects); fork runs on from a seq
       compare  diff aligns two runs and shows the first divergence
@@ -71,6 +74,8 @@ def cli() -> None:
 @db_option
 @click.option("--status", type=click.Choice(STATUSES), help="Only sessions with this status.")
 @click.option("--agent", help="Only sessions of this agent reference (module:factory).")
+@click.option("--rule", metavar="RULE", help="Only sessions halted by this rule (e.g. repeat).")
+@meta_option
 @time_option("--since", "Only sessions started then or later")
 @time_option("--until", "Only sessions started before then")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many sessions.")
@@ -79,6 +84,8 @@ def sessions(
     db: str,
     status: str | None,
     agent: str | None,
+    rule: str | None,
+    meta: dict[str, str],
     since: str | None,
     until: str | None,
     limit: int | None,
@@ -87,19 +94,36 @@ def sessions(
     """List sessions, newest first: status, failures, success rate, cost, outcome and more.
 
     The table fits the terminal: status, fail, ok%, cost and started always show; the
-    other columns give way in turn, agent and lineage first.
+    other columns give way in turn, agent, lineage and metadata first. --json adds each
+    session's metadata and halt_reason to the projection's fields.
     """
     with open_existing(db) as journal:
-        found = journal.sessions(status=status, agent=agent, since=since, until=until, limit=limit)
+        found = journal.sessions(
+            status=status,
+            agent=agent,
+            since=since,
+            until=until,
+            limit=limit,
+            rule=rule,
+            meta=meta,
+        )
+        ids = [s.session_id for s in found]
+        details = journal.session_details(ids)
         if not as_json:
-            last = journal.last_summaries([s.session_id for s in found])
+            last = journal.last_summaries(ids)
     if as_json:
-        print_json([s.model_dump(mode="json") for s in found])
+        print_json(
+            [
+                s.model_dump(mode="json")
+                | details.get(s.session_id, SessionDetails()).model_dump(mode="json")
+                for s in found
+            ]
+        )
         return
     from .columns import listed
     from .render import print_sessions
 
-    print_sessions(listed(found, last))
+    print_sessions(listed(found, last, details))
 
 
 @cli.command(short_help="Show one session's timeline, one line per event.")
@@ -342,7 +366,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
     )
 
 
-for _command in (demo, state, replay, fork, diff, fixture, drain):
+for _command in (demo, state, replay, fork, diff, fixture, drain, search):
     cli.add_command(_command)
 cli.add_command(tui)
 cli.add_command(verify)

@@ -30,6 +30,7 @@ __all__ = [
     "db_option_with",
     "fail",
     "json_option",
+    "meta_option",
     "moment",
     "open_existing",
     "print_json",
@@ -129,6 +130,32 @@ def time_option(name: str, help_text: str) -> Callable[[F], F]:
         help=f"{help_text}: RFC 3339 (2026-11-29T23:00:00Z, 2026-11-29) or a duration ago "
         "(90m, 2d).",
     )
+
+
+def _pairs(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
+    """``KEY=VALUE`` words as a dict (an option's callback); a key given twice is bad usage."""
+    found: dict[str, str] = {}
+    for word in value:
+        key, sep, item = word.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{word!r}: give KEY=VALUE (e.g. customer=acme)")
+        if key in found and found[key] != item:
+            raise click.BadParameter(f"{key!r} is given twice, with different values")
+        found[key] = item
+    return found
+
+
+def meta_option(function: F) -> F:
+    """``--meta KEY=VALUE`` (repeatable): sessions started with that metadata (all given)."""
+    return click.option(
+        "--meta",
+        "meta",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_pairs,
+        help="Only sessions whose metadata has KEY with VALUE (a string, or a number or "
+        "boolean written as JSON: 3, true). Repeatable: all must hold.",
+    )(function)
 
 
 def fail(message: str, code: int) -> None:

@@ -7,11 +7,13 @@ sessions list. Each column says what it shows, how it sorts, and how it gives wa
   (``session`` is cut in the middle only when even those do not fit);
 * then, while they fit, in this order: ``outcome`` (32 cells, or down to 16),
   ``lineage``, ``steps``, ``events``, ``tokens``, ``rep``, ``cache%``, ``lat ms``, and
-  last ``agent`` (24 cells, or down to 16). A column that does not fit is left out
-  whole: a lineage is shown whole or not at all (never ``replay of de…``). A column with
-  nothing to show (no session has a lineage) is left out too;
+  last ``agent`` (24 cells, or down to 16). A column that does not fit is left out whole:
+  a lineage is shown whole or not at all (never ``replay of de…``). A column with nothing
+  to show (no session has a lineage) is left out too;
 * the space left over goes to ``session``, ``agent`` and ``outcome``, up to their widest
-  cell (on a wide terminal, or in a pipe, nothing is cut).
+  cell (on a wide terminal, or in a pipe, nothing is cut);
+* what is still left goes to ``meta`` (the metadata given at capture, where the listing
+  reads it: ``sessions``), when there are 12 cells or more.
 
 What ``fail`` and ``ok%`` count, from the fold's `journal.SessionState`:
 
@@ -39,9 +41,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from rich.cells import cell_len
 
-from journal import SessionSummary
+from journal import SessionDetails, SessionSummary
 
 from .render import STATUS_STYLE, cut, cut_middle, format_cost, format_time, safe_text
 
@@ -58,6 +61,7 @@ __all__ = [
     "layout",
     "lineage",
     "listed",
+    "metadata",
     "ok_rate",
     "outcome",
 ]
@@ -65,15 +69,38 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """One session of a listing: its summary and its last event (type, one-line summary)."""
+    """One session of a listing: its summary, last event and details.
+
+    The last event is its type and one-line summary; the details (metadata, halt reason)
+    are there when the listing read them.
+    """
 
     summary: SessionSummary
     last: tuple[str, str] | None = None
+    details: SessionDetails | None = None
 
 
-def listed(summaries: Iterable[SessionSummary], last: dict[str, tuple[str, str]]) -> list[Listed]:
-    """Pair each summary with its last event from `Journal.last_summaries`."""
-    return [Listed(s, last.get(s.session_id)) for s in summaries]
+def listed(
+    summaries: Iterable[SessionSummary],
+    last: dict[str, tuple[str, str]],
+    details: dict[str, SessionDetails] | None = None,
+) -> list[Listed]:
+    """Pair each summary with its last event from `Journal.last_summaries`.
+
+    And with its `Journal.session_details`, when given.
+    """
+    found = details or {}
+    return [Listed(s, last.get(s.session_id), found.get(s.session_id)) for s in summaries]
+
+
+def metadata(row: Listed) -> str:
+    """The session's metadata as ``key=value`` words (values other than strings as JSON)."""
+    if row.details is None:
+        return ""
+    return " ".join(
+        f"{key}={value if isinstance(value, str) else orjson.dumps(value).decode()}"
+        for key, value in row.details.metadata.items()
+    )
 
 
 def failures(s: SessionSummary) -> int:
@@ -242,6 +269,14 @@ COLUMNS: dict[str, Column] = {
             lambda r: safe_text(lineage(r.summary)),
             lambda r: lineage(r.summary),
         ),
+        Column(
+            "meta",
+            "the metadata the session was started with, key=value",
+            lambda r: safe_text(metadata(r)),
+            metadata,
+            flexible=True,
+            least=12,
+        ),
     )
 }
 """Every column, in the order they are shown."""
@@ -344,6 +379,9 @@ def layout(natural: dict[str, int], width: int) -> Layout:
             more = min(natural[name] - chosen[name], width - used)
             chosen[name] += more
             used += more
+    room = width - used - gap
+    if natural["meta"] and room >= min(natural["meta"], COLUMNS["meta"].least):
+        chosen["meta"] = min(natural["meta"], room)  # only what the others left over
     return Layout({name: chosen[name] for name in COLUMNS if name in chosen}, gap)
 
 

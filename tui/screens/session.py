@@ -82,9 +82,11 @@ class SessionScreen(SearchingScreen):
 
     SEARCH_HINT = "text in the type, summary or payload"
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, *, at: int | None = None) -> None:
         super().__init__()
         self.session_id = session_id
+        self.at = at
+        """The seq the cursor starts on (None: the first event)."""
         self.source: RowSource | None = None
         self.following = False
         self._state_timer: Timer | None = None
@@ -118,9 +120,11 @@ class SessionScreen(SearchingScreen):
         return self.query_one(TimelineView)
 
     def on_mount(self) -> None:
-        """Focus the timeline and show the first event."""
+        """Focus the timeline and show the first event (or the one at `at`)."""
         self._timeline_state = Timeline(self.journal, self.session_id)
         self.timeline.focus()
+        if self.at is not None:
+            self.timeline.go_to_seq(self.at)
         self._selected(self.timeline.seq)
 
     # -- status, detail and state -----------------------------------------------------

@@ -65,6 +65,10 @@ class SessionsList(LineList):
             self._shape_width = width
         return self._shape
 
+    def with_content(self) -> list[str]:
+        """The columns that have something to show for these rows, in order."""
+        return [name for name in COLUMNS if self._natural[name]]
+
     def header(self) -> Text:
         """The titles of the columns shown."""
         return self.shape(max(self.scrollable_content_region.width, 1)).header()
@@ -75,7 +79,10 @@ class SessionsList(LineList):
 
 
 class SessionsScreen(SearchingScreen):
-    """Every session: enter opens one, ``/`` searches, ``f`` filters, ``s`` sorts."""
+    """Every session: enter opens one, ``/`` finds in the list, ``F`` searches events.
+
+    ``f`` filters, ``s`` sorts.
+    """
 
     DEFAULT_CSS = """
     SessionsScreen #header { height: 1; background: $surface; padding: 0 0 0 0; }
@@ -84,6 +91,13 @@ class SessionsScreen(SearchingScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         bind("f", "filter", "filter", "filter.sessions", title="by status or agent", show=True),
+        bind(
+            "F",
+            "search_events",
+            "search events",
+            "search.events",
+            title="search every session's events for words",
+        ),
         bind("s", "sort", "sort", "sort.next-column", title="by the next column", show=True),
         bind("S", "reverse", "reverse", "sort.reverse", title="reverse the order"),
         bind("r", "replay", "replay", "replay.run", title="replay the session now", show=True),
@@ -274,9 +288,16 @@ class SessionsScreen(SearchingScreen):
         self.status, self.agent = status, agent
         self.apply()
 
+    def action_search_events(self) -> None:
+        """Ask for words; list the events of every session that have them."""
+        from .search import ask_search
+
+        ask_search(self)
+
     def action_sort(self) -> None:
-        """Sort by the next column."""
-        names = list(COLUMNS)
+        """Sort by the next column that has something to show."""
+        names = [*{*self.listing.with_content(), self.sort_by}]
+        names.sort(key=list(COLUMNS).index)
         self.sort_by_column(names[(names.index(self.sort_by) + 1) % len(names)])
 
     def sort_by_column(self, name: str) -> None:
