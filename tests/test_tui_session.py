@@ -291,8 +291,7 @@ def test_a_replay_that_is_not_saved_says_why_and_offers_no_diff(db: Path) -> Non
         assert isinstance(dialog, ChoiceScreen)
         question = dialog.question.splitlines()
         assert question[0] == (
-            "replay of reprompted: was replayed with another configuration "
-            "(system_prompt, system_prompt_hash)"
+            "replay of reprompted: was replayed with another configuration (system_prompt)"
         )
         assert question[1].startswith("not saved: the configuration changed")
         await press(pilot, "enter")
