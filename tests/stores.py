@@ -1,13 +1,13 @@
 """The stores under test: a SQLite file and a PostgreSQL schema, with foreign connections.
 
-The PostgreSQL server comes from ``AGENT_JOURNAL_TEST_PG`` (default
-``postgresql://127.0.0.1:5432/test``). Each test gets a fresh schema, dropped afterwards.
-An unreachable server fails the tests that need it with one clear message: never a skip.
+The PostgreSQL server is the one tests/pg_server.py settled on for the run (the machine's,
+``AGENT_JOURNAL_TEST_PG``'s or the wheel's). Each test gets a fresh schema with a random
+name, dropped afterwards, so tests in parallel never share one. An unreachable server fails
+the tests that need it with one clear message: never a skip.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 import uuid
@@ -26,11 +26,13 @@ from journal._postgres_schema import TRIGGERS as PG_TRIGGERS
 from journal._sqlite_schema import TRIGGERS as SQLITE_TRIGGERS
 from journal.postgres import describe_url
 
-PG_URL = os.environ.get("AGENT_JOURNAL_TEST_PG", "postgresql://127.0.0.1:5432/test")
+from .pg_server import server_url
 
 
-def require_server(url: str = PG_URL) -> str:
-    """Return ``url`` when a PostgreSQL server answers there; fail the test otherwise."""
+def require_server(url: str | None = None) -> str:
+    """Return ``url`` (default: the run's server) when a PostgreSQL server answers there;
+    fail the test otherwise."""
+    url = url or server_url()
     try:
         psycopg.connect(url, connect_timeout=3).close()
     except psycopg.Error as e:

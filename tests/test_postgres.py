@@ -1,7 +1,7 @@
 """What only the PostgreSQL journal has to prove: many writers, positions, NOTIFY, setup.
 
-Runs against the server of ``AGENT_JOURNAL_TEST_PG`` (default 127.0.0.1:5432/test), each
-test in a fresh schema; an unreachable server fails these tests, it never skips them.
+Runs against the run's server (tests/pg_server.py: by default the machine's), each test
+in a fresh schema; an unreachable server fails these tests, it never skips them.
 
 Positions: appends take them from a sequence and commit in any order; a follower
 (``read_after``, ``follow``, ``head_position``) must never see a later position before an
@@ -495,7 +495,7 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     result = run_cli("sessions", "--db", url)
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "s3cret" not in result.stderr
-    bad_schema = with_search_path("postgresql://127.0.0.1:5432/test", "no_such_schema_here")
+    bad_schema = with_search_path(require_server(), "no_such_schema_here")
     with pytest.raises(StoreError, match="no schema to use"):
         Journal.open(bad_schema)
 

@@ -1,7 +1,7 @@
 """The storage contract, written once and run on SQLite and on PostgreSQL alike.
 
 Every test here takes ``any_store`` / ``any_journal``: a SQLite file, then a fresh schema on
-the PostgreSQL server of ``AGENT_JOURNAL_TEST_PG`` (an unreachable server fails, never
+the run's PostgreSQL server (tests/pg_server.py; an unreachable server fails, never
 skips). PostgreSQL-only behaviour (concurrency, positions, LISTEN/NOTIFY) is in
 test_postgres.py.
 """
