@@ -1,0 +1,31 @@
+"""The README's test command is what CI runs: the line in README.md and in .ci/run match.
+
+The command is the one line of each file that starts with ``python3 -m venv .venv`` and
+runs pytest: it sets up the environment and runs the tests, lint and type checks in one go.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .helpers import REPO
+
+START = "python3 -m venv .venv"
+
+
+def command_in(path: Path) -> str:
+    """The one line of ``path`` that is the test command."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    commands = [line for line in lines if line.startswith(START) and "/pytest " in line]
+    assert len(commands) == 1, f"{path.name}: {len(commands)} test commands, not one"
+    return commands[0]
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    assert command_in(REPO / ".ci" / "run") == command_in(REPO / "README.md")
+
+
+def test_the_test_command_installs_the_dev_extra_and_runs_all_checks_in_parallel() -> None:
+    command = command_in(REPO / "README.md")
+    for part in ("'.[dev]'", "pytest", "-n auto", "-m 'not slow'", "ruff check", "mypy"):
+        assert part in command, f"the README's test command lacks {part}"
