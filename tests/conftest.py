@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,14 @@ settings.load_profile("agent-journal")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Settle the run's PostgreSQL server once, in the controlling process (tests/pg_server.py)."""
+    """Settle the run's PostgreSQL server once, in the controlling process (tests/pg_server.py).
+
+    Also forget the terminal size the environment gives (xdist workers are handed
+    ``COLUMNS=80 LINES=24``): the CLI's width comes from ``COLUMNS``, and the tests that want
+    a width pass their own.
+    """
+    for variable in ("COLUMNS", "LINES"):
+        os.environ.pop(variable, None)
     if hasattr(config, "workerinput"):  # an xdist worker: it inherited the controller's choice
         return
     try:
