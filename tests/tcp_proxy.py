@@ -1,9 +1,9 @@
 """A TCP proxy in threads, to stop a server as its clients see it without stopping it.
 
-`Proxy` forwards connections from a local port to the real server; `Proxy.stop` closes
-the listening socket and every forwarded connection at once, as a server that went down
-(new connections are refused, open ones break). The shared server itself keeps running
-for everyone else.
+`Proxy` forwards connections from a local port to the real server (over TCP or a Unix
+socket); `Proxy.stop` closes the listening socket and every forwarded connection at once,
+as a server that went down (new connections are refused, open ones break). The shared
+server itself keeps running for everyone else.
 """
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ from __future__ import annotations
 import socket
 import threading
 
+from psycopg.conninfo import conninfo_to_dict
+
 
 class Proxy:
-    """Forwards 127.0.0.1:``port`` to ``host``:``target`` until `stop`."""
+    """Forwards 127.0.0.1:``port`` to ``target`` (``(host, port)`` or a Unix socket's path)
+    until `stop`."""
 
-    def __init__(self, host: str, target: int) -> None:
-        self.host, self.target = host, target
+    def __init__(self, target: tuple[str, int] | str) -> None:
+        self.target = target
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self.listener.getsockname()[1]
         self.sockets: list[socket.socket] = []
@@ -30,7 +33,7 @@ class Proxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            server = socket.create_connection((self.host, self.target))
+            server = self._connect()
             with self.lock:
                 if self.stopped:
                     client.close()
@@ -39,6 +42,13 @@ class Proxy:
                 self.sockets += [client, server]
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _connect(self) -> socket.socket:
+        if isinstance(self.target, tuple):
+            return socket.create_connection(self.target)
+        server = socket.socket(socket.AF_UNIX)
+        server.connect(self.target)
+        return server
 
     @staticmethod
     def _pipe(source: socket.socket, sink: socket.socket) -> None:
@@ -65,3 +75,12 @@ class Proxy:
                 except OSError:
                     pass
                 end.close()
+
+
+def postgres_proxy(url: str) -> tuple[Proxy, str]:
+    """A proxy to the PostgreSQL server of ``url`` and a URL that reaches it through the proxy."""
+    params = conninfo_to_dict(url)
+    host, port = str(params.get("host") or "localhost"), int(params.get("port") or 5432)
+    proxy = Proxy(f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port))
+    user = f"{params['user']}@" if params.get("user") else ""
+    return proxy, f"postgresql://{user}127.0.0.1:{proxy.port}/{params.get('dbname') or ''}"

@@ -35,7 +35,7 @@ from . import capture_prod_app as app
 from . import strategies
 from .fake_openai import Handler
 from .stores import PgSchema, with_search_path
-from .tcp_proxy import Proxy
+from .tcp_proxy import postgres_proxy
 
 openai = pytest.importorskip("openai")
 
@@ -224,8 +224,8 @@ def test_an_unreachable_postgresql_spools_and_drains_into_postgresql(
 def test_postgresql_going_down_mid_run_fails_no_call_and_the_drain_loses_nothing(
     tmp_path: Path, model: Any, pg_schema: PgSchema
 ) -> None:
-    proxy = Proxy("127.0.0.1", 5432)  # the server as the capture sees it; stopped below
-    seen = with_search_path(f"postgresql://127.0.0.1:{proxy.port}/test", pg_schema.name)
+    proxy, through = postgres_proxy(pg_schema.server)  # as the capture sees it; stopped below
+    seen = with_search_path(through, pg_schema.name)
     capture = app.configure(model, seen, spool=tmp_path / "down.spool")
     try:
         errors = run_threads(8, 4, midway=proxy.stop)
