@@ -8,7 +8,7 @@ halts there, by that rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,11 +117,14 @@ def replay_fixture(
     trust: TrustList | None = None,
     rules: NormalizationRules = DEFAULT_RULES,
     live_model: LiveModel = None,
+    live_tools: bool | Iterable[str] = False,
 ) -> FixtureReplay:
     """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
 
     The fixture's recorded agent runs only when ``trust`` (default: `TrustList.discover`)
     allows it; ``agent`` runs as given. ``rules`` say what the comparison leaves out.
+    ``live_tools`` run for real (``True``: every tool but those declared with side effects),
+    so a fix inside a tool shows at its result.
 
     A fixture is rewritten only with what the code did on replies recorded for its very
     context: when the replay stopped for want of one (it diverged before the recording's
@@ -138,7 +141,14 @@ def replay_fixture(
     parsed = read_jsonl(path)
     expect = parsed.header.get("expect")
     expected = expect if isinstance(expect, dict) else None
-    replayer = Replayer(agent=agent, save=True, trust=trust, rules=rules, live_model=live_model)
+    replayer = Replayer(
+        agent=agent,
+        save=True,
+        trust=trust,
+        rules=rules,
+        live_model=live_model,
+        live_tools=live_tools,
+    )
     refused = broken = None
     with Journal.open(":memory:") as journal:
         imported = import_file(journal, path)

@@ -336,3 +336,28 @@ def test_a_fixed_loop_forks_a_failed_session_and_runs_on_live(shop: Shop, tmp_pa
         "action_proposed",
         "agent_completed",
     ]
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_a_fixture_shows_a_tool_fix_when_that_tool_runs_live(shop: Shop, tmp_path: Path) -> None:
+    fixed = _fixed(
+        shop,
+        tmp_path,
+        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
+        "    quantity = int(quantity)\n"
+        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
+    )
+    with Journal.open(fixed.journal) as journal:
+        failed = next(s.session_id for s in journal.sessions() if s.status == "failed")
+    assert fixed.cli("fixture", failed, "--db", "shop.db").returncode == 0
+    pytest_run = (BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures")
+    recorded = fixed.run(*pytest_run)  # the tools' outcomes come from the recording
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    pyproject = fixed.root / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text()
+        + '\n[tool.pytest.ini_options]\njournal_live_tools = ["check_stock"]\n'
+    )
+    live = fixed.run(*pytest_run)
+    assert live.returncode == 1, live.stdout + live.stderr
+    assert "first divergence at seq 5: expected action_failed, got action_committed" in live.stdout

@@ -57,6 +57,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
     )
     parser.addini(
+        "journal_live_tools",
+        "Tools to run for real in every fixture's replay, one name per line ('*': every "
+        "tool not declared with side effects); the others come from the recording.",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
         "journal_ignore",
         "Fields left out of every fixture's comparison, one TYPE.dotted.path per line "
         "(as replay --ignore).",
@@ -96,6 +103,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return collector
 
 
+def _live_tools(names: list[str]) -> bool | list[str]:
+    """The ``journal_live_tools`` setting as `replay.replay_fixture` takes it."""
+    return True if names == ["*"] else names
+
+
 class JournalFixtureFile(pytest.File):
     """One fixture file: one item."""
 
@@ -133,6 +145,7 @@ class JournalFixtureItem(pytest.Item):
                 trust=trust,
                 rules=rules,
                 live_model=str(self.config.getini("journal_live_model")) or None,
+                live_tools=_live_tools(self.config.getini("journal_live_tools")),
             )
         except JournalError as e:
             raise FixtureError(str(e)) from e
