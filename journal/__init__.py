@@ -88,6 +88,7 @@ from .formats import (
     read_jsonl,
     write_jsonl,
 )
+from .keys import CAPTURED_WITH_KEY, DEPS_FACTORY_KEY, ENTRY_INPUTS_KEY, REPLAY_KEYS
 from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
@@ -96,10 +97,14 @@ from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
 
 __all__ = [
+    "CAPTURED_WITH_KEY",
     "DEFAULT_MAX_EVENT_BYTES",
+    "DEPS_FACTORY_KEY",
+    "ENTRY_INPUTS_KEY",
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLD_VERSION",
+    "REPLAY_KEYS",
     "SEARCH_INDEX_TABLE",
     "ActionCommitted",
     "ActionFailed",

@@ -30,6 +30,7 @@ from typing import Any
 
 from agentloop import AgentLoadError, AgentLoopError, TrustList
 from journal import (
+    ENTRY_INPUTS_KEY,
     ActionCommitted,
     ActionProposed,
     HaltSession,
@@ -267,7 +268,7 @@ def replay_entry(
         recorded: Sequence[RecordedEvent],
         started: SessionStarted,
     ) -> Drive:
-        inputs = _entry_inputs(started.metadata.get("entry_inputs"), session_id)
+        inputs = _entry_inputs(started.metadata.get(ENTRY_INPUTS_KEY), session_id)
         player = EntryPlayer(
             recorded,
             follower,

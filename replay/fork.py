@@ -28,6 +28,7 @@ from agentloop import (
     counter_ids,
 )
 from journal import (
+    CAPTURED_WITH_KEY,
     InvalidInputError,
     Journal,
     RecordedEvent,
@@ -122,7 +123,7 @@ def fork(
         raise InvalidInputError(
             f"session {session_id}: cannot fork at seq {at_seq}; it has seqs 0..{len(recorded) - 1}"
         )
-    replay = captured_replay(started.metadata.get("captured_with"))
+    replay = captured_replay(started.metadata.get(CAPTURED_WITH_KEY))
     if replay is not None and not isinstance(agent, Agent):
         return _fork_captured(
             replay,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agentloop import Agent, TrustList
-from journal import Journal
+from journal import CAPTURED_WITH_KEY, Journal
 
 from ._captured import captured_replay, run_captured
 from ._session import load_recording
@@ -86,7 +86,7 @@ class Replayer:
         """
         _, started = load_recording(journal, session_id)
         where = f"session {session_id}" if source is None else f"{source}: session {session_id}"
-        kind = started.metadata.get("captured_with")
+        kind = started.metadata.get(CAPTURED_WITH_KEY)
         if isinstance(self.agent, Agent) or (replay_captured := captured_replay(kind)) is None:
             agent = agent_for(started, session_id, self.agent, self.trust, where=where)
             return replay_agent_session(

@@ -14,10 +14,14 @@ TOP = ("journal", "agentloop", "replay", "tui")
 
 PUBLIC: dict[str, list[str]] = {
     "journal": [
+        "CAPTURED_WITH_KEY",
         "DEFAULT_MAX_EVENT_BYTES",
+        "DEPS_FACTORY_KEY",
+        "ENTRY_INPUTS_KEY",
         "EVENT_ADAPTER",
         "EVENT_TYPES",
         "FOLD_VERSION",
+        "REPLAY_KEYS",
         "SEARCH_INDEX_TABLE",
         "ActionCommitted",
         "ActionFailed",

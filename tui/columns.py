@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from rich.cells import cell_len
 
-from journal import SessionDetails, SessionSummary
+from journal import REPLAY_KEYS, SessionDetails, SessionSummary
 
 from .render import STATUS_STYLE, cut, cut_middle, format_cost, format_time, safe_text
 
@@ -94,12 +94,17 @@ def listed(
 
 
 def metadata(row: Listed) -> str:
-    """The session's metadata as ``key=value`` words (values other than strings as JSON)."""
+    """The session's metadata as ``key=value`` words (values other than strings as JSON).
+
+    The keys a capture writes to replay the session (`journal.REPLAY_KEYS`) are left out:
+    they are not the user's (``--json`` has them).
+    """
     if row.details is None:
         return ""
     return " ".join(
         f"{key}={value if isinstance(value, str) else orjson.dumps(value).decode()}"
         for key, value in row.details.metadata.items()
+        if key not in REPLAY_KEYS
     )
 
 

@@ -71,6 +71,7 @@ from ..events import (
 )
 from ..fold import SessionState, apply
 from ..formats.openai_messages import tool_specs_of
+from ..keys import CAPTURED_WITH_KEY
 from ..records import RecordedEvent
 from ..store import Journal
 from .exceptions import exception_record
@@ -410,7 +411,7 @@ class Recorder:
             metadata={
                 **self._sampling_metadata(),
                 **_json_object(metadata, "the metadata"),
-                "captured_with": captured_with,
+                CAPTURED_WITH_KEY: captured_with,
             },
             replay_of=self.replay_of,
         )

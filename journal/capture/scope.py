@@ -56,6 +56,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..canonical import canonical_bytes
 from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
 from ..formats.redact import Redactor
+from ..keys import ENTRY_INPUTS_KEY
 from ..store import Journal
 from .exceptions import rebuilt
 from .order import InProposalOrder
@@ -154,7 +155,7 @@ class CapturedSession:
             system_prompt=prompt if isinstance(prompt, str) else "",
             tools=[tool for tool in request.get("tools") or () if isinstance(tool, Mapping)],
             model_settings={k: request[k] for k in MODEL_SETTINGS if k in request},
-            metadata={**self.metadata, "entry_inputs": self.inputs},
+            metadata={**self.metadata, ENTRY_INPUTS_KEY: self.inputs},
             captured_with=CAPTURED_WITH,
         )
 

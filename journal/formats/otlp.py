@@ -52,6 +52,7 @@ from ..events import (
     UserInput,
     VerificationFailed,
 )
+from ..keys import CAPTURED_WITH_KEY
 from ..records import RecordedEvent
 from ..store import Journal
 
@@ -334,7 +335,7 @@ def _provider_of(metadata: Mapping[str, Any]) -> str:
     named = metadata.get("provider")
     if isinstance(named, str) and named:
         return named
-    if "openai" in (metadata.get("imported_from"), metadata.get("captured_with")):
+    if "openai" in (metadata.get("imported_from"), metadata.get(CAPTURED_WITH_KEY)):
         return "openai"
     return "_OTHER"
 

@@ -22,7 +22,7 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from agentloop import TrustList, call_factory
-from journal import Journal, JournalError, canonical_bytes
+from journal import DEPS_FACTORY_KEY, Journal, JournalError, canonical_bytes
 from journal.capture import InProposalOrder
 
 from .._captured import CapturedReplay
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-DEPS_FACTORY = "deps_factory"
+DEPS_FACTORY = DEPS_FACTORY_KEY
 """The ``session_started`` metadata key naming the factory of an agent's dependencies."""
 
 

@@ -37,7 +37,7 @@ from functools import partial
 from typing import Any
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder, ToolCall, Usage, describe_error
+from journal import CAPTURED_WITH_KEY, Journal, Recorder, ToolCall, Usage, describe_error
 from journal.formats import content_text, parse_arguments
 
 from .._run import ForkPoint
@@ -380,7 +380,7 @@ def replay_agent(
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not an Agents SDK Agent")
     started = recorded_start(journal, session_id)
-    metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
+    metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model, run_config)
 
     async def run(

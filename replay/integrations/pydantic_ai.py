@@ -44,7 +44,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop import AgentLoadError
-from journal import Journal, Recorder, ReplayedFailure, ToolCall, Usage, describe_error
+from journal import (
+    CAPTURED_WITH_KEY,
+    Journal,
+    Recorder,
+    ReplayedFailure,
+    ToolCall,
+    Usage,
+    describe_error,
+)
 from journal.formats import parse_arguments
 
 from .._run import ForkPoint
@@ -448,7 +456,7 @@ def replay_agent(
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not a pydantic-ai Agent")
     started = recorded_start(journal, session_id)
-    metadata = {k: v for k, v in started.metadata.items() if k != "captured_with"}
+    metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model)
 
     async def run(
