@@ -197,6 +197,17 @@ def _loop_fixed(shop: Shop, tmp_path: Path) -> Shop:
     )
 
 
+def _tool_fixed(shop: Shop, tmp_path: Path) -> Shop:
+    """The shop with the tool fixed: check_stock coerces its quantity."""
+    return _fixed(
+        shop,
+        tmp_path,
+        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
+        "    quantity = int(quantity)\n"
+        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
+    )
+
+
 def _failed_and_rest(verdicts: dict[str, str], shop: Shop) -> tuple[set[str], set[str]]:
     with Journal.open(shop.journal) as journal:
         failed = {s.session_id for s in journal.sessions() if s.status == "failed"}
@@ -215,13 +226,7 @@ def test_a_fix_in_the_loop_diverges_at_the_call_it_changed(shop: Shop, tmp_path:
 
 @pytest.mark.parametrize("shop", ["sync"], indirect=True)
 def test_a_fix_in_a_tool_run_live_diverges_at_its_result(shop: Shop, tmp_path: Path) -> None:
-    fixed = _fixed(
-        shop,
-        tmp_path,
-        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
-        "    quantity = int(quantity)\n"
-        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
-    )
+    fixed = _tool_fixed(shop, tmp_path)
     failed, rest = _failed_and_rest(fixed.replay_all("check_stock"), fixed)
     assert failed == {"diverged at 5"}  # action_failed (TypeError) -> action_committed
     assert rest == {"identical"}  # the live tool returns what was recorded
@@ -340,13 +345,7 @@ def test_a_fixed_loop_forks_a_failed_session_and_runs_on_live(shop: Shop, tmp_pa
 
 @pytest.mark.parametrize("shop", ["sync"], indirect=True)
 def test_a_fixture_shows_a_tool_fix_when_that_tool_runs_live(shop: Shop, tmp_path: Path) -> None:
-    fixed = _fixed(
-        shop,
-        tmp_path,
-        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
-        "    quantity = int(quantity)\n"
-        '    return {"sku": sku, "in_stock": STOCK[sku] >= quantity, "units": STOCK[sku]}',
-    )
+    fixed = _tool_fixed(shop, tmp_path)
     with Journal.open(fixed.journal) as journal:
         failed = next(s.session_id for s in journal.sessions() if s.status == "failed")
     assert fixed.cli("fixture", failed, "--db", "shop.db").returncode == 0
