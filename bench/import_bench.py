@@ -4,11 +4,12 @@ Writes a JSONL export of one session of N events (the realistic workload of `_co
 then runs, each in a child process whose peak RSS is read with ``os.wait4``:
 
 - ``agent-journal import`` of the file into a new SQLite journal;
+- ``agent-journal copy`` of that journal's session into another new SQLite journal;
 - the raw reference: a streaming orjson parse of each line, the sha256 chain and an
   ``executemany`` of the same rows into a bare table, in batches, one transaction.
 
 The target (issue 21): peak RSS flat in session size, under 100 MB at 1M events and less
-than 10 MB between 100k and 1M. ``--quick`` runs 20k and 100k events.
+than 10 MB between 100k and 1M, for import and copy alike. ``--quick`` runs 20k and 100k events.
 
     python bench/import_bench.py [--quick]
 """
@@ -99,6 +100,8 @@ def measure(events: int, folder: Path) -> list[str]:
     ours, ours_wall = peak_rss(
         [str(cli), "import", str(export), "--db", str(folder / f"ours-{events}.db")]
     )
+    copy = [str(cli), "copy", "--from", str(folder / f"ours-{events}.db")]
+    copied, _ = peak_rss([*copy, "--to", str(folder / f"copy-{events}.db")])
     raw, raw_wall = peak_rss(
         [sys.executable, "-c", RAW_IMPORT, str(export), str(folder / f"raw-{events}.db")]
     )
@@ -109,6 +112,7 @@ def measure(events: int, folder: Path) -> list[str]:
         f"{ours:.0f}",
         f"{raw:.0f}",
         f"{ours / raw:.1f}×",
+        f"{copied:.0f}",
         f"{ours_wall:.1f} / {raw_wall:.1f}",
     ]
 
@@ -119,8 +123,11 @@ def main() -> int:
     sizes = (20_000, 100_000) if parser.parse_args().quick else (100_000, 1_000_000)
     with tempfile.TemporaryDirectory(prefix="import-bench-") as temp:
         rows = [measure(events, Path(temp)) for events in sizes]
-    first, last = float(rows[0][2]), float(rows[-1][2])
-    growth = f"peak RSS growth {sizes[0]:,} -> {sizes[-1]:,} events: {last - first:.0f} MB"
+    growth = (
+        f"peak RSS growth {sizes[0]:,} -> {sizes[-1]:,} events: "
+        f"import {float(rows[-1][2]) - float(rows[0][2]):.0f} MB, "
+        f"copy {float(rows[-1][5]) - float(rows[0][5]):.0f} MB"
+    )
     table = Table(
         [
             "events>",
@@ -128,7 +135,8 @@ def main() -> int:
             "import peak MB>",
             "raw peak MB>",
             "ratio>",
-            "wall s (ours / raw)>",
+            "copy peak MB>",
+            "import wall s (ours / raw)>",
         ],
         rows,
     )
