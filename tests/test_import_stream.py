@@ -142,6 +142,8 @@ def test_import_is_idempotent_appends_a_longer_recording_and_refuses_other_conte
     with Journal.open(tmp_path / "whole.db") as reference:
         import_file(reference, whole)
         assert rows(any_journal) == rows(reference)
+        assert any_journal.summary(SESSION) == reference.summary(SESSION)
+        assert any_journal.state(SESSION) == reference.state(SESSION)
     other = tmp_path / "other.jsonl"
     with appended(tmp_path / "other.db", COUNT) as journal:
         journal.append(SESSION, [UserInput(text="one more")], ts=TS)
