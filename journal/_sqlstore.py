@@ -209,7 +209,8 @@ class SQLJournal(Journal):
         """Take the global positions of the ``count`` events the transaction will insert.
 
         Called once per write transaction that inserts events, before its first write
-        (SQLite: a no-op, its single writer numbers rows as they are inserted).
+        (SQLite: a no-op, its single writer numbers rows as they are inserted, so its
+        streamed import, `_insert_stream`, does not call it).
         """
 
     def _rows_after(self, tx: SqlTx, position: int, limit: int) -> list[StoredEvent]:
@@ -520,8 +521,10 @@ class SQLJournal(Journal):
     def _insert_stream(
         self, tx: SqlTx, session_id: str, batches: Iterable[Sequence[StoredEvent]]
     ) -> None:
-        """Insert planned batches of rows as they come (SQLite numbers rows as it inserts
-        them, so no positions are reserved; PostgreSQL overrides this to reserve them)."""
+        """Insert planned batches of rows as they come, without reserving positions.
+
+        SQLite numbers rows as it inserts them; PostgreSQL overrides this to reserve them.
+        """
         for rows in batches:
             self._insert_planned(tx, session_id, rows)
 
