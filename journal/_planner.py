@@ -6,7 +6,7 @@ to project (`journal.projection`), so SQLite and PostgreSQL cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,10 +14,18 @@ from typing import Any
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
 from .errors import ConflictError, EventTooLargeError, InvalidEventError, SessionConflictError
 from .events import AgentEvent, SessionStarted
-from .fold import SessionState, apply, fold
-from .records import RecordedEvent, StoredEvent, decode, encode, from_record, where
+from .fold import SessionState, fold
+from .records import RecordedEvent, StoredEvent, encode, from_record, where
 
-__all__ = ["AppendPlan", "Hasher", "SessionHead", "plan_append", "plan_import"]
+__all__ = [
+    "IMPORT_BATCH",
+    "AppendPlan",
+    "Hasher",
+    "ImportStream",
+    "SessionHead",
+    "plan_append",
+    "plan_import",
+]
 
 Hasher = Callable[[str, bytes], str]
 """``(previous_hash, body) -> hash``."""
@@ -125,6 +133,118 @@ def plan_append(
     return AppendPlan(rows=rows, state=fold(recorded, head.state if head else None))
 
 
+IMPORT_BATCH = 1000
+"""Rows an import plans, folds and writes at a time: its memory, whatever the session's size."""
+
+
+class ImportStream:
+    """The planning of one session's import, batch by batch (memory flat in its size).
+
+    `batches` checks every record once (its envelope, payload and hash, against the chain
+    from the genesis hash), folds each batch in one go, and yields the rows that are new
+    against ``head``; once it is exhausted, `plan` is the import's outcome. Against an
+    existing session: the same content, or a prefix of it, is a no-op; a longer recording
+    whose prefix is the stored session appends the rest (the stored state is folded on, as
+    an append does); anything else is a conflict, raised before the first new row is
+    yielded. ``stored_hash_at(seq)`` reads the stored session's hash at a seq.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        head: SessionHead | None,
+        *,
+        hasher: Hasher,
+        stored_hash_at: Callable[[int], str | None] = lambda seq: None,
+        max_event_bytes: int | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.head = head
+        self.hasher = hasher
+        self.stored_hash_at = stored_hash_at
+        self.max_event_bytes = max_event_bytes
+        self.state = head.state if head is not None else SessionState()
+        self.chain = GENESIS_HASH
+        self.last_row: StoredEvent | None = None
+        """The last new row (None: nothing new)."""
+        self.written = 0
+        """How many new rows were yielded."""
+
+    def batches(
+        self, records: Iterable[tuple[str, dict[str, Any]]], size: int = IMPORT_BATCH
+    ) -> Iterator[list[StoredEvent]]:
+        """Check the records (each with its place) and yield the new rows, ``size`` at a time.
+
+        Raises:
+            EventTooLargeError: a record is larger than ``max_event_bytes`` (names its place).
+            InvalidEventError: a record is malformed, out of order, or its hash does not
+                verify.
+            SessionConflictError: the session exists with different content.
+        """
+        session_id, head = self.session_id, self.head
+        skip = head.last_seq if head is not None else -1
+        rows: list[StoredEvent] = []
+        recorded: list[RecordedEvent] = []
+        seq = -1
+        for seq, (at, record) in enumerate(records):
+            row, event = from_record(record, self.chain, self.hasher, at)
+            _check_size(row, self.max_event_bytes, at)
+            if row.session_id != session_id:
+                raise InvalidEventError(
+                    f"{at}: session_id {row.session_id!r}, expected {session_id!r}"
+                )
+            if row.seq != seq:
+                raise InvalidEventError(
+                    f"{at}: seq {row.seq}, expected {seq} (seqs are dense from 0)"
+                )
+            _check_position(session_id, seq, event)
+            self.chain = row.hash
+            if seq <= skip:
+                if seq == skip and row.hash != self._stored_head:
+                    raise self._conflict()
+                continue
+            rows.append(row)
+            recorded.append(RecordedEvent(session_id, seq, row.ts, row.v, row.hash, event))
+            if len(rows) >= size:
+                yield self._folded(rows, recorded)
+                rows, recorded = [], []
+        if rows:
+            yield self._folded(rows, recorded)
+        if head is None and seq < 0:
+            raise InvalidEventError(f"{where(session_id, None)}: no events to import")
+        if seq < skip and (seq < 0 or self.stored_hash_at(seq) != self.chain):
+            raise self._conflict()  # a shorter recording that is not a prefix of the stored one
+
+    @property
+    def _stored_head(self) -> str:
+        assert self.head is not None
+        return self.head.head_hash
+
+    def _conflict(self) -> SessionConflictError:
+        assert self.head is not None
+        return SessionConflictError(
+            f"{where(self.session_id, None)}: exists already with different content "
+            f"(stored head seq {self.head.last_seq} hash {self.head.head_hash[:12]}…)"
+        )
+
+    def _folded(self, rows: list[StoredEvent], recorded: list[RecordedEvent]) -> list[StoredEvent]:
+        """Fold a batch into the state (in one go, as an append does) and return its rows."""
+        self.state = fold(recorded, self.state)
+        self.last_row = rows[-1]
+        self.written += len(rows)
+        return rows
+
+    def plan(self, rows: list[StoredEvent] | None = None) -> AppendPlan | None:
+        """The outcome once `batches` is exhausted: None for a no-op, else the state after it.
+
+        ``rows`` are the rows the plan carries (default: the last new one, all that the
+        projection and the head of the session need).
+        """
+        if self.last_row is None:
+            return None
+        return AppendPlan(rows=rows if rows is not None else [self.last_row], state=self.state)
+
+
 def plan_import(
     session_id: str,
     head: SessionHead | None,
@@ -134,51 +254,17 @@ def plan_import(
     stored_hash_at: Callable[[int], str | None] = lambda seq: None,
     max_event_bytes: int | None = None,
 ) -> AppendPlan | None:
-    """Plan the import of a whole session's records (each with the place it came from).
+    """Plan the import of a whole session's records with every new row in the plan.
 
-    Records must carry dense seqs from 0 and chain from the genesis hash. Against an
-    existing session: the same content, or a prefix of it, is a no-op (returns None); a
-    longer recording whose prefix is the stored session appends the rest; anything else is
-    a conflict. ``stored_hash_at(seq)`` reads the stored session's hash at a seq.
-
-    Raises:
-        EventTooLargeError: a record is larger than ``max_event_bytes`` (names its place).
-        InvalidEventError: a record is malformed, out of order, or its hash does not verify.
-        SessionConflictError: the session exists with different content.
+    `ImportStream`'s rules, for callers that plan several sessions before writing any
+    (`Journal.import_sessions`); it holds the session's new rows in memory.
     """
-    chain = GENESIS_HASH
-    state = SessionState()
-    rows: list[StoredEvent] = []
-    stored_at_head: str | None = None
-    for seq, (at, record) in enumerate(records):
-        row = from_record(record, chain, hasher, at)
-        _check_size(row, max_event_bytes, at)
-        if row.session_id != session_id:
-            raise InvalidEventError(f"{at}: session_id {row.session_id!r}, expected {session_id!r}")
-        if row.seq != seq:
-            raise InvalidEventError(f"{at}: seq {row.seq}, expected {seq} (seqs are dense from 0)")
-        recorded = decode(row)
-        _check_position(session_id, seq, recorded.event)
-        chain = row.hash
-        state = apply(state, recorded)
-        if head is not None and seq == head.last_seq:
-            stored_at_head = row.hash
-        if head is None or seq > head.last_seq:
-            rows.append(row)
-    if not rows and head is None:
-        raise InvalidEventError(f"{where(session_id, None)}: no events to import")
-    if head is not None:
-        if (
-            stored_at_head is None
-            and state.last_seq >= 0
-            and stored_hash_at(state.last_seq) == chain
-        ):
-            return None
-        if stored_at_head != head.head_hash:
-            raise SessionConflictError(
-                f"{where(session_id, None)}: exists already with different content "
-                f"(stored head seq {head.last_seq} hash {head.head_hash[:12]}…)"
-            )
-        if not rows:
-            return None
-    return AppendPlan(rows=rows, state=state)
+    stream = ImportStream(
+        session_id,
+        head,
+        hasher=hasher,
+        stored_hash_at=stored_hash_at,
+        max_event_bytes=max_event_bytes,
+    )
+    rows = [row for batch in stream.batches(records) for row in batch]
+    return stream.plan(rows)

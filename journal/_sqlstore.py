@@ -25,7 +25,7 @@ import orjson
 from pydantic import ValidationError
 
 from ._derived import PROJECTION_READ, DerivedCheck
-from ._planner import AppendPlan, SessionHead, plan_append, plan_import
+from ._planner import AppendPlan, ImportStream, SessionHead, plan_append, plan_import
 from ._search_index import BATCH, SearchIndex, hit, hit_clauses, index_rows, session_clauses
 from ._sqltx import (
     DERIVED_TABLES,
@@ -209,7 +209,8 @@ class SQLJournal(Journal):
         """Take the global positions of the ``count`` events the transaction will insert.
 
         Called once per write transaction that inserts events, before its first write
-        (SQLite: a no-op, its single writer numbers rows as they are inserted).
+        (SQLite: a no-op, its single writer numbers rows as they are inserted, so its
+        streamed import, `_insert_stream`, does not call it).
         """
 
     def _rows_after(self, tx: SqlTx, position: int, limit: int) -> list[StoredEvent]:
@@ -407,18 +408,23 @@ class SQLJournal(Journal):
     def _write(
         self, tx: SqlTx, session_id: str, plan: AppendPlan, indexed: tuple[Any, ...] = ()
     ) -> None:
-        """Insert the rows and write the projection; ``indexed`` as `_locate` returned it."""
+        """Write the projection and insert the rows; ``indexed`` as `_locate` returned it."""
+        self._write_projection(tx, session_id, plan, indexed)
+        self._insert_planned(tx, session_id, plan.rows)
+
+    def _write_projection(
+        self, tx: SqlTx, session_id: str, plan: AppendPlan, indexed: tuple[Any, ...] = ()
+    ) -> None:
+        """Write the session's projection row for the state and last row of ``plan``."""
         row = projection_row(plan.state, plan.head_hash)
         if indexed:
             names, params = _changed_columns(row, indexed)
             params.append(session_id)
             if self._project(tx, _update_sql(names), params, session_id, plan):
-                self._insert_planned(tx, session_id, plan.rows)
                 return
         row["session_id"] = session_id
         if not self._project(tx, _upsert_sql(tuple(row)), list(row.values()), session_id, plan):
             raise self._unplanned(session_id, "the sessions projection row was not written")
-        self._insert_planned(tx, session_id, plan.rows)
 
     def _write_on_head(
         self, tx: SqlTx, session_id: str, plan: AppendPlan, head: SessionHead
@@ -479,20 +485,48 @@ class SQLJournal(Journal):
         assert plan is not None
         return plan.rows[-1].seq
 
-    def import_records(self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
-        """Import one session's records, all or nothing; see `Journal.import_records`."""
-        plan = self._commit(
-            session_id,
-            lambda tx, head: plan_import(
+    def import_records(
+        self,
+        session_id: str,
+        records: Iterable[tuple[str, dict[str, Any]]],
+        *,
+        check_new: Callable[[SessionState], None] | None = None,
+    ) -> int:
+        """Import one session's records, all or nothing; see `Journal.import_records`.
+
+        The records are checked, folded and inserted `IMPORT_BATCH` at a time inside one
+        transaction (`_insert_stream`), then the projection is written: memory stays flat
+        in the session's size, and any error rolls the whole session back.
+        """
+        with self._transaction() as tx:
+            self._lock_session(tx, session_id)
+            head, indexed = self._locate(tx, session_id)
+            stream = ImportStream(
                 session_id,
                 head,
-                records,
                 hasher=self.hasher,
                 stored_hash_at=lambda seq: self._hash_at(tx, session_id, seq),
                 max_event_bytes=self.max_event_bytes,
-            ),
-        )
-        return 0 if plan is None else len(plan.rows)
+            )
+            self._insert_stream(tx, session_id, stream.batches(records))
+            plan = stream.plan()
+            if plan is None:
+                return 0
+            if head is None and check_new is not None:
+                check_new(plan.state)
+            self._write_projection(tx, session_id, plan, indexed)
+        self._remember(session_id, plan)
+        return stream.written
+
+    def _insert_stream(
+        self, tx: SqlTx, session_id: str, batches: Iterable[Sequence[StoredEvent]]
+    ) -> None:
+        """Insert planned batches of rows as they come, without reserving positions.
+
+        SQLite numbers rows as it inserts them; PostgreSQL overrides this to reserve them.
+        """
+        for rows in batches:
+            self._insert_planned(tx, session_id, rows)
 
     def import_sessions(
         self, sessions: Sequence[tuple[str, Iterable[tuple[str, dict[str, Any]]]]]

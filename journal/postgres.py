@@ -23,10 +23,12 @@ default is weaker.
 from __future__ import annotations
 
 import hashlib
+import pickle
 import re
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
@@ -389,6 +391,29 @@ class PostgresJournal(SQLJournal):
         params += [self._positions_lock, schema.APPEND_FLAG]
         lock = "" if session_id is None else LOCK_SESSION
         return f"SELECT {lock}{take}", params
+
+    def _insert_stream(
+        self, tx: SqlTx, session_id: str, batches: Iterable[Sequence[StoredEvent]]
+    ) -> None:
+        """Spool the planned batches to a temporary file, reserve their positions, insert them.
+
+        Positions are taken once per transaction, before its first write, for an exact
+        count: the count of a streamed import is known only once it is planned, so its rows
+        wait on disk (not in memory) in between.
+        """
+        with tempfile.TemporaryFile(prefix="agent-journal-import-") as spool:
+            count = 0
+            for rows in batches:
+                pickle.dump(list(rows), spool, protocol=pickle.HIGHEST_PROTOCOL)
+                count += len(rows)
+            if not count:
+                return
+            self._reserve_positions(tx, count)
+            spool.seek(0)
+            while count:
+                spooled: list[StoredEvent] = pickle.load(spool)  # our own file, just written
+                self._insert_planned(tx, session_id, spooled)
+                count -= len(spooled)
 
     def _reserve(self, tx: SqlTx, count: int, session_id: str | None) -> None:
         assert isinstance(tx, _PgTx) and count > 0 and not tx.end_position

@@ -347,8 +347,12 @@ def _recorded(
     return RecordedEvent(session_id, seq, ts, version, hash_, event, position)
 
 
-def from_record(record: dict[str, Any], chain: str, hasher: Any, at: str) -> StoredEvent:
+def from_record(
+    record: dict[str, Any], chain: str, hasher: Any, at: str
+) -> tuple[StoredEvent, AgentEvent]:
     """Map a flat record from outside (a JSONL line, another store) to a stored record.
+
+    Returns the stored record and its validated event (the one validation of the record).
 
     The record's own canonical bytes are kept (so a hash computed elsewhere still holds),
     after its envelope and payload are validated. A ``hash`` in the record must equal the
@@ -383,7 +387,7 @@ def from_record(record: dict[str, Any], chain: str, hasher: Any, at: str) -> Sto
         raise InvalidEventError(
             f"{at}: hash {str(claimed)[:12]}… does not match the chain (expected {computed[:12]}…)"
         )
-    return StoredEvent(
+    row = StoredEvent(
         session_id=session_id,  # type: ignore[arg-type]
         seq=seq,  # type: ignore[arg-type]
         ts=stamp,  # type: ignore[arg-type]
@@ -393,3 +397,4 @@ def from_record(record: dict[str, Any], chain: str, hasher: Any, at: str) -> Sto
         hash=computed,
         summary=summarize(event),
     )
+    return row, event

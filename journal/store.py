@@ -214,12 +214,21 @@ class Journal(ABC):
         """
 
     @abstractmethod
-    def import_records(self, session_id: str, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+    def import_records(
+        self,
+        session_id: str,
+        records: Iterable[tuple[str, dict[str, Any]]],
+        *,
+        check_new: Callable[[SessionState], None] | None = None,
+    ) -> int:
         """Import a whole session's flat records, all or nothing; return how many were new.
 
         Each record comes with the place it was read from (``file:line``) for error messages.
         Identical content is a no-op (0); a longer recording of the same session appends the
-        rest; different content raises `SessionConflictError`.
+        rest; different content raises `SessionConflictError`. The records are read once,
+        as they come (a generator keeps memory flat in the session's size). For a session
+        new to the journal, ``check_new`` is given the state its events end in before
+        anything is committed; what it raises aborts the import.
         """
 
     def import_sessions(

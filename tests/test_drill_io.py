@@ -332,14 +332,14 @@ def test_a_journal_deleted_under_a_running_import_is_an_error_not_a_silent_loss(
 ) -> None:
     import journal.formats.jsonl
 
-    read = journal.formats.jsonl.read_jsonl
+    read = journal.formats.jsonl._header
 
-    def read_then_delete(path: Any) -> Any:
-        parsed = read(path)
+    def read_then_delete(raw: bytes, name: str) -> Any:
+        header = read(raw, name)
         db.unlink()  # like a cleanup job, between opening the journal and writing to it
-        return parsed
+        return header
 
-    monkeypatch.setattr(journal.formats.jsonl, "read_jsonl", read_then_delete)
+    monkeypatch.setattr(journal.formats.jsonl, "_header", read_then_delete)
     line = one_error_line(run_cli("import", sources["jsonl"], "--db", db))
     assert line == (
         f"agent-journal: {db}: the journal file was deleted or replaced while open; "

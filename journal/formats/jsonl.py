@@ -6,7 +6,9 @@ or digests). Every further line is one record in canonical bytes: the envelope f
 (``session_id``, ``seq``, ``ts``, ``type``, ``v``, ``hash``) flat beside the event's fields.
 ``hash`` may be absent on import (it is computed); when present it must verify.
 
-Export then import then export gives the same bytes. An import is all or nothing.
+Export then import then export gives the same bytes. An import is all or nothing, and
+streams: lines are parsed, checked and written in batches inside one transaction, so its
+memory is flat in the session's size.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from .._planner import plan_import
-from ..canonical import dumps_canonical, loads_strict
+from ..canonical import canonical_object, dumps_canonical, loads_strict
 from ..errors import EventTooLargeError, InvalidEventError, InvalidInputError, SessionConflictError
+from ..fold import SessionState
 from ..store import Journal
 from .redact import Redactor, rechain
 
@@ -151,6 +153,16 @@ class JsonlFile:
 
 
 def _parse_line(raw: bytes, at: str) -> dict[str, Any]:
+    """Parse one line as a JSON object; errors name ``at`` (file:line).
+
+    A canonical line (an export's) takes `canonical_object`'s fast path; any other line
+    goes to the strict parser, which decides and words the error.
+    """
+    value = canonical_object(raw)
+    return value if value is not None else _parse_strict(raw, at)
+
+
+def _parse_strict(raw: bytes, at: str) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -177,7 +189,20 @@ def _envelope_checked(record: dict[str, Any], at: str) -> dict[str, Any]:
 
 
 def read_input(path: str | Path, kind: str) -> bytes:
-    """Read a regular file's bytes; anything else is one clear error, never a hang.
+    """Read a regular file's bytes; anything else is one clear error (see `_open_input`).
+
+    Raises:
+        InvalidInputError: naming the path (``kind`` says what the file should have been).
+    """
+    with _open_input(path, kind) as file:
+        try:
+            return file.read()
+        except OSError as e:
+            raise InvalidInputError(f"{path}: cannot read: {e.strerror}") from e
+
+
+def _open_input(path: str | Path, kind: str) -> BinaryIO:
+    """Open a regular file for reading bytes; anything else is one clear error, never a hang.
 
     The file is opened without blocking (a FIFO with no writer would wait forever) and
     checked on the open descriptor: a FIFO, a device (``/dev/zero`` never ends), a socket or
@@ -201,11 +226,7 @@ def read_input(path: str | Path, kind: str) -> bytes:
         raise InvalidInputError(
             f"{name}: is a {_file_type(mode)}, not a regular file; only files are read"
         )
-    with os.fdopen(handle, "rb") as file:
-        try:
-            return file.read()
-        except OSError as e:
-            raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
+    return os.fdopen(handle, "rb")
 
 
 def _file_type(mode: int) -> str:
@@ -220,19 +241,9 @@ def _file_type(mode: int) -> str:
     return "special file"
 
 
-def read_jsonl(path: str | Path) -> JsonlFile:
-    """Read and check a JSONL file's structure; events are validated on import.
-
-    Raises:
-        InvalidInputError: a missing or unreadable file, or a malformed line (names file:line).
-    """
-    name = str(path)
-    lines = read_input(path, "a JSONL file").split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if not lines:
-        raise InvalidInputError(f"{name}:1: empty file, expected an agent-journal header")
-    header = _parse_line(lines[0], f"{name}:1")
+def _header(raw: bytes, name: str) -> dict[str, Any]:
+    """Parse and check a JSONL file's first line, its header."""
+    header = _parse_line(raw, f"{name}:1")
     if header.get("format") != FORMAT:
         raise InvalidInputError(
             f'{name}:1: not an agent-journal file (header "format" is {header.get("format")!r})'
@@ -245,16 +256,51 @@ def read_jsonl(path: str | Path) -> JsonlFile:
         )
     if not isinstance(header.get("session_id"), str):
         raise InvalidInputError(f"{name}:1: header has no session_id")
-    records = [
-        (
-            f"{name}:{number}",
-            _envelope_checked(_parse_line(raw, f"{name}:{number}"), f"{name}:{number}"),
-        )
-        for number, raw in enumerate(lines[1:], start=2)
-    ]
-    if not records:
+    return header
+
+
+def _records(lines: Iterable[bytes], name: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Parse and check each event line (after the header) as it comes, with its file:line."""
+    number = 1
+    for number, line in enumerate(lines, start=2):
+        raw = line[:-1] if line.endswith(b"\n") else line
+        at = f"{name}:{number}"
+        yield at, _envelope_checked(_parse_line(raw, at), at)
+    if number == 1:
         raise InvalidInputError(f"{name}: header only, no events")
+
+
+def _first_line(file: BinaryIO, name: str) -> bytes:
+    try:
+        first = file.readline()
+    except OSError as e:
+        raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
+    if not first:
+        raise InvalidInputError(f"{name}:1: empty file, expected an agent-journal header")
+    return first[:-1] if first.endswith(b"\n") else first
+
+
+def read_jsonl(path: str | Path) -> JsonlFile:
+    """Read and check a JSONL file's structure; events are validated on import.
+
+    Holds the whole file's records (`import_file` streams instead).
+
+    Raises:
+        InvalidInputError: a missing or unreadable file, or a malformed line (names file:line).
+    """
+    name = str(path)
+    with _open_input(path, "a JSONL file") as file:
+        header = _header(_first_line(file, name), name)
+        records = list(_records(_lines(file, name), name))
     return JsonlFile(path=name, header=header, records=records)
+
+
+def _lines(file: BinaryIO, name: str) -> Iterator[bytes]:
+    """The file's remaining lines, a read error as one clear error."""
+    try:
+        yield from file
+    except OSError as e:
+        raise InvalidInputError(f"{name}: cannot read: {e.strerror}") from e
 
 
 @dataclass(frozen=True)
@@ -266,24 +312,26 @@ class ImportResult:
     new_events: int
 
 
-def _check_status(parsed: JsonlFile, journal: Journal) -> None:
+def _status_check(name: str, header: dict[str, Any]) -> Callable[[SessionState], None] | None:
     """Refuse a new session whose events do not end as its header says (a file cut short).
 
     A JSONL file cut at a line boundary is well formed, so only the header's ``status``
-    (written from the whole session) tells that events are missing at the end.
+    (written from the whole session) tells that events are missing at the end. An existing
+    session is not checked: the import is a no-op, a conflict or its new tail.
     """
-    claimed = parsed.header.get("status")
-    if not isinstance(claimed, str) or journal.summary(parsed.session_id) is not None:
-        return  # an existing session: the import is a no-op, a conflict or its new tail
-    plan = plan_import(parsed.session_id, None, parsed.records, hasher=journal.hasher)
-    assert plan is not None
-    found = plan.state
-    if found.status != claimed:
-        raise InvalidInputError(
-            f"{parsed.path}: the header says the session is {claimed} but its events end "
-            f"{found.status} at seq {found.last_seq}: the file was cut short or edited; "
-            "nothing was imported"
-        )
+    claimed = header.get("status")
+    if not isinstance(claimed, str):
+        return None
+
+    def check(found: SessionState) -> None:
+        if found.status != claimed:
+            raise InvalidInputError(
+                f"{name}: the header says the session is {claimed} but its events end "
+                f"{found.status} at seq {found.last_seq}: the file was cut short or edited; "
+                "nothing was imported"
+            )
+
+    return check
 
 
 def import_file(journal: Journal, path: str | Path, *, whole: bool = False) -> ImportResult:
@@ -301,15 +349,18 @@ def import_file(journal: Journal, path: str | Path, *, whole: bool = False) -> I
             (names file:line, the session, the seq and the size).
         SessionConflictError: the session exists with different content.
     """
-    parsed = read_jsonl(path)
-    try:
-        if whole:
-            _check_status(parsed, journal)
-        new = journal.import_records(parsed.session_id, parsed.records)
-    except SessionConflictError as e:
-        raise SessionConflictError(f"{parsed.path}: {e}") from e
-    except EventTooLargeError:
-        raise  # typed, and its message names file:line already
-    except InvalidEventError as e:
-        raise InvalidInputError(str(e)) from e
-    return ImportResult(path=parsed.path, session_id=parsed.session_id, new_events=new)
+    name = str(path)
+    with _open_input(path, "a JSONL file") as file:
+        header = _header(_first_line(file, name), name)
+        session_id = str(header["session_id"])
+        records = _records(_lines(file, name), name)
+        check = _status_check(name, header) if whole else None
+        try:
+            new = journal.import_records(session_id, records, check_new=check)
+        except SessionConflictError as e:
+            raise SessionConflictError(f"{name}: {e}") from e
+        except EventTooLargeError:
+            raise  # typed, and its message names file:line already
+        except InvalidEventError as e:
+            raise InvalidInputError(str(e)) from e
+    return ImportResult(path=name, session_id=session_id, new_events=new)

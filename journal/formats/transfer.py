@@ -1,8 +1,9 @@
 """Copying sessions between journals: any two stores, SQLite or PostgreSQL, either way.
 
 A copy reads the source's stored rows and imports them into the destination with
-`Journal.import_records`, which verifies every record's hash against the chain before it
-writes anything, one transaction per session. Copying again is a no-op for sessions that
+`Journal.import_records`, which verifies every record's hash against the chain, one
+transaction per session; rows stream from one store to the other in pages and batches, so
+memory is flat in the session's size. Copying again is a no-op for sessions that
 are already there with the same content, and appends only the new tail of a session that
 grew since; a session that differs is a conflict and is left as it was. A session that
 was erased from the destination is not brought back (its erasure's head hash is in the
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..canonical import loads_strict
+from ..canonical import canonical_object, loads_strict
 from ..errors import JournalError
 from ..projection import SessionSummary
 from ..records import where
@@ -64,7 +65,7 @@ def _records(
     source: Journal, session_id: str, on_event: Callable[[int], None] | None
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     for row in source.stored_events(session_id):
-        record = loads_strict(row.body)
+        record = canonical_object(row.body.encode()) or loads_strict(row.body)
         record["hash"] = row.hash
         if on_event is not None:
             on_event(1)
