@@ -19,12 +19,22 @@ lineage rather than ``replay_of``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentloop import AgentLoopError
-from journal import Journal, RecordedEvent, SessionStarted, loads_strict
+from agentloop import AgentLoadError, AgentLoopError
+from journal import (
+    HaltSession,
+    Journal,
+    RecordedEvent,
+    SessionStarted,
+    StoreError,
+    describe_error,
+    loads_strict,
+)
 
 from ._follow import RecordingFollower
 from ._session import free_session_id, load_recording
@@ -32,7 +42,7 @@ from ._verdict import ReplayResult, judge
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedLLM, RecordedTools
 
-__all__ = ["Drive", "Driver", "ForkPoint", "keep_replay", "replay_session"]
+__all__ = ["Drive", "Driver", "ForkPoint", "completed", "keep_replay", "replay_session", "run_code"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,31 @@ class Drive:
 Driver = Callable[[Journal, str, RecordingFollower, Sequence[RecordedEvent], SessionStarted], Drive]
 """``drive(scratch, replay_id, follower, recorded, started)``: run the code, writing the
 session ``replay_id`` into ``scratch``, with recorded ports that consult ``follower``."""
+
+
+def run_code(code: Callable[[], object]) -> str | None:
+    """Run the code under replay and return the one-line text of an exception it raised,
+    if any: the verdict reports it, never crashes.
+
+    A journal that refused a write (`StoreError`) and a replay that could not be set up
+    (`AgentLoadError`) are raised instead: neither has a verdict.
+    """
+    try:
+        code()
+    except (StoreError, AgentLoadError):
+        raise
+    except (Exception, HaltSession) as error:
+        return describe_error(error)
+    return None
+
+
+def completed(outcome: object) -> object:
+    """``outcome``, or, for a coroutine (async code), what it returns once run to its end."""
+    return asyncio.run(_awaited(outcome)) if inspect.isawaitable(outcome) else outcome
+
+
+async def _awaited(pending: Awaitable[object]) -> object:
+    return await pending
 
 
 def replay_session(

@@ -15,7 +15,6 @@ and hands what the runtime journals now to the shared verdict (`replay._verdict`
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -35,13 +34,12 @@ from journal import (
     Journal,
     RecordedEvent,
     SessionStarted,
-    StoreError,
     UserInput,
     predated_settings,
 )
 
 from ._follow import RecordingFollower
-from ._run import Drive, replay_session
+from ._run import Drive, completed, replay_session, run_code
 from ._verdict import ReplayResult
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedClock, RecordedLLM, RecordedTools
@@ -224,10 +222,4 @@ def _run(
             elif isinstance(event, AgentHalted) and _ends_from_outside(recorded, index):
                 runtime.stop(replay_id, event.rule, event.reason)
 
-    try:
-        asyncio.run(drive())
-    except StoreError:
-        raise  # the journal refused the replay's write: a fault of the store, not a divergence
-    except Exception as error:  # the replay must report, never crash
-        return f"{type(error).__name__}: {error}"
-    return None
+    return run_code(lambda: completed(drive()))

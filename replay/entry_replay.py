@@ -23,9 +23,7 @@ No server, no API key: nothing leaves the process unless a tool or the model is 
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Awaitable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from agentloop import AgentLoadError, AgentLoopError, TrustList
@@ -37,15 +35,13 @@ from journal import (
     Journal,
     RecordedEvent,
     SessionStarted,
-    StoreError,
     canonical_bytes,
-    describe_error,
     loads_strict,
 )
 from journal.capture import Player, ReplayTarget, ToolPlay, full_requests, replaying
 
 from ._follow import RecordingFollower
-from ._run import Drive, ForkPoint, replay_session
+from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
 from .normalize import DEFAULT_RULES, NormalizationRules
@@ -69,10 +65,6 @@ def _entry_inputs(text: object, session_id: str) -> dict[str, Any]:
             "journal.capture.Capture.entry"
         )
     return inputs
-
-
-async def _awaited(pending: Awaitable[object]) -> None:
-    await pending
 
 
 def _request_changes(recorded: dict[str, Any], asked: dict[str, Any]) -> str:
@@ -283,16 +275,12 @@ def replay_entry(
             clock=RecordedClock(recorded),
             player=player,
         )
-        error = None
-        try:
+
+        def run() -> object:
             with replaying(target):
-                outcome = entry(*inputs.get("args", []), **inputs.get("kwargs", {}))
-                if inspect.isawaitable(outcome):
-                    asyncio.run(_awaited(outcome))
-        except StoreError:
-            raise
-        except (Exception, HaltSession) as raised:  # journaled by the capture; reported here
-            error = describe_error(raised)
+                return completed(entry(*inputs.get("args", []), **inputs.get("kwargs", {})))
+
+        error = run_code(run)  # the capture journaled it; the verdict reports it
         return Drive(llm=player.llm, tools=player.tools, error=error, agent=started.agent)
 
     return replay_session(journal, session_id, drive, save=save, live_model=live_model, rules=rules)

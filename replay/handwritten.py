@@ -27,8 +27,6 @@ an unchanged loop crashes the same way and the replay is identical.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -38,21 +36,18 @@ from agentloop import AgentLoadError, AgentLoopError, ToolOutcome, TrustList
 from journal import (
     ActionCommitted,
     AgentHalted,
-    HaltSession,
     Journal,
     RecordedEvent,
     Recorder,
     ReplayedFailure,
     SessionStarted,
-    StoreError,
     UserInput,
-    describe_error,
     failure_of,
 )
 from journal.capture import rebuilt
 
 from ._follow import RecordingFollower
-from ._run import Drive, ForkPoint, replay_session
+from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import OffTheRecord, RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools
@@ -250,24 +245,16 @@ class RecordedToolPort:
         self.tools.compare_live(tool, dict(args), recorded, outcome)
 
 
-async def _awaited(pending: Awaitable[object]) -> None:
-    await pending
-
-
 def _drive(
     run: LoopRun, llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
 ) -> str | None:
-    """Run the loop; return the one-line text of an exception it raised, if any."""
-    try:
+    """Run the loop inside its recorder; the text of an exception it raised (`run_code`)."""
+
+    def loop() -> object:
         with recorder:
-            outcome = run(llm, tools, recorder, inputs)
-            if inspect.isawaitable(outcome):
-                asyncio.run(_awaited(outcome))
-    except (StoreError, AgentLoadError):
-        raise  # the journal refused a write, or the replay could not be set up: no verdict
-    except (Exception, HaltSession) as error:  # the replay reports, never crashes
-        return describe_error(error)
-    return None
+            return completed(run(llm, tools, recorder, inputs))
+
+    return run_code(loop)
 
 
 def replay_loop(
