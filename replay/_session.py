@@ -38,24 +38,28 @@ def load_recording(journal: Journal, session_id: str) -> tuple[list[RecordedEven
             raise InvalidInputError(
                 f"session {session_id}: seq {seq} is missing in {journal.target}; run verify"
             )
-    started = recorded[0].event
-    if not isinstance(started, SessionStarted):
-        raise InvalidInputError(
-            f"session {session_id}: seq 0 is {started.type}, not session_started"
-        )
-    return recorded, started
+    return recorded, _started(session_id, recorded[0].event)
 
 
 def recorded_start(journal: Journal, session_id: str) -> SessionStarted:
-    """The ``session_started`` of a session.
+    """The ``session_started`` of a session, read alone (`load_recording` reads them all).
 
     Raises:
         SessionNotFoundError: no such session.
+        InvalidInputError: seq 0 is not ``session_started``.
     """
     for item in journal.events(session_id, stop=1):
-        if isinstance(item.event, SessionStarted):
-            return item.event
+        return _started(session_id, item.event)
     raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
+
+
+def _started(session_id: str, event: object) -> SessionStarted:
+    """``event``, the first of a session, as its ``session_started``."""
+    if not isinstance(event, SessionStarted):
+        raise InvalidInputError(
+            f"session {session_id}: seq 0 is {getattr(event, 'type', event)}, not session_started"
+        )
+    return event
 
 
 def free_session_id(journal: Journal, base: str, suffix: str) -> str:

@@ -21,7 +21,7 @@ from agentloop import Agent, TrustList
 from journal import CAPTURED_WITH_KEY, Journal
 
 from ._captured import captured_replay, run_captured
-from ._session import load_recording
+from ._session import recorded_start
 from ._verdict import DivergenceError, ReplayResult
 from .agent_replay import LiveModel, agent_for, live_model_for, replay_agent_session
 from .normalize import DEFAULT_RULES, NormalizationRules
@@ -84,7 +84,7 @@ class Replayer:
             AgentLoadError: no agent to run, or it cannot be built.
             UntrustedReferenceError: the recorded reference is not trusted (and none given).
         """
-        _, started = load_recording(journal, session_id)
+        started = recorded_start(journal, session_id)  # the run reads the whole recording
         where = f"session {session_id}" if source is None else f"{source}: session {session_id}"
         kind = started.metadata.get(CAPTURED_WITH_KEY)
         if isinstance(self.agent, Agent) or (replay_captured := captured_replay(kind)) is None:
