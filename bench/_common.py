@@ -389,6 +389,35 @@ def speed_table(rows: Sequence[Row], unit: str = "µs/event") -> Table:
     )
 
 
+@dataclass(frozen=True)
+class Ratio:
+    """One line of `bench/run_all.py`'s table: ours against a reference, in one run.
+
+    Each bench that feeds the table has a ``quick_ratios() -> list[Ratio]`` function that
+    measures a small run of its cases (seconds, not minutes) and returns these.
+    """
+
+    what: str
+    """What is ours (``one-event Journal.append``)."""
+    reference: str
+    """What it is compared against (``raw BEGIN-INSERT-COMMIT of the same row``)."""
+    clock: str
+    """``cpu``, ``wall`` or ``rss``."""
+    ratio: float
+    """Ours over the reference (a median of per-round ratios where there are rounds)."""
+    target: str
+    """``≤ 2×``, ``≥ 3×`` or blank (a figure shown for context)."""
+
+    @property
+    def met(self) -> str:
+        """``yes``/``NO`` against the target (blank without one)."""
+        if not self.target:
+            return ""
+        limit = float(self.target.split(" ")[1].rstrip("×"))
+        ok = self.ratio <= limit if self.target.startswith("≤") else self.ratio >= limit
+        return "yes" if ok else "NO"
+
+
 def machine() -> str:
     """One line naming the machine: CPU model, cores, OS, Python."""
     model = platform.processor() or platform.machine()
