@@ -198,7 +198,8 @@ def main(argv: Sequence[str] | None = None, directory: Path = HERE) -> int:
     outcomes: dict[str, Outcome] = {}
     for name in args.only or FEEDERS:
         outcomes[name] = found = run_bench(name, directory, rounds, args.timeout)
-        said = found.skipped or f"{len(found.lines)} rows in {found.seconds:.1f} s"
+        count = len(found.lines)
+        said = found.skipped or f"{count} row{'s' * (count != 1)} in {found.seconds:.1f} s"
         print(f"{name}: {said}", file=sys.stderr)
     lines = [line for found in outcomes.values() for line in found.lines]
     skipped = {name: found.skipped for name, found in outcomes.items() if found.skipped}
@@ -206,7 +207,8 @@ def main(argv: Sequence[str] | None = None, directory: Path = HERE) -> int:
     command, where = command_line(args), machine()
     if args.json:
         rows = [line.as_json() for line in lines]
-        print(json.dumps({"command": command, "machine": where, "rows": rows, "skipped": skipped}))
+        found = {"command": command, "machine": where, "rounds": rounds, "rows": rows}
+        print(json.dumps(found | {"skipped": skipped}, ensure_ascii=False))
         return code
     day = datetime.now(UTC).date().isoformat()
     heading = f"`{command}` on {where}, {day} ({rounds} round{'s' * (rounds > 1)} per bench):"
@@ -214,7 +216,7 @@ def main(argv: Sequence[str] | None = None, directory: Path = HERE) -> int:
     table = Table(header, [line.cells() for line in lines]) if lines else "No bench gave a row."
     blocks: list[list[str | Table]] = [[heading, LEGEND], [table]]
     if skipped:
-        blocks.append(["Not run: " + "; ".join(f"{n} ({why})" for n, why in skipped.items())])
+        blocks.append(["Not run: " + "; ".join(f"{n} ({why})" for n, why in skipped.items()) + "."])
     return report(Report(blocks, code))
 
 

@@ -97,7 +97,7 @@ def test_the_table_has_a_row_per_ratio_and_names_what_did_not_run(
     ]
     assert out[-1] == (
         "Not run: fake_none (bench/fake_none.py has no quick_ratios()); "
-        "fake_gone (no bench/fake_gone.py)"
+        "fake_gone (no bench/fake_gone.py)."
     )
 
 
@@ -112,7 +112,7 @@ def test_json_gives_the_rows_the_median_of_rounds_and_each_failure_with_exit_1(
     assert found["command"] == "python bench/run_all.py --rounds 3 --only fake_rounds " + " ".join(
         failing
     )
-    assert found["machine"] and found["skipped"] == {}
+    assert found["machine"] and found["rounds"] == 3 and found["skipped"] == {}
     assert found["rows"][0] == {
         "bench": "fake_rounds",
         "what": "round",
