@@ -215,8 +215,8 @@ def step_ratio(found: Measured) -> Ratio:
 
 
 def quick_ratios() -> list[Ratio]:
-    """A loop step against a bare one-event append: 250 steps, median of 5 runs (seconds)."""
-    return [step_ratio(measure(sessions=5, turns=5, steps=10, repeat=5))]
+    """A loop step against a bare one-event append: 250 steps, median of 9 runs (seconds)."""
+    return [step_ratio(measure(sessions=5, turns=5, steps=10, repeat=9))]
 
 
 def profile(sessions: int, turns: int, steps: int, top: int = 30) -> None:
