@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None, directory: Path = HERE) -> int:
     heading = f"`{command}` on {where}, {day} ({rounds} round{'s' * (rounds > 1)} per bench):"
     header = ["what", "reference", "clock", "ratio>", "target", "met"]
     table = Table(header, [line.cells() for line in lines]) if lines else "No bench gave a row."
-    blocks: list[list[str | Table]] = [[heading, LEGEND], [table]]
+    blocks: list[list[str | Table]] = [[heading], [LEGEND], [table]]
     if skipped:
         blocks.append(["Not run: " + "; ".join(f"{n} ({why})" for n, why in skipped.items()) + "."])
     return report(Report(blocks, code))
