@@ -214,8 +214,8 @@ def main(argv: Sequence[str] | None = None, directory: Path = HERE) -> int:
     command, where = command_line(args), machine()
     if args.json:
         rows = [line.as_json() for line in lines]
-        found = {"command": command, "machine": where, "rounds": rounds, "rows": rows}
-        print(json.dumps(found | {"skipped": skipped}, ensure_ascii=False))
+        everything = {"command": command, "machine": where, "rounds": rounds, "rows": rows}
+        print(json.dumps(everything | {"skipped": skipped}, ensure_ascii=False))
         return code
     day = datetime.now(UTC).date().isoformat()
     heading = f"`{command}` on {where}, {day} ({rounds} round{'s' * (rounds > 1)} per bench):"
