@@ -99,7 +99,7 @@ PEERS = {
 }
 EXTRA = "pip install -e '.[bench]'"
 LOOP_TURNS, LOOP_STEPS = 5, 10
-"""Each loop session: 5 turns of 10 tool calls (about 112 events)."""
+"""Each loop session: 5 turns of 10 tool calls (116 events)."""
 
 
 def available(peer: str) -> bool:
