@@ -18,7 +18,8 @@ Throughput: the same N events (default 100,000 of about 300 bytes of canonical J
   payload dict in each event; ``save`` of a whole session at once, and after every event;
 * LangGraph: ``SqliteSaver.put``, one checkpoint per step (per event) whose state is that
   step's event (the cheapest checkpoint it can write: nothing accumulates), called
-  directly; beside it (for information) the same steps run as a graph, one node per step.
+  directly; beside it (for information) the same steps run as a graph, one node per step,
+  next to our agent loop (bench/loop_bench.py: instant model and tool) per event it writes.
 
 The time of each peer covers its own storage calls only (``save``, ``put``, ``invoke``):
 building its events or checkpoints is left out, as building our pydantic events is. Every
@@ -36,7 +37,8 @@ proposal and the result), stored as events here and run as a LangGraph graph who
 steps, a table and a log-log plot (``--plot``, default ``bench/storage_growth.png``).
 
 Figures are medians of R runs (the cases take turns within a run); ratios are taken
-within each run, then the median.
+within each run, then the median. ``quick_ratios()`` gives bench/run_all.py the ratios of a
+small run.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from _common import (
     CLOCK,
     MOMENT,
     Block,
+    Ratio,
     Report,
     Table,
     body_sizes,
@@ -84,6 +87,7 @@ from journal_bench import (
     reference_per_event,
     reference_read,
 )
+from loop_bench import loop_run
 
 from journal import AgentEvent, Journal
 
@@ -94,6 +98,8 @@ PEERS = {
     "matplotlib": ("matplotlib",),
 }
 EXTRA = "pip install -e '.[bench]'"
+LOOP_TURNS, LOOP_STEPS = 5, 10
+"""Each loop session: 5 turns of 10 tool calls (116 events)."""
 
 
 def available(peer: str) -> bool:
@@ -359,6 +365,17 @@ def ours_state(path: Path, session_ids: Sequence[str]) -> None:
         _LAST[0] = CLOCK[0]() - start
 
 
+def ours_loop(path: Path, sessions: int) -> None:
+    """The agent loop of bench/loop_bench.py (instant model and tool) into ``path``."""
+    _LAST[0] = loop_run(path, sessions, LOOP_TURNS, LOOP_STEPS).seconds
+
+
+def events_in(path: Path) -> int:
+    """How many events a journal holds."""
+    with Journal.open(path, create=False) as j:
+        return sum(seq + 1 for seq, _hash in j.heads().values())
+
+
 # -- storage growth --------------------------------------------------------------------------
 
 
@@ -463,6 +480,7 @@ LABELS = {
     "es-each": ("write", "eventsourcing: save per event"),
     "lg-put": ("write", "LangGraph: SqliteSaver.put, checkpoint per step"),
     "lg-graph": ("write", "LangGraph: graph.invoke, node per step ({graph} ev)"),
+    "loop": ("write", "this journal: agent loop, instant model + tool ({loop} ev)"),
     "raw-read": ("read", "raw SELECT + orjson.loads"),
     "ours-read": ("read", "this journal: events() (validated)"),
     "ours-fold": ("read", "this journal: fold(events())"),
@@ -472,7 +490,7 @@ LABELS = {
     "ours-state": ("state", "this journal: state() (projection)"),
     "lg-latest": ("state", "LangGraph: get_tuple (latest checkpoint)"),
 }
-"""Case -> (kind, what); ``{per}`` and ``{graph}`` are filled in from the run."""
+"""Case -> (kind, what); ``{per}``, ``{graph}`` and ``{loop}`` are filled in from the run."""
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -515,15 +533,13 @@ def measure_throughput(
     session_ids = [sid for sid, _ in work]
     graph_payloads = [(sid, items[: max(1, graph_events // len(work))]) for sid, items in payloads]
     graph_events = sum(len(items) for _, items in graph_payloads)
-    labels = {
-        name: (kind, what.format(per=per, graph=graph_events))
-        for name, (kind, what) in LABELS.items()
-    }
+    loop_sessions = max(1, graph_events // 100)
     cases: dict[str, Callable[[Path], None]] = {
         "raw-batch": lambda p: reference_batched(p, payloads),
         "raw-each": lambda p: reference_per_event(p, order),
         "ours-batch": lambda p: ours_batched(p, work, per),
         "ours-each": lambda p: ours_per_event(p, ours_order),
+        "loop": lambda p: ours_loop(p, loop_sessions),
     }
     directory = Path(tempfile.mkdtemp(prefix="peers-bench-"))
     durability = {"raw sqlite3 and this journal": "wal + synchronous=NORMAL (set by each)"}
@@ -551,11 +567,16 @@ def measure_throughput(
     try:
         times = measure(repeat, cases | reads, directory)
         on_disk = {name: disk_bytes(directory / f"{name}-0.db") for name in cases}
+        loop_events = events_in(directory / "loop-0.db")
     finally:
         for leftover in directory.iterdir():
             leftover.unlink()
         directory.rmdir()
-    counts = {name: events for name in labels} | {"lg-graph": graph_events}
+    labels = {
+        name: (kind, what.format(per=per, graph=graph_events, loop=loop_events))
+        for name, (kind, what) in LABELS.items()
+    }
+    counts = {name: events for name in labels} | {"lg-graph": graph_events, "loop": loop_events}
     return Throughput(times, on_disk, durability, counts, labels)
 
 
@@ -574,42 +595,70 @@ def throughput_table(found: Throughput, sessions: int) -> Table:
     return Table(["", "what", "time>", "bytes on disk/event>"], rows)
 
 
-def targets_block(found: Throughput) -> Block:
-    """Our appends against each peer's fastest path, with the goals."""
+def clock_name() -> str:
+    """``cpu`` or ``wall``: what the cases were timed with."""
+    return "cpu" if CLOCK[0] is time.process_time else "wall"
+
+
+def peer_ratios(found: Throughput) -> list[tuple[Ratio, str]]:
+    """Our appends against each peer's fastest path, with the goals, and what was measured."""
     times, labels = found.times, found.labels
     us = {name: statistics.median(t) / found.counts[name] * 1e6 for name, t in times.items()}
-    targets = []
+    found_ratios = []
 
-    def target(what: str, ours: str, peer: str, limit: float, goal: str) -> None:
+    def target(what: str, ours: str, reference: str, peer: str, goal: str) -> None:
         ratio = per_round_ratio(times, ours, peer, found.counts[peer] / found.counts[ours])
         shown = f"{us[ours]:.1f} vs {us[peer]:.1f} µs/event"
-        targets.append([what, shown, f"{ratio:.2f}×", goal, "yes" if ratio <= limit else "NO"])
+        found_ratios.append((Ratio(what, reference, clock_name(), ratio, goal), shown))
 
     for prefix, peer in (("es", "eventsourcing"), ("lg", "LangGraph")):
         paths = [n for n in times if n.startswith(prefix + "-") and labels[n][0] == "write"]
         paths = [n for n in paths if n != "lg-graph"]  # the graph is the same put plus an engine
         if paths:
             fastest = min(paths, key=lambda n: us[n])
-            target(
-                f"batched append vs {peer}'s fastest ({labels[fastest][1].split(': ')[1]})",
-                "ours-batch",
-                fastest,
-                1 / 3,
-                "≤ 0.33× (3× faster)",
-            )
+            reference = f"{peer}'s fastest ({labels[fastest][1].split(': ')[1]})"
+            target("batched append", "ours-batch", reference, fastest, "≤ 0.33× (3× faster)")
     per_step = [n for n in ("es-each", "lg-put") if n in times]
     if per_step:
         fastest = min(per_step, key=lambda n: us[n])
-        target(
-            f"append per event vs the fastest peer per step ({labels[fastest][1]})",
-            "ours-each",
-            fastest,
-            1.0,
-            "≤ 1× (no slower)",
-        )
-    if not targets:
+        reference = f"the fastest peer per step ({labels[fastest][1]})"
+        target("append per event", "ours-each", reference, fastest, "≤ 1× (no slower)")
+    return found_ratios
+
+
+def targets_block(found: Throughput) -> Block:
+    """Our appends against each peer's fastest path, with the goals."""
+    rows = [
+        [f"{r.what} vs {r.reference}", shown, f"{r.ratio:.2f}×", r.target, r.met]
+        for r, shown in peer_ratios(found)
+    ]
+    if not rows:
         return ["no peer installed: no targets to check"]
-    return [Table(["target", "measured", "ratio>", "goal", "met"], targets)]
+    return [Table(["target", "measured", "ratio>", "goal", "met"], rows)]
+
+
+def quick_ratios() -> list[Ratio]:
+    """A small run (2,000 events, 200 through the graph, median of 3 rounds; seconds).
+
+    The peers' targets (our appends against each installed peer's fastest path), and our
+    agent loop per event it writes against a LangGraph graph per node step (a checkpoint
+    each), for context.
+    """
+    have = {peer: available(peer) for peer in PEERS}
+    found = measure_throughput(sessions_of(10, 200, prefix="peer"), 200, 3, have)
+    ratios = [ratio for ratio, _shown in peer_ratios(found)]
+    if "lg-graph" in found.times:
+        scale = found.counts["lg-graph"] / found.counts["loop"]
+        ratios.append(
+            Ratio(
+                "agent loop, per event it writes (instant model and tool)",
+                "LangGraph graph.invoke, per node step (a SqliteSaver checkpoint each)",
+                clock_name(),
+                per_round_ratio(found.times, "loop", "lg-graph", scale),
+                "",
+            )
+        )
+    return ratios
 
 
 def growth_block(sizes: Sequence[int], growth: dict[str, list[int]]) -> Block:

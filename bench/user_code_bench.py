@@ -24,7 +24,7 @@ per step, CPU time of ``--steps`` steps (a model call that proposes one tool cal
       when ``langgraph-checkpoint-sqlite`` is not installed (``pip install -e '.[bench]'``).
 
 The ratio that matters for (e) is its overhead, (e) - (d), against (f): what a checkpoint
-store costs per step.
+store costs per step. ``quick_ratios()`` gives bench/run_all.py that ratio from a small run.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from _common import Report, Table, machine, report
+from _common import Ratio, Report, Table, machine, report
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -250,7 +250,8 @@ def langgraph_steps(steps: int, folder: Path) -> float | None:
     return spent
 
 
-def measure_steps(steps: int, repeat: int) -> dict[str, float | None]:
+def step_rounds(steps: int, repeat: int) -> tuple[dict[str, list[float]], bool]:
+    """Seconds of (d), (e) and (f) in each round, and whether LangGraph is missing."""
     rounds: dict[str, list[float]] = {"d": [], "e": [], "f": []}
     lg_missing = False
     with tempfile.TemporaryDirectory(prefix="user-code-bench-") as name:
@@ -263,6 +264,32 @@ def measure_steps(steps: int, repeat: int) -> dict[str, float | None]:
                 lg_missing = True
             else:
                 rounds["f"].append(put)
+    return rounds, lg_missing
+
+
+def quick_ratios() -> list[Ratio]:
+    """Capture's own cost per step against a LangGraph checkpoint ``put`` (300 steps, 3 rounds).
+
+    For context (no target); nothing when LangGraph is not installed.
+    """
+    rounds, lg_missing = step_rounds(300, 3)
+    if lg_missing:
+        return []
+    overheads = (e - d for d, e in zip(rounds["d"], rounds["e"], strict=True))
+    ratio = statistics.median(o / f for o, f in zip(overheads, rounds["f"], strict=True))
+    return [
+        Ratio(
+            "capture's own work per step (openai client and tool captured, stub model)",
+            "LangGraph SqliteSaver.put, a checkpoint per step",
+            "cpu",
+            ratio,
+            "",
+        )
+    ]
+
+
+def measure_steps(steps: int, repeat: int) -> dict[str, float | None]:
+    rounds, lg_missing = step_rounds(steps, repeat)
     found: dict[str, float | None] = {
         key: statistics.median(values) * 1e6 / steps for key, values in rounds.items() if values
     }

@@ -89,6 +89,8 @@ def test_peers_bench_quick_runs_with_every_peer(tmp_path: Path) -> None:
         "eventsourcing: save per event",
         "LangGraph: SqliteSaver.put, checkpoint per step",
         "LangGraph: list (every checkpoint)",
+        "LangGraph: graph.invoke, node per step",
+        "this journal: agent loop, instant model + tool",
         "eventsourcing: wal + synchronous=NORMAL",
         "LangGraph: wal + synchronous=NORMAL",
         "batched append vs eventsourcing's fastest",
