@@ -75,6 +75,7 @@ from journal import AgentEvent, Journal, fold
 from journal._planner import SessionHead, plan_append
 from journal.canonical import chain_hash
 from journal.projection import projection_row
+from journal.sqlite import SQLiteJournal
 
 # -- the reference: raw sqlite3 doing the same serialisation and hashing -------------------
 
@@ -128,8 +129,11 @@ def reference_per_event(path: Path, order: list[tuple[str, int, dict[str, Any]]]
     conn.close()
 
 
-_INDEXED = ("agent", "status", "started")
-"""The sessions columns under an index: like ours, the floor sets them only when they change."""
+FLOOR_INSERT = (
+    "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
+    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {SQLiteJournal.NEXT_POSITION})"
+)
+"""Our insert: its position past every one ever given (a plain INSERT could reuse one)."""
 
 
 def floor_steps(
@@ -154,13 +158,18 @@ def floor_steps(
             sql = f"INSERT INTO sessions({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
             params = [*row.values(), session_id]
         else:
-            names = [n for n in row if n not in _INDEXED or row[n] != before[n]]
+            names = [
+                n
+                for n in row
+                if n != "session_id"  # the key: setting it rewrites the primary-key index
+                and (n not in SQLiteJournal.INDEXED_COLUMNS or row[n] != before[n])
+            ]
             sql = (
                 f"UPDATE sessions SET {', '.join(f'{n} = ?' for n in names)} "
                 "WHERE session_id = ? AND last_seq = ?"
             )
             params = [*(row[n] for n in names), session_id, before["last_seq"]]
-        steps.append((tuple(plan.rows[0])[:8], sql, params))
+        steps.append((tuple(plan.rows[0]), sql, params))
     return steps
 
 
@@ -175,10 +184,65 @@ def floor_per_event(path: Path, steps: list[tuple[tuple[Any, ...], str, list[Any
     for row, sql, params in steps:
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(sql, params)
-        conn.execute(INSERT, row)
+        conn.execute(FLOOR_INSERT, row)
         conn.execute("COMMIT")
     _LAST[0] = CLOCK[0]() - start
     conn.close()
+
+
+# -- WAL pages per one-event commit ----------------------------------------------------------
+
+
+def _wal_frames(path: Path) -> int:
+    """Pages in ``path``'s WAL: its size less the 32-byte header, over page + frame header."""
+    size = Path(f"{path}-wal").stat().st_size
+    return max(0, size - 32) // (4096 + 24)
+
+
+def _held_open(path: Path) -> sqlite3.Connection:
+    """A reader holding a snapshot: no checkpoint resets the WAL, so every frame stays in it."""
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return reader
+
+
+def wal_pages(directory: Path, order: list[tuple[str, int, AgentEvent]]) -> tuple[float, float]:
+    """WAL pages per one-event commit, ours (`Journal.append`) and raw ((b)), over ``order``.
+
+    Each side first writes one event of every session (so no session is new), then the rest
+    of ``order`` one commit at a time; the WAL frames those commits add, over their count.
+    """
+    first = {session_id: index for index, (session_id, _, _) in reversed(list(enumerate(order)))}
+    head, rest = order[: max(first.values()) + 1], order[max(first.values()) + 1 :]
+    ours = directory / "wal-ours.db"
+    with Journal.open(ours) as j:
+        for session_id, _seq, event in head:
+            j.append(session_id, [event], ts=MOMENT)
+        reader = _held_open(ours)
+        before = _wal_frames(ours)
+        for session_id, _seq, event in rest:
+            j.append(session_id, [event], ts=MOMENT)
+        ours_frames = _wal_frames(ours) - before
+        reader.close()
+    raw = directory / "wal-raw.db"
+    conn = reference_connect(raw)
+    chains: dict[str, str] = {}
+    for index, (session_id, seq, event) in enumerate(order):
+        if index == len(head):
+            reader = _held_open(raw)
+            before = _wal_frames(raw)
+        row = reference_row(
+            session_id, seq, event.model_dump(mode="json"), chains.get(session_id, GENESIS)
+        )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(INSERT, row)
+        conn.execute("COMMIT")
+        chains[session_id] = row[6]
+    raw_frames = _wal_frames(raw) - before
+    reader.close()
+    conn.close()
+    return ours_frames / len(rest), raw_frames / len(rest)
 
 
 def reference_read(path: Path, session_ids: Sequence[str]) -> None:

@@ -85,10 +85,6 @@ _RETURNING_HEAD = " RETURNING last_seq, head_hash"
 _MAX_SEQ = 2**63 - 1
 _IN_CHUNK = 500
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
-_INDEXED_COLUMNS = ("agent", "status", "started")
-"""Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
-its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
-appends change none of them; rewriting all three made a one-event commit ~40% dearer)."""
 
 
 @functools.cache
@@ -97,11 +93,11 @@ def _update_sql(names: tuple[str, ...]) -> str:
 
 
 @functools.cache
-def _guarded_update_sql(names: tuple[str, ...], same: str) -> str:
+def _guarded_update_sql(names: tuple[str, ...], same: str, indexed: tuple[str, ...]) -> str:
     """`_update_sql` that changes the row only while it is the head the plan was made on."""
     return (
         f"{_update_sql(names)} AND last_seq = ? AND head_hash = ? AND fold_version = ? "
-        f"AND {' AND '.join(f'{n} {same} ?' for n in _INDEXED_COLUMNS)}"
+        f"AND {' AND '.join(f'{n} {same} ?' for n in indexed)}"
     )
 
 
@@ -114,22 +110,24 @@ def _upsert_sql(names: tuple[str, ...]) -> str:
     )
 
 
-_ALWAYS_SET = tuple(
-    name
-    for name in (*PROJECTION_COLUMNS, "fold_version", "state")
-    if name != "session_id" and name not in _INDEXED_COLUMNS
-)
-"""The columns of a `projection_row` that an append always writes: all but the key and the
-indexed ones."""
+@functools.cache
+def _always_set(indexed: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of a `projection_row` that an append always writes: all but the key and
+    the ``indexed`` ones."""
+    return tuple(
+        name
+        for name in (*PROJECTION_COLUMNS, "fold_version", "state")
+        if name != "session_id" and name not in indexed
+    )
 
 
 def _changed_columns(
-    row: dict[str, Any], indexed: tuple[Any, ...]
+    row: dict[str, Any], columns: tuple[str, ...], stored: tuple[Any, ...]
 ) -> tuple[tuple[str, ...], list[Any]]:
     """The projection columns to SET, and their values: all but the key and the indexed
-    columns that keep their stored value ``indexed``."""
-    names = _ALWAYS_SET + tuple(
-        name for name, stored in zip(_INDEXED_COLUMNS, indexed, strict=True) if row[name] != stored
+    ``columns`` that keep their ``stored`` value."""
+    names = _always_set(columns) + tuple(
+        name for name, value in zip(columns, stored, strict=True) if row[name] != value
     )
     return names, [row[name] for name in names]
 
@@ -149,6 +147,13 @@ class SQLJournal(Journal):
     """The comparison that holds for two NULLs (``IS``; ``IS NOT DISTINCT FROM``)."""
     SEARCH: ClassVar[SearchIndex]
     """The store's search index (derived data, like the snapshots)."""
+    INDEXED_COLUMNS: ClassVar[tuple[str, ...]]
+    """Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
+    its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
+    appends change none of them; rewriting them made a one-event commit ~40% dearer)."""
+    NEXT_POSITION: ClassVar[str] = "?"
+    """The SQL value an inserted event row takes as its position, given its `StoredEvent`
+    position (None: the database's next one)."""
 
     _setup: SchemaSetup
 
@@ -205,6 +210,10 @@ class SQLJournal(Journal):
     def _lock_erasures(self, tx: SqlTx) -> None:
         """Serialise erasures until the transaction ends, so their chain never forks."""
 
+    def _keep_positions(self, tx: SqlTx) -> None:
+        """Before an erase deletes rows: make sure their positions are never given again
+        (PostgreSQL: a no-op, its sequence never goes back)."""
+
     def _reserve_positions(self, tx: SqlTx, count: int) -> None:
         """Take the global positions of the ``count`` events the transaction will insert.
 
@@ -232,7 +241,7 @@ class SQLJournal(Journal):
         """Insert rows; the database assigns their global positions. Returns the rows written."""
         return tx.changed_many(
             "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {self.NEXT_POSITION})",
             rows,  # a StoredEvent's fields, in order; its position is None (the next one)
         )
 
@@ -355,13 +364,14 @@ class SQLJournal(Journal):
         return self._locate(tx, session_id)[0]
 
     def _locate(self, tx: SqlTx, session_id: str) -> tuple[SessionHead | None, tuple[Any, ...]]:
-        """The session's head, and its stored `_INDEXED_COLUMNS` (empty for a new session).
+        """The session's head, and its stored `INDEXED_COLUMNS` (empty for a new session).
 
         The state comes from this connection's cache when it is the one for the stored last
         seq and head hash; otherwise from the stored state JSON (read only then: it is the
         widest column), or by a refold when that was written by another fold version.
         """
-        head = "SELECT last_seq, head_hash, fold_version, agent, status, started"
+        indexed = len(self.INDEXED_COLUMNS)
+        head = f"SELECT last_seq, head_hash, fold_version, {', '.join(self.INDEXED_COLUMNS)}"
         row = tx.one(f"{head} FROM sessions WHERE session_id = ?", (session_id,))
         if row is None:
             return None, ()
@@ -383,12 +393,12 @@ class SQLJournal(Journal):
         state = None
         if fold_version == FOLD_VERSION:
             try:
-                state = SessionState.model_validate(orjson.loads(row[6]))
+                state = SessionState.model_validate(orjson.loads(row[-1]))
             except (orjson.JSONDecodeError, ValidationError, TypeError):
                 pass  # derived data a foreign writer garbled: the fold of the events instead
         if state is None:
             state = fold(decode(r) for r in self._pages(tx.rows, session_id))
-        return SessionHead(last_seq, head_hash, state), row[3:6]
+        return SessionHead(last_seq, head_hash, state), row[3 : 3 + indexed]
 
     def _corrupt(self, session_id: object, field: str, problem: str) -> StoreError:
         return StoreError(
@@ -418,7 +428,7 @@ class SQLJournal(Journal):
         """Write the session's projection row for the state and last row of ``plan``."""
         row = projection_row(plan.state, plan.head_hash)
         if indexed:
-            names, params = _changed_columns(row, indexed)
+            names, params = _changed_columns(row, self.INDEXED_COLUMNS, indexed)
             params.append(session_id)
             if self._project(tx, _update_sql(names), params, session_id, plan):
                 return
@@ -446,10 +456,13 @@ class SQLJournal(Journal):
         self, session_id: str, plan: AppendPlan, head: SessionHead
     ) -> tuple[str, list[Any]]:
         """The projection UPDATE of `_write_on_head` and its parameters."""
-        indexed = tuple(head.state.__dict__[name] for name in _INDEXED_COLUMNS)
-        names, params = _changed_columns(projection_row(plan.state, plan.head_hash), indexed)
+        columns = self.INDEXED_COLUMNS
+        indexed = tuple(head.state.__dict__[name] for name in columns)
+        names, params = _changed_columns(
+            projection_row(plan.state, plan.head_hash), columns, indexed
+        )
         params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
-        return _guarded_update_sql(names, self.NULL_SAFE_EQUAL), params
+        return _guarded_update_sql(names, self.NULL_SAFE_EQUAL, columns), params
 
     def _remember(self, session_id: str, plan: AppendPlan) -> None:
         """Cache the head ``plan`` left the session at (the oldest entry makes room)."""
@@ -1029,6 +1042,7 @@ class SQLJournal(Journal):
                 [getattr(erasure, name) for name in _ERASURE_COLUMNS],
             )
             if count:
+                self._keep_positions(tx)
                 tx.run("INSERT INTO erase_authorised(session_id) VALUES (?)", (session_id,))
                 tx.run("DELETE FROM events WHERE session_id = ?", (session_id,))
                 tx.run("DELETE FROM erase_authorised WHERE session_id = ?", (session_id,))

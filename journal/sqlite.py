@@ -46,6 +46,8 @@ class SQLiteJournal(SQLJournal):
     SCHEMA = schema.SPEC
     KIND = "SQLite database"
     NULL_SAFE_EQUAL = "IS"
+    INDEXED_COLUMNS = ("agent", "started")
+    NEXT_POSITION = f"coalesce(?, {schema.NEXT_POSITION})"
     SEARCH = SQLiteSearchIndex()
 
     def __init__(
@@ -207,6 +209,9 @@ class SQLiteJournal(SQLJournal):
     def target(self) -> str:
         """The file path, or ``:memory:``."""
         return self._path
+
+    def _keep_positions(self, tx: SqlTx) -> None:
+        tx.run(schema.KEEP_POSITIONS)
 
     def _project(
         self, tx: SqlTx, text: str, params: Sequence[Any], session_id: str, plan: AppendPlan

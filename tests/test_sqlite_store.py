@@ -177,6 +177,22 @@ def test_a_foreign_connection_cannot_change_or_remove_events(db_path: Path, atta
         assert journal.verify().ok
 
 
+@pytest.mark.parametrize("pos", ["pos", "NULL"], ids=["same-position", "next-position"])
+def test_a_forged_projection_does_not_let_a_foreign_connection_replace_an_event(
+    db_path: Path, pos: str
+) -> None:
+    make_journal(db_path, {"s": sample_session()})
+    with foreign(db_path) as conn:  # the projection claims seq 3 onwards were never written
+        conn.execute("UPDATE sessions SET last_seq = 2, events = 3 WHERE session_id = 's'")
+        before = dump_tables(db_path)
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(
+                f"INSERT OR REPLACE INTO events(pos, {ROW}) SELECT {pos}, session_id, seq, ts, "
+                "type, v, 'forged', hash, summary FROM events WHERE seq = 3"
+            )
+    assert dump_tables(db_path) == before
+
+
 def test_update_delete_and_replace_are_rejected_with_our_message(db_path: Path) -> None:
     make_journal(db_path, {"s": sample_session()})
     with foreign(db_path) as conn:
@@ -426,6 +442,29 @@ def test_events_are_read_lazily_in_pages(journal: Journal) -> None:
     assert (seen, len(selects)) == (list(range(10)), 3)
     assert [e.seq for e in journal.events("s", start=3, stop=9)] == [3, 4, 5, 6, 7, 8]
     assert [e.seq for e in journal.events("s", start=8)] == [8, 9]
+
+
+def test_positions_of_an_erased_session_are_never_given_again(db_path: Path) -> None:
+    with Journal.open(db_path) as writer, Journal.open(db_path) as other:
+        writer.append("low", short_session())
+        writer.append("top", sample_session())
+        given = writer.head_position()
+        other.erase("top", reason="retention")  # the highest positions, from another connection
+        writer.append("low", [UserInput(text="after")])  # on this connection's cached head
+        writer.append("new", short_session())
+        after = [e.position or 0 for e in writer.read_after(given)]
+        assert len(after) == 1 + len(short_session()) and min(after) == given + 1
+        given = writer.head_position()
+        records = [(f"r{row.seq}", row.record()) for row in writer.stored_events("new")]
+        writer.erase("new", reason="again")
+        other.import_records("new", records)  # an import numbers its rows the same way
+        assert min(e.position or 0 for e in other.events("new")) == given + 1
+        given = other.head_position()
+        other.erase("new", reason="once more")
+    with Journal.open(db_path) as reopened:  # the floor is in the file, not in a connection
+        reopened.append("last", short_session())
+        assert min(e.position or 0 for e in reopened.events("last")) == given + 1
+        assert reopened.verify().ok
 
 
 def test_a_reader_follows_appends_across_sessions_without_gaps_or_repeats(db_path: Path) -> None:
