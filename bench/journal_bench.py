@@ -75,7 +75,7 @@ from journal import AgentEvent, Journal, fold
 from journal._planner import SessionHead, plan_append
 from journal.canonical import chain_hash
 from journal.projection import projection_row
-from journal.sqlite import SQLiteJournal
+from journal.sqlite import FIRST_INSERT, SQLiteJournal
 
 # -- the reference: raw sqlite3 doing the same serialisation and hashing -------------------
 
@@ -129,10 +129,7 @@ def reference_per_event(path: Path, order: list[tuple[str, int, dict[str, Any]]]
     conn.close()
 
 
-FLOOR_INSERT = (
-    "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
-    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {SQLiteJournal.NEXT_POSITION})"
-)
+FLOOR_INSERT = FIRST_INSERT
 """Our insert: its position past every one ever given (a plain INSERT could reuse one)."""
 
 

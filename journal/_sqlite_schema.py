@@ -95,11 +95,12 @@ numbered at or below it, so an erase of the rows with the highest positions does
 their positions out again (``read_after`` consumers hold them)."""
 
 NEXT_POSITION = (
-    "max(coalesce((SELECT max(pos) FROM events), 0), "
-    f"CAST((SELECT value FROM meta WHERE key = '{POSITION_FLOOR}') AS INTEGER)) + 1"
+    "(SELECT max(coalesce(max(pos), 0), CAST((SELECT value FROM meta "
+    f"WHERE key = '{POSITION_FLOOR}') AS INTEGER)) + 1 FROM events)"
 )
 """The position of the next row inserted: past every row in place and past `POSITION_FLOOR`
-(both lookups are seeks: the table's last rowid and one meta key)."""
+(two seeks: the table's last rowid and one meta key). Once a transaction numbered a row so,
+the rows after it may take SQLite's own next rowid (one past the last), past it already."""
 
 KEEP_POSITIONS = (
     f"UPDATE meta SET value = CAST(max(CAST(value AS INTEGER), "

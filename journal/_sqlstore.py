@@ -88,6 +88,16 @@ _IN_CHUNK = 500
 
 
 @functools.cache
+def insert_events_sql(position: str = "?") -> str:
+    """The INSERT of one events row from a `StoredEvent`'s fields, in order; ``position``
+    is the SQL value of its position (a ``?`` for the row's own, None: the next one)."""
+    return (
+        "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {position})"
+    )
+
+
+@functools.cache
 def _update_sql(names: tuple[str, ...]) -> str:
     return f"UPDATE sessions SET {', '.join(f'{n} = ?' for n in names)} WHERE session_id = ?"
 
@@ -151,9 +161,6 @@ class SQLJournal(Journal):
     """Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
     its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
     appends change none of them; rewriting them made a one-event commit ~40% dearer)."""
-    NEXT_POSITION: ClassVar[str] = "?"
-    """The SQL value an inserted event row takes as its position, given its `StoredEvent`
-    position (None: the database's next one)."""
 
     _setup: SchemaSetup
 
@@ -239,11 +246,7 @@ class SQLJournal(Journal):
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
         """Insert rows; the database assigns their global positions. Returns the rows written."""
-        return tx.changed_many(
-            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {self.NEXT_POSITION})",
-            rows,  # a StoredEvent's fields, in order; its position is None (the next one)
-        )
+        return tx.changed_many(insert_events_sql(), rows)
 
     def _insert_planned(self, tx: SqlTx, session_id: str, rows: Sequence[StoredEvent]) -> None:
         """`_insert_events`, refused (`UnplannedWriteError`) unless every row was written."""

@@ -21,7 +21,7 @@ from typing import Any
 from . import _sqlite_schema as schema
 from ._planner import AppendPlan
 from ._search_sqlite import SQLiteSearchIndex
-from ._sqlstore import SQLJournal
+from ._sqlstore import SQLJournal, insert_events_sql
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
 from .errors import (
@@ -32,9 +32,13 @@ from .errors import (
     NotAJournalError,
     StoreError,
 )
+from .records import StoredEvent
 from .store import DEFAULT_MAX_EVENT_BYTES, Durability
 
 __all__ = ["SQLiteJournal"]
+
+FIRST_INSERT = insert_events_sql(f"coalesce(?, {schema.NEXT_POSITION})")
+"""The INSERT of a transaction's first events row (see `SQLiteJournal._insert_events`)."""
 
 
 class SQLiteJournal(SQLJournal):
@@ -47,7 +51,6 @@ class SQLiteJournal(SQLJournal):
     KIND = "SQLite database"
     NULL_SAFE_EQUAL = "IS"
     INDEXED_COLUMNS = ("agent", "started")
-    NEXT_POSITION = f"coalesce(?, {schema.NEXT_POSITION})"
     SEARCH = SQLiteSearchIndex()
 
     def __init__(
@@ -209,6 +212,17 @@ class SQLiteJournal(SQLJournal):
     def target(self) -> str:
         """The file path, or ``:memory:``."""
         return self._path
+
+    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
+        """`SQLJournal._insert_events`; the first row numbered past every position given.
+
+        `schema.NEXT_POSITION` places it (an erase may have removed the rows at the top);
+        the rest take SQLite's next rowid, past that one.
+        """
+        written = tx.changed(FIRST_INSERT, rows[0])
+        if len(rows) > 1:
+            written += tx.changed_many(insert_events_sql(), rows[1:])
+        return written
 
     def _keep_positions(self, tx: SqlTx) -> None:
         tx.run(schema.KEEP_POSITIONS)
