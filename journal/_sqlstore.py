@@ -473,6 +473,11 @@ class SQLJournal(Journal):
             self._heads.pop(next(iter(self._heads)), None)
         self._heads[session_id] = _head_after(plan)
 
+    def _state_after(self, session_id: str, seq: int) -> SessionState | None:
+        """The state this connection's last write of the session left it in, if at ``seq``."""
+        cached = self._heads.get(session_id)
+        return cached.state if cached is not None and cached.last_seq == seq else None
+
     def append(
         self,
         session_id: str,
