@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from _common import (
     GENESIS,
     MOMENT,
     Block,
+    Ratio,
     Report,
     Row,
     Table,
@@ -71,7 +72,7 @@ from _common import (
     workload,
 )
 
-from journal import AgentEvent, Journal, fold
+from journal import ActionCommitted, ActionProposed, AgentEvent, Journal, Recorder, fold
 from journal._planner import SessionHead, plan_append
 from journal.canonical import chain_hash
 from journal.projection import projection_row
@@ -285,6 +286,60 @@ def ours_fold(path: Path, session_ids: Sequence[str]) -> None:
         _LAST[0] = CLOCK[0]() - start
 
 
+# -- a Recorder step against two bare commits ---------------------------------------------------
+
+
+Step = tuple[dict[str, Any], dict[str, Any]]
+"""One step's model output (a proposal with one tool call) and its tool result, as dicts."""
+
+
+def recorder_steps(count: int) -> list[Step]:
+    """``count`` realistic steps (the workload's proposals and the results committed)."""
+    steps: list[Step] = []
+    for _sid, events in workload(max(2_000, count * 4)):
+        for proposal, outcome in zip(events, events[1:], strict=False):
+            if isinstance(proposal, ActionProposed) and isinstance(outcome, ActionCommitted):
+                steps.append((proposal.model_dump(), outcome.model_dump()))
+    return steps[:count]
+
+
+def bare_steps(path: Path, steps: list[Step]) -> None:
+    """(r): each step's two rows, built before timing, each its own BEGIN-INSERT-COMMIT."""
+    conn = reference_connect(path)
+    rows, chain = [], GENESIS
+    for seq, payload in enumerate(payload for step in steps for payload in step):
+        rows.append(reference_row("bare", seq, payload, chain))
+        chain = rows[-1][6]
+    start = CLOCK[0]()
+    for row in rows:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(INSERT, row)
+        conn.execute("COMMIT")
+    _LAST[0] = CLOCK[0]() - start
+    conn.close()
+
+
+def recorder_case(path: Path, steps: list[Step]) -> None:
+    """(s): `Recorder.model_output` + `Recorder.tool_result` per step, one append each."""
+    with Journal.open(path) as journal:
+        recorder = Recorder(journal, "recorded")
+        recorder.start(agent="bench:agent", model="gpt-x-mini", system_prompt="Be careful.")
+        recorder.user_input("Where is my order?")
+        start = CLOCK[0]()
+        for proposal, outcome in steps:
+            recorder.model_output(
+                calls=proposal["calls"],
+                text=proposal["text"],
+                usage=proposal["usage"],
+                latency_ms=proposal["latency_ms"],
+                cost=proposal["cost"],
+            )
+            recorder.tool_result(
+                outcome["call_id"], outcome["result"], duration_ms=outcome["duration_ms"]
+            )
+        _LAST[0] = CLOCK[0]() - start
+
+
 # -- memory ----------------------------------------------------------------------------------
 
 
@@ -360,6 +415,7 @@ def measure_memory(directory: Path, sizes: Sequence[int]) -> list[dict[str, Any]
 class Settings:
     events: int
     per_event: int
+    steps: int
     repeat: int
     batch: int
     memory: list[int]
@@ -370,6 +426,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=None, help="events written and read")
     parser.add_argument("--per-event", type=int, default=None, help="events for per-event appends")
+    parser.add_argument("--steps", type=int, default=None, help="Recorder steps timed")
     parser.add_argument("--repeat", type=int, default=None, help="runs per figure (median)")
     parser.add_argument("--batch", type=int, default=1000, help="events per batched append call")
     parser.add_argument("--memory", type=int, nargs="*", default=None, help="streamed event counts")
@@ -387,6 +444,7 @@ def settings(args: argparse.Namespace) -> Settings:
     return Settings(
         events=events,
         per_event=min(events, args.per_event or (2_000 if args.quick else 10_000)),
+        steps=args.steps or (500 if args.quick else 2_000),
         repeat=args.repeat or (3 if args.quick else 5),
         batch=args.batch,
         memory=args.memory if args.memory is not None else default_memory,
@@ -394,38 +452,62 @@ def settings(args: argparse.Namespace) -> Settings:
     )
 
 
-def measure_speed(s: Settings) -> tuple[list[str], list[Row]]:
-    """Time (a) to (g) in turns; return the heading lines and the rows (µs per event)."""
+@dataclass(frozen=True)
+class Writes:
+    """The writing cases of a run and how many events (steps for (r), (s)) each writes."""
+
+    cases: dict[str, Callable[[Path], None]]
+    counts: dict[str, int]
+    body_sizes: list[int]
+    sessions: int
+
+
+def write_cases(s: Settings) -> Writes:
+    """(a) to (d), (r) and (s), their workloads built before any timing."""
     work = workload(s.events)
     payloads = [(sid, [e.model_dump(mode="json") for e in evs]) for sid, evs in work]
-    session_ids = [sid for sid, _ in work]
     small = workload(s.per_event)
     small_payloads = [(sid, [e.model_dump(mode="json") for e in evs]) for sid, evs in small]
     floor = floor_steps(interleave(small))
-    body_sizes = [
-        len(reference_row(sid, seq, p, GENESIS)[5])
-        for sid, items in payloads
-        for seq, p in enumerate(items)
-    ]
+    steps = recorder_steps(s.steps)
+    return Writes(
+        cases={
+            "a": lambda p: reference_batched(p, payloads),
+            "b": lambda p: reference_per_event(p, interleave(small_payloads)),
+            "b+": lambda p: floor_per_event(p, floor),
+            "c": lambda p: ours_batched(p, work, s.batch),
+            "d": lambda p: ours_per_event(p, interleave(small)),
+            "r": lambda p: bare_steps(p, steps),
+            "s": lambda p: recorder_case(p, steps),
+        },
+        counts={"a": s.events, "b": s.per_event, "b+": s.per_event, "c": s.events}
+        | {"d": s.per_event, "r": len(steps), "s": len(steps)},
+        body_sizes=[len(row[5]) for row in reference_rows(payloads)],
+        sessions=len(work),
+    )
+
+
+def measure_speed(s: Settings) -> tuple[list[str], list[Row]]:
+    """Time (a) to (g), (r) and (s) in turns; return the heading lines and the rows."""
+    writes = write_cases(s)
+    session_ids = [f"bench-{i:03d}" for i in range(writes.sessions)]
     with tempfile.TemporaryDirectory(prefix="journal-bench-") as tmp:
         directory = Path(tmp)
         ours_db, ref_db = directory / "c-0.db", directory / "a-0.db"
         times = measure(
             s.repeat,
-            {
-                "a": lambda p: reference_batched(p, payloads),
-                "b": lambda p: reference_per_event(p, interleave(small_payloads)),
-                "b+": lambda p: floor_per_event(p, floor),
-                "c": lambda p: ours_batched(p, work, s.batch),
-                "d": lambda p: ours_per_event(p, interleave(small)),
+            writes.cases
+            | {
                 "e": lambda _p: reference_read(ref_db, session_ids),
                 "f": lambda _p: ours_read(ours_db, session_ids),
                 "g": lambda _p: ours_fold(ours_db, session_ids),
             },
             directory,
         )
-    counts = {"a": s.events, "b": s.per_event, "b+": s.per_event, "c": s.events, "d": s.per_event}
-    per_us = {k: statistics.median(v) / counts.get(k, s.events) * 1e6 for k, v in times.items()}
+        ours_pages, raw_pages = wal_pages(directory, interleave(workload(s.per_event)))
+    per_us = {
+        k: statistics.median(v) / writes.counts.get(k, s.events) * 1e6 for k, v in times.items()
+    }
 
     def ratio(ours: str, reference: str) -> float:
         return per_round_ratio(times, ours, reference)
@@ -445,19 +527,75 @@ def measure_speed(s: Settings) -> tuple[list[str], list[Row]]:
             f"(c) Journal.append, {s.batch} events/call",
             per_us["c"],
             ratio("c", "a"),
-            "(a) ≤ 2×",
+            "(a) ≤ 1.8×",
         ),
-        ("write", "(d) Journal.append, 1 event/call", per_us["d"], ratio("d", "b"), "(b) ≤ 1.5×"),
+        ("write", "(d) Journal.append, 1 event/call", per_us["d"], ratio("d", "b"), "(b) ≤ 2×"),
+        ("step", "(r) raw: two bare INSERT+COMMITs, µs/step", per_us["r"], None, ""),
+        (
+            "step",
+            "(s) Recorder model_output + tool_result, µs/step",
+            per_us["s"],
+            ratio("s", "r"),
+            "(r) ≤ 3×",
+        ),
         *read_rows(per_us, ratio, "e", "f", "g"),
     ]
+    sizes = writes.body_sizes
     heading = [
-        f"agent-journal bench: {s.events} events ({s.per_event} for per-event appends) in "
-        f"{len(work)} sessions, body {statistics.mean(body_sizes):.0f} B mean "
-        f"({min(body_sizes)}-{max(body_sizes)}), median of {s.repeat} runs",
+        f"agent-journal bench: {s.events} events ({s.per_event} for per-event appends, "
+        f"{writes.counts['s']} Recorder steps) in {writes.sessions} sessions, body "
+        f"{statistics.mean(sizes):.0f} B mean ({min(sizes)}-{max(sizes)}), "
+        f"median of {s.repeat} runs",
         f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, "
         f"{os.cpu_count()} cpus, WAL + synchronous=NORMAL, {s.clock} time",
+        f"WAL pages per one-event commit: ours {ours_pages:.2f}, raw (b) {raw_pages:.2f} "
+        f"({ours_pages / raw_pages:.2f}×)",
     ]
     return heading, rows
+
+
+def quick_ratios() -> list[Ratio]:
+    """The journal's lines of ``bench/run_all.py``: a small run (seconds), CPU time."""
+    CLOCK[0] = time.process_time
+    s = Settings(
+        events=5_000, per_event=1_000, steps=300, repeat=3, batch=1000, memory=[], clock="cpu"
+    )
+    writes = write_cases(s)
+    with tempfile.TemporaryDirectory(prefix="journal-bench-") as tmp:
+        directory = Path(tmp)
+        wanted = ("a", "b", "c", "d", "r", "s")
+        times = measure(s.repeat, {k: writes.cases[k] for k in wanted}, directory)
+        ours_pages, raw_pages = wal_pages(directory, interleave(workload(s.per_event)))
+    return [
+        Ratio(
+            "one-event Journal.append",
+            "raw BEGIN-INSERT-COMMIT of the same row",
+            "cpu",
+            per_round_ratio(times, "d", "b"),
+            "≤ 2×",
+        ),
+        Ratio(
+            f"Journal.append, {s.batch} events/call",
+            "raw executemany of the same rows",
+            "cpu",
+            per_round_ratio(times, "c", "a"),
+            "≤ 1.8×",
+        ),
+        Ratio(
+            "Recorder step (model_output + tool_result)",
+            "two bare INSERT+COMMITs",
+            "cpu",
+            per_round_ratio(times, "s", "r"),
+            "≤ 3×",
+        ),
+        Ratio(
+            "WAL pages per one-event commit",
+            "raw BEGIN-INSERT-COMMIT",
+            "pages",
+            ours_pages / raw_pages,
+            "≤ 1.05×",
+        ),
+    ]
 
 
 def memory_block(found: list[dict[str, Any]]) -> Block:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _sqlite_schema as schema
+from ._file_watch import FileWatch
 from ._planner import AppendPlan
 from ._search_sqlite import SQLiteSearchIndex
 from ._sqlstore import SQLJournal, insert_events_sql
@@ -68,6 +69,7 @@ class SQLiteJournal(SQLJournal):
         self._path = path
         self._lock = threading.RLock()
         self._identity: tuple[int, int] | None = None
+        self._watch: FileWatch | None = None
         memory = path == ":memory:"
         if not memory and not create and not Path(path).exists():
             raise JournalMissingError(f"{path}: no journal here (the file does not exist)")
@@ -93,6 +95,7 @@ class SQLiteJournal(SQLJournal):
         except JournalError:
             self._conn.close()
             raise
+        self._watch = FileWatch(path) if not memory else None  # before the identity is taken
         self._identity = None if memory else _identity(path)
 
     # -- setup -----------------------------------------------------------------------
@@ -174,8 +177,13 @@ class SQLiteJournal(SQLJournal):
 
         SQLite goes on writing to the open file after it was unlinked (in WAL mode it does
         not notice), so every later append would report success and vanish with the process.
+        The path is stat()ed only when the file's watch (`FileWatch`) saw something happen.
         """
-        if self._identity is not None and _identity(self._path) != self._identity:
+        if (
+            self._watch is not None
+            and not self._watch.quiet()
+            and _identity(self._path) != self._identity
+        ):
             raise StoreError(
                 f"{self._path}: the journal file was deleted or replaced while open; "
                 "write was not written"
@@ -207,6 +215,8 @@ class SQLiteJournal(SQLJournal):
         """Close the connection (idempotent)."""
         with self._lock:
             self._conn.close()
+            if self._watch is not None:
+                self._watch.close()
 
     @property
     def target(self) -> str:

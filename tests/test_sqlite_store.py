@@ -467,6 +467,33 @@ def test_positions_of_an_erased_session_are_never_given_again(db_path: Path) -> 
         assert reopened.verify().ok
 
 
+@pytest.mark.parametrize("change", ["deleted", "moved away", "replaced", "chmod"])
+def test_a_journal_file_deleted_or_replaced_while_open_takes_no_more_appends(
+    db_path: Path, change: str
+) -> None:
+    other = db_path.with_name("other.db")
+    make_journal(other, {"o": short_session()})
+    with Journal.open(db_path) as journal:
+        journal.append("s", short_session())
+        journal.append("s", [UserInput(text="before")])  # many commits: none noticed a thing
+        if change == "deleted":
+            db_path.unlink()
+        elif change == "moved away":
+            db_path.rename(db_path.with_name("moved.db"))
+        elif change == "replaced":
+            other.rename(db_path)
+        else:
+            db_path.chmod(0o600)  # the file is still the journal's: appends go on
+        if change == "chmod":
+            journal.append("s", [UserInput(text="after")])
+            assert texts_of(journal, "s")[-1] == "after"
+        else:
+            with pytest.raises(StoreError, match="deleted or replaced while open"):
+                journal.append("s", [UserInput(text="after")])
+            with pytest.raises(StoreError, match="deleted or replaced while open"):
+                journal.append("s", [UserInput(text="again")])  # and none after it either
+
+
 def test_a_reader_follows_appends_across_sessions_without_gaps_or_repeats(db_path: Path) -> None:
     with Journal.open(db_path) as writer, Journal.open(db_path) as reader:
         assert reader.head_position() == 0
