@@ -53,7 +53,13 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .projection import PROJECTION_COLUMNS, SessionDetails, SessionSummary, projection_row
+from .projection import (
+    PROJECTION_COLUMNS,
+    SessionDetails,
+    SessionSummary,
+    projection_row,
+    projection_values,
+)
 from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import (
@@ -132,14 +138,15 @@ def _always_set(indexed: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _changed_columns(
-    row: dict[str, Any], columns: tuple[str, ...], stored: tuple[Any, ...]
+    plan: AppendPlan, columns: tuple[str, ...], stored: tuple[Any, ...]
 ) -> tuple[tuple[str, ...], list[Any]]:
-    """The projection columns to SET, and their values: all but the key and the indexed
-    ``columns`` that keep their ``stored`` value."""
+    """The projection columns to SET for ``plan``'s state, and their values: all but the
+    key and the indexed ``columns`` that keep their ``stored`` value."""
+    values = plan.state.__dict__
     names = _always_set(columns) + tuple(
-        name for name, value in zip(columns, stored, strict=True) if row[name] != value
+        name for name, value in zip(columns, stored, strict=True) if values[name] != value
     )
-    return names, [row[name] for name in names]
+    return names, projection_values(plan.state, plan.head_hash, names)
 
 
 def _head_after(plan: AppendPlan) -> SessionHead:
@@ -429,12 +436,12 @@ class SQLJournal(Journal):
         self, tx: SqlTx, session_id: str, plan: AppendPlan, indexed: tuple[Any, ...] = ()
     ) -> None:
         """Write the session's projection row for the state and last row of ``plan``."""
-        row = projection_row(plan.state, plan.head_hash)
         if indexed:
-            names, params = _changed_columns(row, self.INDEXED_COLUMNS, indexed)
+            names, params = _changed_columns(plan, self.INDEXED_COLUMNS, indexed)
             params.append(session_id)
             if self._project(tx, _update_sql(names), params, session_id, plan):
                 return
+        row = projection_row(plan.state, plan.head_hash)
         row["session_id"] = session_id
         if not self._project(tx, _upsert_sql(tuple(row)), list(row.values()), session_id, plan):
             raise self._unplanned(session_id, "the sessions projection row was not written")
@@ -461,9 +468,7 @@ class SQLJournal(Journal):
         """The projection UPDATE of `_write_on_head` and its parameters."""
         columns = self.INDEXED_COLUMNS
         indexed = tuple(head.state.__dict__[name] for name in columns)
-        names, params = _changed_columns(
-            projection_row(plan.state, plan.head_hash), columns, indexed
-        )
+        names, params = _changed_columns(plan, columns, indexed)
         params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
         return _guarded_update_sql(names, self.NULL_SAFE_EQUAL, columns), params
 
