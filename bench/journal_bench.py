@@ -319,14 +319,27 @@ def bare_steps(path: Path, steps: list[Step]) -> None:
     conn.close()
 
 
+STEPS_PER_TURN = 3
+"""Steps of a turn in (s): the state a turn keeps (its calls' repeat keys) stays as small as
+in a real session's turn (the default step limit is 10)."""
+
+
 def recorder_case(path: Path, steps: list[Step]) -> None:
-    """(s): `Recorder.model_output` + `Recorder.tool_result` per step, one append each."""
+    """(s): `Recorder.model_output` + `Recorder.tool_result` per step, one append each.
+
+    Turns of `STEPS_PER_TURN` steps; only the steps are timed (not the user input and final
+    answer around them).
+    """
     with Journal.open(path) as journal:
         recorder = Recorder(journal, "recorded")
         recorder.start(agent="bench:agent", model="gpt-x-mini", system_prompt="Be careful.")
-        recorder.user_input("Where is my order?")
-        start = CLOCK[0]()
-        for proposal, outcome in steps:
+        clock, elapsed = CLOCK[0], 0.0
+        for index, (proposal, outcome) in enumerate(steps):
+            if index % STEPS_PER_TURN == 0:
+                if index:
+                    recorder.final("Done.")
+                recorder.user_input("Where is my order?")
+            start = clock()
             recorder.model_output(
                 calls=proposal["calls"],
                 text=proposal["text"],
@@ -337,7 +350,8 @@ def recorder_case(path: Path, steps: list[Step]) -> None:
             recorder.tool_result(
                 outcome["call_id"], outcome["result"], duration_ms=outcome["duration_ms"]
             )
-        _LAST[0] = CLOCK[0]() - start
+            elapsed += clock() - start
+        _LAST[0] = elapsed
 
 
 # -- memory ----------------------------------------------------------------------------------

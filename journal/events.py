@@ -198,6 +198,10 @@ class ToolCall(_Frozen):
         return self.args
 
 
+_as_given = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)``, without making an encoder per call."""
+
+
 def ordered_text(value: Any) -> str | None:
     """The JSON text of ``value`` in its own key order, or None when that order is sorted.
 
@@ -206,7 +210,7 @@ def ordered_text(value: Any) -> str | None:
     order = _key_order(value)
     if order == "sorted":
         return None
-    text = json.dumps(value, ensure_ascii=False)
+    text = _as_given(value)
     if order == "unsorted":  # an object's keys (strings, all distinct) out of order
         return text
     return None if text == json.dumps(value, ensure_ascii=False, sort_keys=True) else text
@@ -246,7 +250,7 @@ def arguments_text(args: Mapping[str, Any] | str) -> str:
     """The text of arguments given as an object (its keys in their order), or the text itself."""
     if isinstance(args, str):
         return args
-    return json.dumps(args, ensure_ascii=False)
+    return _as_given(args)
 
 
 class SessionStarted(EventModel):
