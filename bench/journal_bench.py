@@ -1,6 +1,6 @@
 """Speed of the journal against raw sqlite3 doing the same work, from one run.
 
-    python bench/journal_bench.py [--events N] [--repeat R] [--quick]
+    python bench/journal_bench.py [--events N] [--steps S] [--repeat R] [--quick]
 
 Prints µs per event (median of R runs) for:
 
@@ -9,12 +9,18 @@ writing
       serialised canonically (orjson, sorted keys) and sha256 hash-chained by this script;
   (b) reference: the same rows with a commit per event (BEGIN IMMEDIATE ... COMMIT);
   (b+) the floor of (d): the rows of (d), summaries included, committed one by one into our
-      schema (its triggers fire), each transaction also writing the session's projection row
-      by a guarded UPDATE as an append does. Every value is computed by our code before
-      timing (where (b) serialises and hashes inside it): the SQL a one-event append cannot
-      shed, and nothing else;
+      schema (its triggers fire) by our INSERT, each transaction also writing the session's
+      projection row by a guarded UPDATE of the columns an append sets. Every value is
+      computed by our code before timing (where (b) serialises and hashes inside it): the
+      SQL a one-event append cannot shed, and nothing else;
   (c) ours: ``Journal.append`` with many events per call (one call per session chunk);
   (d) ours: ``Journal.append`` with one event per call.
+steps (µs per step: a model output proposing one tool call, then the tool's result)
+  (r) reference: two bare BEGIN-INSERT-COMMITs of the step's two rows, built before timing;
+  (s) ours: ``Recorder.model_output`` + ``Recorder.tool_result``, one append each, in turns
+      of three steps (only the steps timed).
+WAL pages: the pages a one-event commit adds to the WAL (frames counted over the commits of
+(d) and (b), a reader holding the WAL so no checkpoint resets it), ours against raw.
 reading
   (e) reference: raw ``SELECT body`` + ``orjson.loads`` per row;
   (f) ours: ``Journal.events`` (paged streaming, each event validated into its model);
@@ -22,7 +28,8 @@ reading
 
 Both sides write to a file in WAL mode with ``synchronous=NORMAL`` (the journal's default)
 into a table of the same shape (the reference table has the same columns and keys but no
-triggers and no ``sessions`` projection: those are part of what we pay for). The events
+triggers and no ``sessions`` projection: those are part of what we pay for; it numbers its
+rows by AUTOINCREMENT, the plain way never to give a position twice). The events
 are realistic (~300 bytes of canonical body: user inputs, proposals with one tool call
 and token usage, commits with small results, the odd failure and rejection) spread over
 several sessions, and prebuilt before timing: the reference starts from the payload dicts,

@@ -8,8 +8,9 @@ committed calls, model calls, model latency), filled from each session's folded 
 Version 4 chained the erasure audit records (`ERASURE_HASH`: each row's ``hash`` links it
 to the one before, as events are chained; rows written before keep an empty hash).
 Version 5 made a one-event commit write fewer pages: ``events.pos`` lost AUTOINCREMENT (which
-rewrote ``sqlite_sequence`` on every commit) and ``sessions`` lost its status index (the
-status flips between running and completed every turn). Positions are still never given
+rewrote ``sqlite_sequence`` on every commit) and ``sessions`` its status index (the status
+flips between running and completed every turn) for a partial one of the halted and failed
+sessions (`ENDED_BADLY_INDEX`). Positions are still never given
 twice: the meta row `POSITION_FLOOR`, written only by an erase, holds the highest position
 given before it, and an insert numbers its row past both it and the rows in place
 (`NEXT_POSITION`). `MIGRATIONS` takes an older file to the current version in place.
@@ -34,6 +35,15 @@ EVENTS_TABLE = """CREATE TABLE events (
     summary TEXT NOT NULL,
     UNIQUE (session_id, seq)
 )"""
+
+ENDED_BADLY = "status IN ('halted', 'failed')"
+"""The sessions a triage lists (``sessions --status failed``); a listing by one of these
+statuses adds this very term to its WHERE, so SQLite may use `ENDED_BADLY_INDEX`."""
+ENDED_BADLY_INDEX = (
+    f"CREATE INDEX sessions_ended_badly ON sessions(status, started) WHERE {ENDED_BADLY}"
+)
+"""Version 5's status index: partial, so the flips between running and completed at every
+turn never write it (a session enters it once, when it halts or fails)."""
 
 TABLES = (
     """CREATE TABLE meta (
@@ -71,6 +81,7 @@ TABLES = (
     )""",
     "CREATE INDEX sessions_started ON sessions(started)",
     "CREATE INDEX sessions_agent ON sessions(agent, started)",
+    ENDED_BADLY_INDEX,
 )
 
 ERASE_TABLES = (
@@ -195,6 +206,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "DROP TABLE events_v4",
         *(TRIGGERS[name] for name in _ON_EVENTS),
         "DROP INDEX IF EXISTS sessions_status",
+        ENDED_BADLY_INDEX,
     ),
 }
 """Statements that take a schema from version ``key`` to ``key + 1``."""

@@ -164,6 +164,9 @@ class SQLJournal(Journal):
     """The comparison that holds for two NULLs (``IS``; ``IS NOT DISTINCT FROM``)."""
     SEARCH: ClassVar[SearchIndex]
     """The store's search index (derived data, like the snapshots)."""
+    STATUS_CLAUSES: ClassVar[Mapping[str, str]] = {}
+    """A listing's clause for some statuses, instead of ``status = ?`` (SQLite: with the
+    predicate of its partial status index, which it uses only when the query says so)."""
     INDEXED_COLUMNS: ClassVar[tuple[str, ...]]
     """Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
     its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
@@ -755,7 +758,7 @@ class SQLJournal(Journal):
             "sessions.session_id", self.SEARCH.META_MATCH, status=None, rule=rule, meta=meta or {}
         )
         for clause, value in (
-            ("status = ?", status),
+            (self.STATUS_CLAUSES.get(status or "", "status = ?"), status),
             ("agent = ?", agent),
             ("started >= ?", since),
             ("started < ?", until),

@@ -52,6 +52,9 @@ class SQLiteJournal(SQLJournal):
     KIND = "SQLite database"
     NULL_SAFE_EQUAL = "IS"
     INDEXED_COLUMNS = ("agent", "started")
+    STATUS_CLAUSES = {
+        status: f"status = ? AND {schema.ENDED_BADLY}" for status in ("halted", "failed")
+    }
     SEARCH = SQLiteSearchIndex()
 
     def __init__(

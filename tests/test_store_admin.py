@@ -10,7 +10,13 @@ import pytest
 
 from journal import Journal, SessionConflictError, SessionStarted, UserInput
 from journal._postgres_schema import SCHEMA_VERSION as POSTGRES_VERSION
-from journal._sqlite_schema import ERASE_TABLES, EVENTS_TABLE, POSITION_FLOOR, TRIGGERS
+from journal._sqlite_schema import (
+    ENDED_BADLY_INDEX,
+    ERASE_TABLES,
+    EVENTS_TABLE,
+    POSITION_FLOOR,
+    TRIGGERS,
+)
 from journal._sqlite_schema import SCHEMA_VERSION as SQLITE_VERSION
 from journal.formats.jsonl import export_session
 from journal.formats.transfer import copy_session
@@ -175,6 +181,7 @@ def _downgrade_to_v4(path: Path) -> None:
     )
     for name in ON_EVENTS:
         conn.execute(TRIGGERS[name])
+    conn.execute("DROP INDEX sessions_ended_badly")
     conn.execute("CREATE INDEX sessions_status ON sessions(status, started)")
     conn.execute(f"DELETE FROM meta WHERE key = '{POSITION_FLOOR}'")
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
@@ -211,6 +218,9 @@ def test_a_version_4_file_is_upgraded_and_never_gives_an_erased_position_again(
     schema = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
     conn.close()
     assert "AUTOINCREMENT" not in schema["events"] and "sessions_status" not in schema
+    assert schema["sessions_ended_badly"] == ENDED_BADLY_INDEX
+    with Journal.open(path, create=False) as journal:
+        assert [s.session_id for s in journal.sessions(status="failed")] == ["failed-1"]
     assert {name: schema[name] for name in TRIGGERS} == TRIGGERS
     assert {k: v for k, v in _exports(path).items() if k != "after"} == before
 
