@@ -8,6 +8,10 @@ file, renaming it, or renaming another file over it changes its link count or mo
 the kernel queues that event before the call that did it returns, so a commit that follows
 sees it. Once anything was seen (a ``chmod`` too), or where inotify is not available, the
 answer is always "check" and the caller stats the path as before.
+
+An inotify instance is a per-user resource (128 by default, shared with every other
+program of the user), so a process holds at most `MAX_WATCHES` at once; a journal opened
+beyond them stats its path instead.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import ctypes.util
 import os
 import select
 import sys
+import threading
 import weakref
 
-__all__ = ["FileWatch"]
+__all__ = ["MAX_WATCHES", "FileWatch"]
 
 _IN_ATTRIB = 0x004
 """The link count (an unlink, or another file renamed over this one) or metadata changed."""
@@ -37,6 +42,28 @@ def _libc() -> ctypes.CDLL | None:
 
 
 _LIBC = _libc()
+MAX_WATCHES = 4
+"""Inotify instances one process holds at once (one per open SQLite journal file)."""
+_live = [0]
+_live_lock = threading.Lock()
+
+
+def _release() -> None:
+    with _live_lock:
+        _live[0] -= 1
+
+
+def _take() -> bool:
+    with _live_lock:
+        if _live[0] >= MAX_WATCHES:
+            return False
+        _live[0] += 1
+        return True
+
+
+def _drop(fd: int) -> None:
+    os.close(fd)
+    _release()
 
 
 class FileWatch:
@@ -44,18 +71,19 @@ class FileWatch:
 
     def __init__(self, path: str) -> None:
         self._poll: select.poll | None = None
-        if _LIBC is None:
+        if _LIBC is None or not _take():
             return
         fd = int(_LIBC.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
         if fd < 0:  # e.g. the user's limit of inotify instances is reached: stat instead
+            _release()
             return
         mask = _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
         if _LIBC.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
-            os.close(fd)
+            _drop(fd)
             return
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
-        self._close = weakref.finalize(self, os.close, fd)
+        self._close = weakref.finalize(self, _drop, fd)
 
     def quiet(self) -> bool:
         """True when nothing happened to the file since the watch began (False: check it).

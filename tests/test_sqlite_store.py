@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -9,6 +10,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from journal import (
     chain_hash,
     fold,
 )
+from journal._file_watch import MAX_WATCHES, FileWatch
 from journal._sqlite_schema import TRIGGERS
 from journal.events import EventModel
 from journal.sqlite import SQLiteJournal
@@ -492,6 +495,43 @@ def test_a_journal_file_deleted_or_replaced_while_open_takes_no_more_appends(
                 journal.append("s", [UserInput(text="after")])
             with pytest.raises(StoreError, match="deleted or replaced while open"):
                 journal.append("s", [UserInput(text="again")])  # and none after it either
+
+
+def test_journals_beyond_the_watches_a_process_holds_check_their_file_by_path(
+    tmp_path: Path,
+) -> None:
+    paths = [tmp_path / f"j{index}.db" for index in range(MAX_WATCHES + 2)]
+    journals = [Journal.open(path) for path in paths]
+    try:
+        for journal in journals:
+            journal.append("s", short_session())
+        for path in paths:
+            path.unlink()
+        for journal in journals:  # watched or not, each refuses to write into a deleted file
+            with pytest.raises(StoreError, match="deleted or replaced while open"):
+                journal.append("s", [UserInput(text="after")])
+    finally:
+        for journal in journals:
+            journal.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux's")
+def test_a_process_holds_a_few_file_watches_and_gives_them_back(tmp_path: Path) -> None:
+    path = tmp_path / "watched"
+    path.touch()
+    gc.collect()  # journals other tests left to the collector give their watches back
+    watches: list[FileWatch] = []
+    while (watch := FileWatch(str(path))).quiet():  # until one too many: "check the path"
+        watches.append(watch)
+        assert len(watches) <= MAX_WATCHES
+    assert watches
+    watches.pop().close()
+    again = FileWatch(str(path))
+    assert again.quiet()
+    path.chmod(0o600)  # anything that happens to the file: check it, from now on
+    assert not again.quiet() and not again.quiet()
+    for watch in [*watches, again]:
+        watch.close()
 
 
 def test_a_reader_follows_appends_across_sessions_without_gaps_or_repeats(db_path: Path) -> None:
