@@ -7,7 +7,13 @@ and head hash first. Version 3 added the loop's metrics to the sessions projecti
 committed calls, model calls, model latency), filled from each session's folded state.
 Version 4 chained the erasure audit records (`ERASURE_HASH`: each row's ``hash`` links it
 to the one before, as events are chained; rows written before keep an empty hash).
-`MIGRATIONS` takes an older file to the current version in place.
+Version 5 made a one-event commit write fewer pages: ``events.pos`` lost AUTOINCREMENT (which
+rewrote ``sqlite_sequence`` on every commit) and ``sessions`` its status index (the status
+flips between running and completed every turn) for a partial one of the halted and failed
+sessions (`ENDED_BADLY_INDEX`). Positions are still never given
+twice: the meta row `POSITION_FLOOR`, written only by an erase, holds the highest position
+given before it, and an insert numbers its row past both it and the rows in place
+(`NEXT_POSITION`). `MIGRATIONS` takes an older file to the current version in place.
 """
 
 from __future__ import annotations
@@ -15,25 +21,36 @@ from __future__ import annotations
 from ._sqltx import ERASURES_CHAINED_AFTER, SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+
+EVENTS_TABLE = """CREATE TABLE events (
+    pos INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts TEXT NOT NULL,
+    type TEXT NOT NULL,
+    v INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    UNIQUE (session_id, seq)
+)"""
+
+ENDED_BADLY = "status IN ('halted', 'failed')"
+"""The sessions a triage lists (``sessions --status failed``); a listing by one of these
+statuses adds this very term to its WHERE, so SQLite may use `ENDED_BADLY_INDEX`."""
+ENDED_BADLY_INDEX = (
+    f"CREATE INDEX sessions_ended_badly ON sessions(status, started) WHERE {ENDED_BADLY}"
+)
+"""Version 5's status index: partial, so the flips between running and completed at every
+turn never write it (a session enters it once, when it halts or fails)."""
 
 TABLES = (
     """CREATE TABLE meta (
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL
     )""",
-    """CREATE TABLE events (
-        pos INTEGER PRIMARY KEY AUTOINCREMENT,
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        ts TEXT NOT NULL,
-        type TEXT NOT NULL,
-        v INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        hash TEXT NOT NULL,
-        summary TEXT NOT NULL,
-        UNIQUE (session_id, seq)
-    )""",
+    EVENTS_TABLE,
     """CREATE TABLE sessions (
         session_id TEXT PRIMARY KEY,
         agent TEXT,
@@ -63,8 +80,8 @@ TABLES = (
         state TEXT NOT NULL
     )""",
     "CREATE INDEX sessions_started ON sessions(started)",
-    "CREATE INDEX sessions_status ON sessions(status, started)",
     "CREATE INDEX sessions_agent ON sessions(agent, started)",
+    ENDED_BADLY_INDEX,
 )
 
 ERASE_TABLES = (
@@ -82,6 +99,25 @@ ERASE_TABLES = (
         session_id TEXT PRIMARY KEY
     )""",
 )
+
+POSITION_FLOOR = "position_floor"
+"""The meta key of the highest position given before an erase (version 5): no row is ever
+numbered at or below it, so an erase of the rows with the highest positions does not hand
+their positions out again (``read_after`` consumers hold them)."""
+
+NEXT_POSITION = (
+    "(SELECT max(coalesce(max(pos), 0), CAST((SELECT value FROM meta "
+    f"WHERE key = '{POSITION_FLOOR}') AS INTEGER)) + 1 FROM events)"
+)
+"""The position of the next row inserted: past every row in place and past `POSITION_FLOOR`
+(two seeks: the table's last rowid and one meta key). Once a transaction numbered a row so,
+the rows after it may take SQLite's own next rowid (one past the last), past it already."""
+
+KEEP_POSITIONS = (
+    f"UPDATE meta SET value = CAST(max(CAST(value AS INTEGER), "
+    f"coalesce((SELECT max(pos) FROM events), 0)) AS TEXT) WHERE key = '{POSITION_FLOOR}'"
+)
+"""Run by an erase before it deletes rows: `POSITION_FLOOR` past every position given."""
 
 ERASURE_HASH = "ALTER TABLE erasures ADD COLUMN hash TEXT NOT NULL DEFAULT ''"
 """The chain of erasure audit records (version 4)."""
@@ -128,6 +164,8 @@ TRIGGER_PURPOSE = {
     "erase_requires_audit": "requiring an audit record before an erase",
 }
 
+_ON_EVENTS = ("events_no_update", "events_no_delete", "events_no_overwrite", "erase_requires_audit")
+"""The triggers that name the events table."""
 _KEPT_IN_V2 = ("events_no_update", "events_no_overwrite")
 _METRICS = (
     ("repairs", "INTEGER"),
@@ -153,13 +191,37 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         ),
     ),
     3: (ERASURE_HASH, ERASURES_CHAINED_AFTER),
+    4: (
+        # Version 4's AUTOINCREMENT kept the highest position ever given in sqlite_sequence:
+        # that is the floor (an erase may have removed the rows above the highest left).
+        f"INSERT INTO meta(key, value) SELECT '{POSITION_FLOOR}', CAST(coalesce(("
+        "SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS TEXT)",
+        # The triggers go with the table rebuilt (erase_requires_audit reads events).
+        *(f"DROP TRIGGER IF EXISTS {name}" for name in _ON_EVENTS),
+        "ALTER TABLE events RENAME TO events_v4",
+        EVENTS_TABLE,
+        "INSERT INTO events(pos, session_id, seq, ts, type, v, body, hash, summary) "
+        "SELECT pos, session_id, seq, ts, type, v, body, hash, summary FROM events_v4 "
+        "ORDER BY pos",
+        "DROP TABLE events_v4",
+        *(TRIGGERS[name] for name in _ON_EVENTS),
+        "DROP INDEX IF EXISTS sessions_status",
+        ENDED_BADLY_INDEX,
+    ),
 }
 """Statements that take a schema from version ``key`` to ``key + 1``."""
 
 
 def statements() -> list[str]:
     """Return every statement that creates the current schema, in order."""
-    return [*TABLES, *ERASE_TABLES, ERASURE_HASH, ERASURES_CHAINED_AFTER, *TRIGGERS.values()]
+    return [
+        *TABLES,
+        f"INSERT INTO meta(key, value) VALUES ('{POSITION_FLOOR}', '0')",
+        *ERASE_TABLES,
+        ERASURE_HASH,
+        ERASURES_CHAINED_AFTER,
+        *TRIGGERS.values(),
+    ]
 
 
 SPEC = SchemaSpec(

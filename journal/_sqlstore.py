@@ -53,7 +53,13 @@ from .errors import (
 )
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
-from .projection import PROJECTION_COLUMNS, SessionDetails, SessionSummary, projection_row
+from .projection import (
+    PROJECTION_COLUMNS,
+    SessionDetails,
+    SessionSummary,
+    projection_row,
+    projection_values,
+)
 from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import (
@@ -85,10 +91,16 @@ _RETURNING_HEAD = " RETURNING last_seq, head_hash"
 _MAX_SEQ = 2**63 - 1
 _IN_CHUNK = 500
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
-_INDEXED_COLUMNS = ("agent", "status", "started")
-"""Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
-its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
-appends change none of them; rewriting all three made a one-event commit ~40% dearer)."""
+
+
+@functools.cache
+def insert_events_sql(position: str = "?") -> str:
+    """The INSERT of one events row from a `StoredEvent`'s fields, in order; ``position``
+    is the SQL value of its position (a ``?`` for the row's own, None: the next one)."""
+    return (
+        "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {position})"
+    )
 
 
 @functools.cache
@@ -97,11 +109,11 @@ def _update_sql(names: tuple[str, ...]) -> str:
 
 
 @functools.cache
-def _guarded_update_sql(names: tuple[str, ...], same: str) -> str:
+def _guarded_update_sql(names: tuple[str, ...], same: str, indexed: tuple[str, ...]) -> str:
     """`_update_sql` that changes the row only while it is the head the plan was made on."""
     return (
         f"{_update_sql(names)} AND last_seq = ? AND head_hash = ? AND fold_version = ? "
-        f"AND {' AND '.join(f'{n} {same} ?' for n in _INDEXED_COLUMNS)}"
+        f"AND {' AND '.join(f'{n} {same} ?' for n in indexed)}"
     )
 
 
@@ -114,24 +126,27 @@ def _upsert_sql(names: tuple[str, ...]) -> str:
     )
 
 
-_ALWAYS_SET = tuple(
-    name
-    for name in (*PROJECTION_COLUMNS, "fold_version", "state")
-    if name != "session_id" and name not in _INDEXED_COLUMNS
-)
-"""The columns of a `projection_row` that an append always writes: all but the key and the
-indexed ones."""
+@functools.cache
+def _always_set(indexed: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of a `projection_row` that an append always writes: all but the key and
+    the ``indexed`` ones."""
+    return tuple(
+        name
+        for name in (*PROJECTION_COLUMNS, "fold_version", "state")
+        if name != "session_id" and name not in indexed
+    )
 
 
 def _changed_columns(
-    row: dict[str, Any], indexed: tuple[Any, ...]
+    plan: AppendPlan, columns: tuple[str, ...], stored: tuple[Any, ...]
 ) -> tuple[tuple[str, ...], list[Any]]:
-    """The projection columns to SET, and their values: all but the key and the indexed
-    columns that keep their stored value ``indexed``."""
-    names = _ALWAYS_SET + tuple(
-        name for name, stored in zip(_INDEXED_COLUMNS, indexed, strict=True) if row[name] != stored
+    """The projection columns to SET for ``plan``'s state, and their values: all but the
+    key and the indexed ``columns`` that keep their ``stored`` value."""
+    values = plan.state.__dict__
+    names = _always_set(columns) + tuple(
+        name for name, value in zip(columns, stored, strict=True) if values[name] != value
     )
-    return names, [row[name] for name in names]
+    return names, projection_values(plan.state, plan.head_hash, names)
 
 
 def _head_after(plan: AppendPlan) -> SessionHead:
@@ -149,6 +164,13 @@ class SQLJournal(Journal):
     """The comparison that holds for two NULLs (``IS``; ``IS NOT DISTINCT FROM``)."""
     SEARCH: ClassVar[SearchIndex]
     """The store's search index (derived data, like the snapshots)."""
+    STATUS_CLAUSES: ClassVar[Mapping[str, str]] = {}
+    """A listing's clause for some statuses, instead of ``status = ?`` (SQLite: with the
+    predicate of its partial status index, which it uses only when the query says so)."""
+    INDEXED_COLUMNS: ClassVar[tuple[str, ...]]
+    """Columns of the ``sessions`` table that its indexes cover. An append leaves them out of
+    its UPDATE when their stored value is unchanged, so the indexes are not rewritten (most
+    appends change none of them; rewriting them made a one-event commit ~40% dearer)."""
 
     _setup: SchemaSetup
 
@@ -205,6 +227,10 @@ class SQLJournal(Journal):
     def _lock_erasures(self, tx: SqlTx) -> None:
         """Serialise erasures until the transaction ends, so their chain never forks."""
 
+    def _keep_positions(self, tx: SqlTx) -> None:
+        """Before an erase deletes rows: make sure their positions are never given again
+        (PostgreSQL: a no-op, its sequence never goes back)."""
+
     def _reserve_positions(self, tx: SqlTx, count: int) -> None:
         """Take the global positions of the ``count`` events the transaction will insert.
 
@@ -230,11 +256,7 @@ class SQLJournal(Journal):
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
         """Insert rows; the database assigns their global positions. Returns the rows written."""
-        return tx.changed_many(
-            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,  # a StoredEvent's fields, in order; its position is None (the next one)
-        )
+        return tx.changed_many(insert_events_sql(), rows)
 
     def _insert_planned(self, tx: SqlTx, session_id: str, rows: Sequence[StoredEvent]) -> None:
         """`_insert_events`, refused (`UnplannedWriteError`) unless every row was written."""
@@ -355,13 +377,14 @@ class SQLJournal(Journal):
         return self._locate(tx, session_id)[0]
 
     def _locate(self, tx: SqlTx, session_id: str) -> tuple[SessionHead | None, tuple[Any, ...]]:
-        """The session's head, and its stored `_INDEXED_COLUMNS` (empty for a new session).
+        """The session's head, and its stored `INDEXED_COLUMNS` (empty for a new session).
 
         The state comes from this connection's cache when it is the one for the stored last
         seq and head hash; otherwise from the stored state JSON (read only then: it is the
         widest column), or by a refold when that was written by another fold version.
         """
-        head = "SELECT last_seq, head_hash, fold_version, agent, status, started"
+        indexed = len(self.INDEXED_COLUMNS)
+        head = f"SELECT last_seq, head_hash, fold_version, {', '.join(self.INDEXED_COLUMNS)}"
         row = tx.one(f"{head} FROM sessions WHERE session_id = ?", (session_id,))
         if row is None:
             return None, ()
@@ -383,12 +406,12 @@ class SQLJournal(Journal):
         state = None
         if fold_version == FOLD_VERSION:
             try:
-                state = SessionState.model_validate(orjson.loads(row[6]))
+                state = SessionState.model_validate(orjson.loads(row[-1]))
             except (orjson.JSONDecodeError, ValidationError, TypeError):
                 pass  # derived data a foreign writer garbled: the fold of the events instead
         if state is None:
             state = fold(decode(r) for r in self._pages(tx.rows, session_id))
-        return SessionHead(last_seq, head_hash, state), row[3:6]
+        return SessionHead(last_seq, head_hash, state), row[3 : 3 + indexed]
 
     def _corrupt(self, session_id: object, field: str, problem: str) -> StoreError:
         return StoreError(
@@ -416,12 +439,12 @@ class SQLJournal(Journal):
         self, tx: SqlTx, session_id: str, plan: AppendPlan, indexed: tuple[Any, ...] = ()
     ) -> None:
         """Write the session's projection row for the state and last row of ``plan``."""
-        row = projection_row(plan.state, plan.head_hash)
         if indexed:
-            names, params = _changed_columns(row, indexed)
+            names, params = _changed_columns(plan, self.INDEXED_COLUMNS, indexed)
             params.append(session_id)
             if self._project(tx, _update_sql(names), params, session_id, plan):
                 return
+        row = projection_row(plan.state, plan.head_hash)
         row["session_id"] = session_id
         if not self._project(tx, _upsert_sql(tuple(row)), list(row.values()), session_id, plan):
             raise self._unplanned(session_id, "the sessions projection row was not written")
@@ -446,16 +469,22 @@ class SQLJournal(Journal):
         self, session_id: str, plan: AppendPlan, head: SessionHead
     ) -> tuple[str, list[Any]]:
         """The projection UPDATE of `_write_on_head` and its parameters."""
-        indexed = tuple(head.state.__dict__[name] for name in _INDEXED_COLUMNS)
-        names, params = _changed_columns(projection_row(plan.state, plan.head_hash), indexed)
+        columns = self.INDEXED_COLUMNS
+        indexed = tuple(head.state.__dict__[name] for name in columns)
+        names, params = _changed_columns(plan, columns, indexed)
         params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
-        return _guarded_update_sql(names, self.NULL_SAFE_EQUAL), params
+        return _guarded_update_sql(names, self.NULL_SAFE_EQUAL, columns), params
 
     def _remember(self, session_id: str, plan: AppendPlan) -> None:
         """Cache the head ``plan`` left the session at (the oldest entry makes room)."""
         if len(self._heads) >= _STATE_CACHE_SIZE:
             self._heads.pop(next(iter(self._heads)), None)
         self._heads[session_id] = _head_after(plan)
+
+    def _state_after(self, session_id: str, seq: int) -> SessionState | None:
+        """The state this connection's last write of the session left it in, if at ``seq``."""
+        cached = self._heads.get(session_id)
+        return cached.state if cached is not None and cached.last_seq == seq else None
 
     def append(
         self,
@@ -729,7 +758,7 @@ class SQLJournal(Journal):
             "sessions.session_id", self.SEARCH.META_MATCH, status=None, rule=rule, meta=meta or {}
         )
         for clause, value in (
-            ("status = ?", status),
+            (self.STATUS_CLAUSES.get(status or "", "status = ?"), status),
             ("agent = ?", agent),
             ("started >= ?", since),
             ("started < ?", until),
@@ -1029,6 +1058,7 @@ class SQLJournal(Journal):
                 [getattr(erasure, name) for name in _ERASURE_COLUMNS],
             )
             if count:
+                self._keep_positions(tx)
                 tx.run("INSERT INTO erase_authorised(session_id) VALUES (?)", (session_id,))
                 tx.run("DELETE FROM events WHERE session_id = ?", (session_id,))
                 tx.run("DELETE FROM erase_authorised WHERE session_id = ?", (session_id,))

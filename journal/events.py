@@ -198,20 +198,59 @@ class ToolCall(_Frozen):
         return self.args
 
 
+_as_given = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)``, without making an encoder per call."""
+
+
 def ordered_text(value: Any) -> str | None:
     """The JSON text of ``value`` in its own key order, or None when that order is sorted.
 
     None means the canonical bytes keep the order already.
     """
-    text = json.dumps(value, ensure_ascii=False)
+    order = _key_order(value)
+    if order == "sorted":
+        return None
+    text = _as_given(value)
+    if order == "unsorted":  # an object's keys (strings, all distinct) out of order
+        return text
     return None if text == json.dumps(value, ensure_ascii=False, sort_keys=True) else text
+
+
+_SCALARS = frozenset({str, int, float, bool})
+
+
+def _key_order(value: Any) -> Literal["sorted", "unsorted", "unsure"]:
+    """Whether the objects in ``value`` all have their string keys in sorted order.
+
+    ``unsure`` (a key that is not a string: JSON text sorts it differently; a container
+    that is not a dict or a list) leaves the decision to comparing the texts.
+    """
+    found: Literal["sorted", "unsorted", "unsure"] = "sorted"
+    if type(value) is dict:
+        keys = list(value)
+        if not all(type(key) is str for key in keys):
+            return "unsure"
+        if keys != sorted(keys):
+            found = "unsorted"
+        items: Any = value.values()
+    elif type(value) is list:
+        items = value
+    else:  # a scalar has no keys; anything else (a tuple, a dict subclass) json decides
+        return found if value is None or type(value) in _SCALARS else "unsure"
+    for item in items:
+        inner = _key_order(item)
+        if inner == "unsure":
+            return inner
+        if inner == "unsorted":
+            found = inner
+    return found
 
 
 def arguments_text(args: Mapping[str, Any] | str) -> str:
     """The text of arguments given as an object (its keys in their order), or the text itself."""
     if isinstance(args, str):
         return args
-    return json.dumps(args, ensure_ascii=False)
+    return _as_given(args)
 
 
 class SessionStarted(EventModel):

@@ -184,6 +184,7 @@ class PostgresJournal(SQLJournal):
     SCHEMA = schema.SPEC
     KIND = "PostgreSQL schema"
     NULL_SAFE_EQUAL = "IS NOT DISTINCT FROM"
+    INDEXED_COLUMNS = ("agent", "status", "started")
     SEARCH = PostgresSearchIndex()
 
     def __init__(

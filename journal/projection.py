@@ -6,6 +6,7 @@ in the same transaction, and ``verify`` checks it against the events.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ __all__ = [
     "SessionDetails",
     "SessionSummary",
     "projection_row",
+    "projection_values",
     "state_json",
 ]
 
@@ -84,12 +86,21 @@ PROJECTION_COLUMNS = tuple(SessionSummary.model_fields)
 """Columns of the sessions table besides ``fold_version`` and ``state``."""
 
 
+_ROW_COLUMNS = (*PROJECTION_COLUMNS, "fold_version", "state")
+
+
 def projection_row(state: SessionState, head_hash: str) -> dict[str, Any]:
     """Return the sessions-table row for ``state`` (with its state JSON and fold version)."""
-    values = state.__dict__
-    row: dict[str, Any] = {name: values.get(name) for name in PROJECTION_COLUMNS}
-    row.update(head_hash=head_hash, fold_version=state.fold_version, state=state_json(state))
-    return row
+    return dict(zip(_ROW_COLUMNS, projection_values(state, head_hash, _ROW_COLUMNS), strict=True))
+
+
+def projection_values(state: SessionState, head_hash: str, names: Sequence[str]) -> list[Any]:
+    """The values of the columns ``names`` of ``state``'s `projection_row`, in that order.
+
+    What an append writes, without building the whole row first.
+    """
+    values = state.__dict__ | {"head_hash": head_hash, "state": state_json(state)}
+    return [values[name] for name in names]
 
 
 def state_json(state: SessionState) -> str:

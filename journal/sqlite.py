@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from . import _sqlite_schema as schema
+from ._file_watch import FileWatch
 from ._planner import AppendPlan
 from ._search_sqlite import SQLiteSearchIndex
-from ._sqlstore import SQLJournal
+from ._sqlstore import SQLJournal, insert_events_sql
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
 from .errors import (
@@ -32,9 +33,13 @@ from .errors import (
     NotAJournalError,
     StoreError,
 )
+from .records import StoredEvent
 from .store import DEFAULT_MAX_EVENT_BYTES, Durability
 
 __all__ = ["SQLiteJournal"]
+
+FIRST_INSERT = insert_events_sql(f"coalesce(?, {schema.NEXT_POSITION})")
+"""The INSERT of a transaction's first events row (see `SQLiteJournal._insert_events`)."""
 
 
 class SQLiteJournal(SQLJournal):
@@ -46,6 +51,10 @@ class SQLiteJournal(SQLJournal):
     SCHEMA = schema.SPEC
     KIND = "SQLite database"
     NULL_SAFE_EQUAL = "IS"
+    INDEXED_COLUMNS = ("agent", "started")
+    STATUS_CLAUSES = {
+        status: f"status = ? AND {schema.ENDED_BADLY}" for status in ("halted", "failed")
+    }
     SEARCH = SQLiteSearchIndex()
 
     def __init__(
@@ -63,6 +72,7 @@ class SQLiteJournal(SQLJournal):
         self._path = path
         self._lock = threading.RLock()
         self._identity: tuple[int, int] | None = None
+        self._watch: FileWatch | None = None
         memory = path == ":memory:"
         if not memory and not create and not Path(path).exists():
             raise JournalMissingError(f"{path}: no journal here (the file does not exist)")
@@ -88,6 +98,7 @@ class SQLiteJournal(SQLJournal):
         except JournalError:
             self._conn.close()
             raise
+        self._watch = FileWatch(path) if not memory else None  # before the identity is taken
         self._identity = None if memory else _identity(path)
 
     # -- setup -----------------------------------------------------------------------
@@ -169,8 +180,13 @@ class SQLiteJournal(SQLJournal):
 
         SQLite goes on writing to the open file after it was unlinked (in WAL mode it does
         not notice), so every later append would report success and vanish with the process.
+        The path is stat()ed only when the file's watch (`FileWatch`) saw something happen.
         """
-        if self._identity is not None and _identity(self._path) != self._identity:
+        if (
+            self._watch is not None
+            and not self._watch.quiet()
+            and _identity(self._path) != self._identity
+        ):
             raise StoreError(
                 f"{self._path}: the journal file was deleted or replaced while open; "
                 "write was not written"
@@ -202,11 +218,27 @@ class SQLiteJournal(SQLJournal):
         """Close the connection (idempotent)."""
         with self._lock:
             self._conn.close()
+            if self._watch is not None:
+                self._watch.close()
 
     @property
     def target(self) -> str:
         """The file path, or ``:memory:``."""
         return self._path
+
+    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
+        """`SQLJournal._insert_events`; the first row numbered past every position given.
+
+        `schema.NEXT_POSITION` places it (an erase may have removed the rows at the top);
+        the rest take SQLite's next rowid, past that one.
+        """
+        written = tx.changed(FIRST_INSERT, rows[0])
+        if len(rows) > 1:
+            written += tx.changed_many(insert_events_sql(), rows[1:])
+        return written
+
+    def _keep_positions(self, tx: SqlTx) -> None:
+        tx.run(schema.KEEP_POSITIONS)
 
     def _project(
         self, tx: SqlTx, text: str, params: Sequence[Any], session_id: str, plan: AppendPlan

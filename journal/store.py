@@ -196,6 +196,14 @@ class Journal(ABC):
 
     # -- writing ---------------------------------------------------------------------
 
+    def _state_after(self, session_id: str, seq: int) -> SessionState | None:
+        """The session's state as this journal folded it writing up to ``seq``, or None.
+
+        None: not at hand (fold the events). Lets a writer that holds the session's state
+        skip a fold of its own.
+        """
+        return None
+
     @abstractmethod
     def append(
         self,

@@ -14,6 +14,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "journal_bench.py"
 def test_bench_runs_and_prints_every_row() -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH), "--events", "300", "--per-event", "60", "--repeat", "1"]
+        + ["--steps", "20"]
         + ["--memory", "200", "400"],
         capture_output=True,
         text=True,
@@ -28,13 +29,15 @@ def test_bench_runs_and_prints_every_row() -> None:
         "(b+) (b) + our triggers + projection row",
         "(c) Journal.append",
         "(d) Journal.append, 1 event/call",
+        "(r) raw: two bare INSERT+COMMITs",
+        "(s) Recorder model_output + tool_result",
         "(e) raw SELECT + orjson.loads",
         "(f) Journal.events (validated)",
         "(g) fold(Journal.events)",
     ):
         assert row in out, out
     assert "µs/event" in out and "ratio" in out
-    assert "streamed + folded events" in out
+    assert "streamed + folded events" in out and "WAL pages per one-event commit: ours" in out
     assert "memory flat (200 vs 400 events)" in out
 
 
@@ -58,6 +61,22 @@ def test_the_per_event_floor_writes_what_a_one_event_append_writes(tmp_path: Pat
     ours, floor = _tables(tmp_path / "ours.db"), _tables(tmp_path / "floor.db")
     assert len(ours[0]) == 120 and len(ours[1]) > 1
     assert floor == ours
+
+
+def test_quick_ratios_give_the_journal_lines_of_run_all() -> None:
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import journal_bench as bench
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    found = bench.quick_ratios()
+    assert [(r.what, r.clock, r.target) for r in found] == [
+        ("one-event Journal.append", "cpu", "≤ 2×"),
+        ("Journal.append, 1000 events/call", "cpu", "≤ 1.8×"),
+        ("Recorder step (model_output + tool_result)", "cpu", "≤ 3×"),
+        ("WAL pages per one-event commit", "pages", "≤ 1.05×"),
+    ]
+    assert all(r.ratio > 0 and r.met in ("yes", "NO") for r in found)
 
 
 def test_the_user_code_bench_runs_and_prints_every_row() -> None:

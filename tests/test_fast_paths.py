@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import sqlite3
 import sys
 from contextlib import closing
@@ -41,7 +42,7 @@ from journal.canonical import (
     dumps_canonical,
 )
 from journal.errors import ConflictError, InvalidEventError, JournalError
-from journal.events import EventModel
+from journal.events import EventModel, ordered_text
 from journal.fold import apply
 from journal.projection import projection_row
 from journal.records import (
@@ -54,7 +55,7 @@ from journal.records import (
     where,
 )
 
-from .strategies import events, sessions
+from .strategies import events, finite_floats, sessions
 
 
 class _Str(str):
@@ -493,3 +494,27 @@ def test_decode_of_deeply_nested_values_agrees(depth: int) -> None:
     assert body != stored.body
     stored = stored._replace(body=body)
     assert _outcome(decode, stored) == _outcome(_plain_decode, stored)
+
+
+_KEYED = st.recursive(
+    st.none() | st.booleans() | st.integers() | finite_floats | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3) | st.integers(0, 9), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(_KEYED)
+@settings(max_examples=300, deadline=None)
+def test_ordered_text_is_none_exactly_when_the_sorted_text_is_the_same(value: Any) -> None:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+        plain = None if text == json.dumps(value, ensure_ascii=False, sort_keys=True) else text
+    except TypeError:  # keys of mixed types cannot be sorted
+        with pytest.raises(TypeError):
+            ordered_text(value)
+        return
+    assert ordered_text(value) == plain

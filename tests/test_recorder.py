@@ -28,6 +28,10 @@ from journal import (
     UserInput,
     fold,
 )
+from journal.capture import recorder as journal_recorder
+from journal.capture.output import Destination
+from journal.fold import apply
+from journal.formats import Redactor
 from replay import RecordedToolPort, Replayer, replay_loop
 
 from .helpers import run_cli
@@ -252,6 +256,29 @@ def test_each_call_is_exactly_one_append_with_the_expected_seq(journal: Journal)
     record(counting, INPUTS, session_id="s1")  # type: ignore[arg-type]
     events = list(journal.events("s1"))
     assert counting.appends == [(seq, 1) for seq in range(len(events))]
+
+
+@pytest.mark.parametrize("redacted", [False, True], ids=["as-written", "redacted"])
+def test_the_recorder_folds_an_event_only_when_the_journal_did_not(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch, redacted: bool
+) -> None:
+    folds: list[str] = []
+
+    def counted(state: Any, recorded: Any) -> Any:
+        folds.append(recorded.event.type)
+        return apply(state, recorded)
+
+    monkeypatch.setattr(journal_recorder, "apply", counted)
+    redactor = Redactor(patterns={"city": "Oslo"}) if redacted else None
+    recorder = started(Destination(journal, redactor=redactor))  # type: ignore[arg-type]
+    recorder.user_input("Weather in Oslo?")
+    proposed(recorder, "c1")
+    recorder.tool_result("c1", {"city": "Oslo", "temp_f": 41})
+    recorder.final("41 °F in Oslo.")
+    # the journal folded what it wrote; a redacted event is folded again, in the clear
+    assert folds == ([e.event.type for e in journal.events("s1")] if redacted else [])
+    assert recorder.state.last_seq == 4 and "Oslo" in recorder.state.model_dump_json()
+    assert (recorder.state == journal.state("s1")) is not redacted
 
 
 def test_a_concurrent_writer_is_a_conflict_and_nothing_is_lost(journal: Journal) -> None:

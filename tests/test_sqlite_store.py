@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -9,6 +10,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from journal import (
     chain_hash,
     fold,
 )
+from journal._file_watch import MAX_WATCHES, FileWatch
 from journal._sqlite_schema import TRIGGERS
 from journal.events import EventModel
 from journal.sqlite import SQLiteJournal
@@ -176,6 +179,22 @@ def test_a_foreign_connection_cannot_change_or_remove_events(db_path: Path, atta
     assert dump_tables(db_path) == before
     with Journal.open(db_path) as journal:
         assert journal.verify().ok
+
+
+@pytest.mark.parametrize("pos", ["pos", "NULL"], ids=["same-position", "next-position"])
+def test_a_forged_projection_does_not_let_a_foreign_connection_replace_an_event(
+    db_path: Path, pos: str
+) -> None:
+    make_journal(db_path, {"s": sample_session()})
+    with foreign(db_path) as conn:  # the projection claims seq 3 onwards were never written
+        conn.execute("UPDATE sessions SET last_seq = 2, events = 3 WHERE session_id = 's'")
+        before = dump_tables(db_path)
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(
+                f"INSERT OR REPLACE INTO events(pos, {ROW}) SELECT {pos}, session_id, seq, ts, "
+                "type, v, 'forged', hash, summary FROM events WHERE seq = 3"
+            )
+    assert dump_tables(db_path) == before
 
 
 def test_update_delete_and_replace_are_rejected_with_our_message(db_path: Path) -> None:
@@ -427,6 +446,93 @@ def test_events_are_read_lazily_in_pages(journal: Journal) -> None:
     assert (seen, len(selects)) == (list(range(10)), 3)
     assert [e.seq for e in journal.events("s", start=3, stop=9)] == [3, 4, 5, 6, 7, 8]
     assert [e.seq for e in journal.events("s", start=8)] == [8, 9]
+
+
+def test_positions_of_an_erased_session_are_never_given_again(db_path: Path) -> None:
+    with Journal.open(db_path) as writer, Journal.open(db_path) as other:
+        writer.append("low", short_session())
+        writer.append("top", sample_session())
+        given = writer.head_position()
+        other.erase("top", reason="retention")  # the highest positions, from another connection
+        writer.append("low", [UserInput(text="after")])  # on this connection's cached head
+        writer.append("new", short_session())
+        after = [e.position or 0 for e in writer.read_after(given)]
+        assert len(after) == 1 + len(short_session()) and min(after) == given + 1
+        given = writer.head_position()
+        records = [(f"r{row.seq}", row.record()) for row in writer.stored_events("new")]
+        writer.erase("new", reason="again")
+        other.import_records("new", records)  # an import numbers its rows the same way
+        assert min(e.position or 0 for e in other.events("new")) == given + 1
+        given = other.head_position()
+        other.erase("new", reason="once more")
+    with Journal.open(db_path) as reopened:  # the floor is in the file, not in a connection
+        reopened.append("last", short_session())
+        assert min(e.position or 0 for e in reopened.events("last")) == given + 1
+        assert reopened.verify().ok
+
+
+@pytest.mark.parametrize("change", ["deleted", "moved away", "replaced", "chmod"])
+def test_a_journal_file_deleted_or_replaced_while_open_takes_no_more_appends(
+    db_path: Path, change: str
+) -> None:
+    other = db_path.with_name("other.db")
+    make_journal(other, {"o": short_session()})
+    with Journal.open(db_path) as journal:
+        journal.append("s", short_session())
+        journal.append("s", [UserInput(text="before")])  # many commits: none noticed a thing
+        if change == "deleted":
+            db_path.unlink()
+        elif change == "moved away":
+            db_path.rename(db_path.with_name("moved.db"))
+        elif change == "replaced":
+            other.rename(db_path)
+        else:
+            db_path.chmod(0o600)  # the file is still the journal's: appends go on
+        if change == "chmod":
+            journal.append("s", [UserInput(text="after")])
+            assert texts_of(journal, "s")[-1] == "after"
+        else:
+            with pytest.raises(StoreError, match="deleted or replaced while open"):
+                journal.append("s", [UserInput(text="after")])
+            with pytest.raises(StoreError, match="deleted or replaced while open"):
+                journal.append("s", [UserInput(text="again")])  # and none after it either
+
+
+def test_journals_beyond_the_watches_a_process_holds_check_their_file_by_path(
+    tmp_path: Path,
+) -> None:
+    paths = [tmp_path / f"j{index}.db" for index in range(MAX_WATCHES + 2)]
+    journals = [Journal.open(path) for path in paths]
+    try:
+        for journal in journals:
+            journal.append("s", short_session())
+        for path in paths:
+            path.unlink()
+        for journal in journals:  # watched or not, each refuses to write into a deleted file
+            with pytest.raises(StoreError, match="deleted or replaced while open"):
+                journal.append("s", [UserInput(text="after")])
+    finally:
+        for journal in journals:
+            journal.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux's")
+def test_a_process_holds_a_few_file_watches_and_gives_them_back(tmp_path: Path) -> None:
+    path = tmp_path / "watched"
+    path.touch()
+    gc.collect()  # journals other tests left to the collector give their watches back
+    watches: list[FileWatch] = []
+    while (watch := FileWatch(str(path))).quiet():  # until one too many: "check the path"
+        watches.append(watch)
+        assert len(watches) <= MAX_WATCHES
+    assert watches
+    watches.pop().close()
+    again = FileWatch(str(path))
+    assert again.quiet()
+    path.chmod(0o600)  # anything that happens to the file: check it, from now on
+    assert not again.quiet() and not again.quiet()
+    for watch in [*watches, again]:
+        watch.close()
 
 
 def test_a_reader_follows_appends_across_sessions_without_gaps_or_repeats(db_path: Path) -> None:

@@ -10,7 +10,13 @@ import pytest
 
 from journal import Journal, SessionConflictError, SessionStarted, UserInput
 from journal._postgres_schema import SCHEMA_VERSION as POSTGRES_VERSION
-from journal._sqlite_schema import ERASE_TABLES, TRIGGERS
+from journal._sqlite_schema import (
+    ENDED_BADLY_INDEX,
+    ERASE_TABLES,
+    EVENTS_TABLE,
+    POSITION_FLOOR,
+    TRIGGERS,
+)
 from journal._sqlite_schema import SCHEMA_VERSION as SQLITE_VERSION
 from journal.formats.jsonl import export_session
 from journal.formats.transfer import copy_session
@@ -156,8 +162,72 @@ def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: P
         assert journal.require("ok-2").agent == "a:new"
 
 
+ON_EVENTS = ("events_no_update", "events_no_delete", "events_no_overwrite", "erase_requires_audit")
+
+
+def _downgrade_to_v4(path: Path) -> None:
+    """Turn a current file into exactly what version 4 created: positions by AUTOINCREMENT
+    (the highest ever given in ``sqlite_sequence``), an index on the sessions' status."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    (floor,) = conn.execute(f"SELECT value FROM meta WHERE key = '{POSITION_FLOOR}'").fetchone()
+    for name in ON_EVENTS:
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("ALTER TABLE events RENAME TO events_v5")
+    conn.execute(EVENTS_TABLE.replace("PRIMARY KEY", "PRIMARY KEY AUTOINCREMENT", 1))
+    conn.execute("INSERT INTO events SELECT * FROM events_v5 ORDER BY pos")
+    conn.execute("DROP TABLE events_v5")
+    conn.execute(
+        "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'events'", (int(floor),)
+    )
+    for name in ON_EVENTS:
+        conn.execute(TRIGGERS[name])
+    conn.execute("DROP INDEX sessions_ended_badly")
+    conn.execute("CREATE INDEX sessions_status ON sessions(status, started)")
+    conn.execute(f"DELETE FROM meta WHERE key = '{POSITION_FLOOR}'")
+    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_a_version_4_file_is_upgraded_and_never_gives_an_erased_position_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v4.db"
+    _fill(path)
+    with Journal.open(path) as journal:
+        top = max(event.position or 0 for event in journal.events("ok-2"))  # the last written
+        journal.erase("ok-2", reason="retention")
+    before = _exports(path)
+    _downgrade_to_v4(path)
+    conn = sqlite3.connect(path)
+    assert (
+        "AUTOINCREMENT"
+        in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+    )
+    assert conn.execute("SELECT max(pos) FROM events").fetchone()[0] < top
+    conn.close()
+    with Journal.open(path, create=False) as journal:
+        assert journal.schema_setup.model_dump() == {
+            "action": "upgraded",
+            "version": SQLITE_VERSION,
+            "from_version": 4,
+        }
+        assert journal.verify().ok
+        journal.append("after", short_session())
+        assert min(event.position or 0 for event in journal.events("after")) == top + 1
+    conn = sqlite3.connect(path)
+    schema = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+    conn.close()
+    assert "AUTOINCREMENT" not in schema["events"] and "sessions_status" not in schema
+    assert schema["sessions_ended_badly"] == ENDED_BADLY_INDEX
+    with Journal.open(path, create=False) as journal:
+        assert [s.session_id for s in journal.sessions(status="failed")] == ["failed-1"]
+    assert {name: schema[name] for name in TRIGGERS} == TRIGGERS
+    assert {k: v for k, v in _exports(path).items() if k != "after"} == before
+
+
 def _downgrade_to_v1(path: Path) -> None:
     """Turn a fresh current file into exactly what version 1 created."""
+    _downgrade_to_v4(path)
     conn = sqlite3.connect(path, isolation_level=None)
     for column in ("repairs", "committed", "model_calls", "latency_ms"):
         conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")

@@ -261,19 +261,24 @@ class SessionOutput:
         self._waiting: list[Written] | None = [] if destination.sampling is not None else None
         self._spooled = False
 
-    def write(self, seq: int, when: datetime, event: AgentEvent) -> None:
-        """Write one event (redacted first), or keep it waiting for the session's end."""
+    def write(self, seq: int, when: datetime, event: AgentEvent) -> SessionState | None:
+        """Write one event (redacted first), or keep it waiting for the session's end.
+
+        Returns the session's state after it when the journal folded ``event`` itself (not
+        redacted, not waiting, not spooled), so the caller need not fold it again; else None.
+        """
         redactor = self.destination.redactor
         if redactor is not None:
             event = _redacted(redactor, self.session_id, event)
         if self._waiting is None:
-            self._out([(seq, when, event)])
-            return
+            state = self._out([(seq, when, event)])
+            return None if redactor is not None else state
         self._waiting.append((seq, when, event))
         sampling = self.destination.sampling
         assert sampling is not None
         if isinstance(event, AgentHalted) or len(self._waiting) >= sampling.buffer_events:
             self._release()
+        return None
 
     def close(self, state: SessionState) -> None:
         """The session ended in ``state``: write its waiting events if sampling keeps it."""
@@ -291,16 +296,20 @@ class SessionOutput:
         if waiting:
             self._out(waiting)
 
-    def _out(self, items: Sequence[Written]) -> None:
+    def _out(self, items: Sequence[Written]) -> SessionState | None:
+        """Write ``items`` to the journal, or to the spool.
+
+        Returns the journal's state after a single item, when it has it at hand
+        (`Journal._state_after`).
+        """
         destination = self.destination
         if self.spooling:
             self._spool(items)
-            return
+            return None
         journal = destination.usable()
         if journal is not None:
             try:
-                _to_journal(journal, self.session_id, items)
-                return
+                return _to_journal(journal, self.session_id, items)
             except UNAVAILABLE as error:
                 if not destination.fail_open:
                     raise
@@ -321,6 +330,7 @@ class SessionOutput:
                 spool.counts.sessions,
                 spool.counts.events,
             )
+        return None
 
     def _spool(self, items: Sequence[Written]) -> None:
         spool = self.destination.spool
@@ -341,17 +351,22 @@ class SessionOutput:
             )
 
 
-def _to_journal(journal: Journal, session_id: str, items: Sequence[Written]) -> None:
-    """One append for one event; a waiting session (from seq 0) whole, in one transaction."""
+def _to_journal(journal: Journal, session_id: str, items: Sequence[Written]) -> SessionState | None:
+    """One append for one event; a waiting session (from seq 0) whole, in one transaction.
+
+    Returns the journal's state after the one event, when at hand.
+    """
     if len(items) == 1:
         seq, when, event = items[0]
-        journal.append(session_id, [event], expected_seq=seq, ts=when)
-        return
+        return journal._state_after(
+            session_id, journal.append(session_id, [event], expected_seq=seq, ts=when)
+        )
     records = [
         (f"{session_id}:{seq}", orjson.loads(spool_line(session_id, seq, when, event)))
         for seq, when, event in items
     ]
     journal.import_records(session_id, records)
+    return None
 
 
 def _redacted(redactor: Redactor, session_id: str, event: AgentEvent) -> AgentEvent:

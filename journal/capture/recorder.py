@@ -33,7 +33,8 @@ What it guarantees:
   one-line message, then re-raised; a session that ended already is left alone.
 
 The state after each call is the fold of what was written (`journal.apply`, one event at
-a time), so the recorder and every reader of the journal agree.
+a time), so the recorder and every reader of the journal agree: the journal's own when it
+folded the event as written (one fold, not two), else the recorder's.
 """
 
 from __future__ import annotations
@@ -356,9 +357,13 @@ class Recorder:
     def _write(self, event: AgentEvent) -> None:
         seq = self.next_seq
         when = self.clock(seq) if self.clock is not None else self.destination.now()
-        self._output.write(seq, when, event)
-        recorded = RecordedEvent(self.session_id, seq, format_ts(when), event.VERSION, "", event)
-        self._state = apply(self._state, recorded)
+        state = self._output.write(seq, when, event)
+        if state is None:  # redacted, held back or spooled: the journal did not fold it
+            stamp = format_ts(when)
+            state = apply(
+                self._state, RecordedEvent(self.session_id, seq, stamp, event.VERSION, "", event)
+            )
+        self._state = state
 
     def _refuse(self, what: str, why: str) -> RecordingOrderError:
         return RecordingOrderError(f"session {self.session_id}: cannot record {what}: {why}")
