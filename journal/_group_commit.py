@@ -71,7 +71,7 @@ def append_pool() -> ThreadPoolExecutor:
 class _Write(Generic[T]):
     """One caller's write waiting in the queue, and what became of it."""
 
-    __slots__ = ("committed", "done", "error", "result", "write")
+    __slots__ = ("committed", "done", "error", "result", "wake", "write")
 
     def __init__(self, write: Callable[[SqlTx], T], committed: Callable[[T], None]) -> None:
         self.write = write
@@ -79,6 +79,9 @@ class _Write(Generic[T]):
         self.result: T | None = None
         self.error: BaseException | None = None
         self.done = False
+        self.wake = threading.Lock()
+        """Held until its caller is woken: its write is done, or it is the next leader."""
+        self.wake.acquire()
 
 
 class GroupCommit:
@@ -99,14 +102,16 @@ class GroupCommit:
         self._transaction = transaction
         self._failed = failed
         self._target = target
-        self._changed = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
         self._queue: list[_Write[Any]] = []
         self._leading = False
+        """True from the moment a caller takes the lead until the last leader finds the
+        queue empty (the lead passes from one caller to the next without a gap)."""
 
     @property
     def waiting(self) -> int:
         """How many writes are queued for the next commit (not the one in progress)."""
-        with self._changed:
+        with self._mutex:
             return len(self._queue)
 
     def run(self, write: Callable[[SqlTx], T], committed: Callable[[T], None]) -> T:
@@ -116,14 +121,12 @@ class GroupCommit:
         done (not when it failed). What ``write`` raises is raised here, translated.
         """
         entry = _Write(write, committed)
-        with self._changed:
+        with self._mutex:
             self._queue.append(entry)
-            while self._leading and not entry.done:
-                self._changed.wait()
-            lead = not entry.done
-            if lead:
-                self._leading = True
-        if lead:
+            follow, self._leading = self._leading, True
+        if follow:
+            entry.wake.acquire()  # done, or handed the lead
+        if not entry.done:
             self._lead()
         if entry.error is not None:
             raise entry.error
@@ -131,16 +134,20 @@ class GroupCommit:
 
     def _lead(self) -> None:
         """Take the queue, commit it as one batch, wake its callers and hand the lead on."""
-        with self._changed:
+        with self._mutex:
             batch, self._queue = self._queue, []
         try:
             self._commit(batch)
         finally:
-            with self._changed:
+            with self._mutex:
                 for entry in batch:
                     entry.done = True
-                self._leading = False
-                self._changed.notify_all()
+                after = self._queue[0] if self._queue else None
+                self._leading = after is not None
+            for entry in batch:
+                entry.wake.release()
+            if after is not None:
+                after.wake.release()  # the first caller queued behind this commit leads next
 
     def _commit(self, batch: list[_Write[Any]]) -> None:
         try:
