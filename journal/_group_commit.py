@@ -71,7 +71,7 @@ def append_pool() -> ThreadPoolExecutor:
 class _Write(Generic[T]):
     """One caller's write waiting in the queue, and what became of it."""
 
-    __slots__ = ("committed", "done", "error", "result", "wake", "write")
+    __slots__ = ("committed", "done", "error", "handed", "result", "wake", "write")
 
     def __init__(self, write: Callable[[SqlTx], T], committed: Callable[[T], None]) -> None:
         self.write = write
@@ -79,9 +79,11 @@ class _Write(Generic[T]):
         self.result: T | None = None
         self.error: BaseException | None = None
         self.done = False
-        self.wake = threading.Lock()
-        """Held until its caller is woken: its write is done, or it is the next leader."""
-        self.wake.acquire()
+        self.handed = False
+        """Handed the lead by the commit before (its caller leads the next one)."""
+        self.wake: threading.Lock | None = None
+        """Only for a caller that waits: held until it is woken (its write is done, or it
+        is the next leader)."""
 
 
 class GroupCommit:
@@ -123,9 +125,16 @@ class GroupCommit:
         entry = _Write(write, committed)
         with self._mutex:
             self._queue.append(entry)
-            follow, self._leading = self._leading, True
-        if follow:
-            entry.wake.acquire()  # done, or handed the lead
+            if self._leading:
+                entry.wake = threading.Lock()
+                entry.wake.acquire()
+            self._leading = True
+        if entry.wake is not None:
+            try:
+                entry.wake.acquire()  # done, or handed the lead
+            except BaseException:
+                self._withdraw(entry)
+                raise
         if not entry.done:
             self._lead()
         if entry.error is not None:
@@ -142,12 +151,36 @@ class GroupCommit:
             with self._mutex:
                 for entry in batch:
                     entry.done = True
-                after = self._queue[0] if self._queue else None
-                self._leading = after is not None
+                after = self._hand_on()
             for entry in batch:
-                entry.wake.release()
+                if entry.wake is not None:
+                    entry.wake.release()
             if after is not None:
-                after.wake.release()  # the first caller queued behind this commit leads next
+                after.release()  # the first caller queued behind this commit leads next
+
+    def _hand_on(self) -> threading.Lock | None:
+        """Hand the lead to the first caller queued: its lock to release once out of the
+        mutex (None: the queue is empty, no one leads)."""
+        if not self._queue:
+            self._leading = False
+            return None
+        after = self._queue[0]
+        after.handed = True
+        return after.wake  # queued while a commit was in progress: it waits
+
+    def _withdraw(self, entry: _Write[Any]) -> None:
+        """A waiting caller was interrupted (Ctrl-C): take its write out of the queue, and
+        hand the lead on if it was just handed to it, so no one waits for it.
+
+        A write already taken into a batch stays there: it may still be committed.
+        """
+        with self._mutex:
+            if entry.done or entry not in self._queue:
+                return
+            self._queue.remove(entry)
+            after = self._hand_on() if entry.handed else None
+        if after is not None:
+            after.release()
 
     def _commit(self, batch: list[_Write[Any]]) -> None:
         try:
