@@ -71,7 +71,7 @@ def append_pool() -> ThreadPoolExecutor:
 class _Write(Generic[T]):
     """One caller's write waiting in the queue, and what became of it."""
 
-    __slots__ = ("committed", "done", "error", "handed", "result", "wake", "write")
+    __slots__ = ("committed", "done", "error", "leads", "result", "wake", "write")
 
     def __init__(self, write: Callable[[SqlTx], T], committed: Callable[[T], None]) -> None:
         self.write = write
@@ -79,8 +79,9 @@ class _Write(Generic[T]):
         self.result: T | None = None
         self.error: BaseException | None = None
         self.done = False
-        self.handed = False
-        """Handed the lead by the commit before (its caller leads the next one)."""
+        self.leads = False
+        """Its caller leads the next commit (it found none in progress, or the one before
+        handed it the lead)."""
         self.wake: threading.Lock | None = None
         """Only for a caller that waits: held until it is woken (its write is done, or it
         is the next leader)."""
@@ -123,18 +124,19 @@ class GroupCommit:
         done (not when it failed). What ``write`` raises is raised here, translated.
         """
         entry = _Write(write, committed)
-        with self._mutex:
-            self._queue.append(entry)
-            if self._leading:
-                entry.wake = threading.Lock()
-                entry.wake.acquire()
-            self._leading = True
-        if entry.wake is not None:
-            try:
+        try:
+            with self._mutex:
+                self._queue.append(entry)
+                if self._leading:
+                    entry.wake = threading.Lock()
+                    entry.wake.acquire()
+                else:
+                    entry.leads = self._leading = True
+            if entry.wake is not None:
                 entry.wake.acquire()  # done, or handed the lead
-            except BaseException:
-                self._withdraw(entry)
-                raise
+        except BaseException:  # an interrupt (Ctrl-C) before its write was taken
+            self._withdraw(entry)
+            raise
         if not entry.done:
             self._lead()
         if entry.error is not None:
@@ -165,20 +167,19 @@ class GroupCommit:
             self._leading = False
             return None
         after = self._queue[0]
-        after.handed = True
+        after.leads = True
         return after.wake  # queued while a commit was in progress: it waits
 
     def _withdraw(self, entry: _Write[Any]) -> None:
-        """A waiting caller was interrupted (Ctrl-C): take its write out of the queue, and
-        hand the lead on if it was just handed to it, so no one waits for it.
-
-        A write already taken into a batch stays there: it may still be committed.
+        """A caller was interrupted before its write was taken (Ctrl-C while it waited):
+        take its write out of the queue and, if the lead was its own, hand it on, so no
+        one waits for it. A write already taken into a batch stays: it may be committed.
         """
         with self._mutex:
             if entry.done or entry not in self._queue:
                 return
             self._queue.remove(entry)
-            after = self._hand_on() if entry.handed else None
+            after = self._hand_on() if entry.leads else None
         if after is not None:
             after.release()
 

@@ -8,7 +8,9 @@ scheduler: the leader commits alone, the queue commits next, as one.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -257,6 +259,31 @@ def test_async_appends_share_commits(tmp_path: Path) -> None:
         assert (first, seqs) == (0, [0] * 7)
         assert _commits(statements) == 2
         assert len(journal.sessions()) == 8 and journal.verify().ok
+
+
+def test_a_waiting_append_interrupted_is_withdrawn_and_the_rest_go_on(tmp_path: Path) -> None:
+    """Ctrl-C in a caller waiting for a commit: its append is not written, nobody hangs."""
+    with Journal.open(tmp_path / "j.db") as journal:
+        held = Held(journal)
+        with _calls([lambda: journal.append("leader", [START])]) as leader:
+            assert held.entered.wait(WAIT)
+            statements = _statements(journal)
+
+            def behind() -> int:
+                _queued(journal, 1)  # the main thread's append waits first
+                return journal.append("behind", [START])
+
+            def interrupt() -> None:
+                _queued(journal, 2)
+                os.kill(os.getpid(), signal.SIGINT)
+
+            with _calls([behind, interrupt]) as outcomes:
+                with pytest.raises(KeyboardInterrupt):
+                    journal.append("interrupted", [START])
+                held.release()
+        assert (leader, outcomes) == ([0], [0, None])
+        assert _commits(statements) == 2  # the leader's, then the one queued behind
+        assert [s.session_id for s in journal.sessions()] == ["behind", "leader"]
 
 
 def test_threads_appending_to_one_session_take_dense_seqs(tmp_path: Path) -> None:
