@@ -11,6 +11,8 @@ import asyncio
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +39,7 @@ from .drill_helpers import Figures, integrity_ok, missing, zygote
 from .helpers import foreign
 
 START = SessionStarted(agent="tests.group:none")
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "group_commit_bench.py"
 WAIT = 30.0
 """Seconds a test waits for a thread before it fails (never reached when all is well)."""
 
@@ -318,6 +321,21 @@ def test_threads_appending_to_one_session_take_dense_seqs(tmp_path: Path) -> Non
         texts = [_text(e.event) for e in journal.events("s", start=1)]
         assert sorted(texts) == sorted(f"{w}/{n}" for w in range(6) for n in range(40))
         assert journal.verify().ok
+
+
+def test_the_bench_runs_and_prints_every_case() -> None:
+    """The smallest run of bench/group_commit_bench.py (no timing is asserted)."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--sessions", "2", "--appends", "4", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode in (0, 1) and not done.stderr, done.stderr  # 1: a target missed
+    for case in "abcdef":
+        assert done.stdout.count(f"| ({case}) ") == 2, done.stdout  # normal and full
+    assert "durability=normal" in done.stdout and "durability=full" in done.stdout
 
 
 # -- the crash drill -----------------------------------------------------------------------
