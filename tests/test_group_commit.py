@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -35,7 +34,6 @@ from journal import (
 )
 from journal.sqlite import SQLiteJournal
 
-from .drill_helpers import Figures, integrity_ok, missing, zygote
 from .helpers import foreign
 
 START = SessionStarted(agent="tests.group:none")
@@ -336,48 +334,3 @@ def test_the_bench_runs_and_prints_every_case() -> None:
     for case in "abcdef":
         assert done.stdout.count(f"| ({case}) ") == 2, done.stdout  # normal and full
     assert "durability=normal" in done.stdout and "durability=full" in done.stdout
-
-
-# -- the crash drill -----------------------------------------------------------------------
-
-
-def _grouped_drill(tmp_path: Path, kills: int, seed: int) -> Figures:
-    """SIGKILL a process appending to 8 sessions from 8 threads (reports after each
-    return), then check nothing acknowledged is lost and the journal verifies."""
-    figures = Figures()
-    log = tmp_path / "child.log"
-    rng = random.Random(seed)
-    db = tmp_path / "grouped.db"
-    with zygote() as server:
-        for round_ in range(kills):
-            prefix = f"r{round_}"
-            run = server.kill_after(
-                ["grouped", db, prefix, 8, log],
-                log,
-                reports=rng.randint(1, 400),
-                delay=rng.random() * 0.02,
-            )
-            assert run.killed, run.output()
-            figures.kills += 1
-            assert integrity_ok(db)
-            with Journal.open(db) as journal:
-                report = journal.verify()
-                assert report.ok, report.problems
-                figures.confirmed += len(run.reports)
-                figures.lost += missing(journal, run.reports)
-                figures.sessions = len(journal.sessions())
-                figures.events = report.events
-    print(figures.line("group commit"))
-    return figures
-
-
-@pytest.mark.parametrize(
-    "kills",
-    [pytest.param(6, id="bounded"), pytest.param(60, id="full", marks=pytest.mark.slow)],
-)
-def test_a_process_killed_under_group_commit_loses_no_acknowledged_append(
-    tmp_path: Path, kills: int
-) -> None:
-    figures = _grouped_drill(tmp_path, kills, seed=kills)
-    assert figures.kills == kills and figures.lost == 0
-    assert figures.confirmed >= kills
