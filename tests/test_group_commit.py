@@ -262,6 +262,32 @@ def test_async_appends_share_commits(tmp_path: Path) -> None:
         assert len(journal.sessions()) == 8 and journal.verify().ok
 
 
+def test_append_async_on_either_store(any_journal: Journal) -> None:
+    """Coroutines appending at once: each gets its own seqs, a conflict fails its caller."""
+
+    async def session(sid: str) -> list[int]:
+        seqs = [await any_journal.append_async(sid, [START])]
+        for n in range(10):
+            seqs.append(await any_journal.append_async(sid, [UserInput(text=f"{sid}/{n}")]))
+        return seqs
+
+    async def main() -> tuple[list[list[int]], list[int | BaseException]]:
+        seqs = await asyncio.gather(*(session(f"s{n}") for n in range(8)))
+        racing = [
+            any_journal.append_async("s0", [AgentCompleted(answer=str(n))], expected_seq=11)
+            for n in range(2)
+        ]
+        return list(seqs), list(await asyncio.gather(*racing, return_exceptions=True))
+
+    seqs, raced = asyncio.run(asyncio.wait_for(main(), WAIT))
+    assert seqs == [list(range(11))] * 8
+    assert 11 in raced and sum(isinstance(found, ConflictError) for found in raced) == 1
+    for n in range(8):
+        texts = [_text(e.event) for e in any_journal.events(f"s{n}", start=1, stop=11)]
+        assert texts == [f"s{n}/{k}" for k in range(10)]
+    assert any_journal.last_seq("s0") == 11 and any_journal.verify().ok
+
+
 def test_a_waiting_append_interrupted_is_withdrawn_and_the_rest_go_on(tmp_path: Path) -> None:
     """Ctrl-C in a caller waiting for a commit: its append is not written, nobody hangs."""
     with Journal.open(tmp_path / "j.db") as journal:
