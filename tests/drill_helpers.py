@@ -22,6 +22,22 @@ from .helpers import foreign, worker
 
 KILLED = -signal.SIGKILL
 
+DRILL_SIZE_VARIABLE = "AGENT_JOURNAL_DRILLS"
+"""``full`` runs the slow drills at the counts docs/drills.md reports; unset, at CI's."""
+
+
+def drill_size(ci: int, full: int) -> int:
+    """How many kills, inputs or runs a slow drill takes.
+
+    ``ci`` by default (what `.ci/run` runs with ``-m slow``, sized so that CI stays within
+    its 15 minutes on 2 cores), ``full`` with ``AGENT_JOURNAL_DRILLS=full`` (the counts of
+    docs/drills.md). Any other value of the variable is an error, not a silent default.
+    """
+    chosen = os.environ.get(DRILL_SIZE_VARIABLE, "ci")
+    if chosen not in ("ci", "full"):
+        raise ValueError(f"{DRILL_SIZE_VARIABLE}={chosen!r}: expected 'ci' or 'full'")
+    return full if chosen == "full" else ci
+
 
 @dataclass
 class Run:

@@ -28,12 +28,19 @@ from .drill_helpers import (
     Figures,
     Run,
     check_prefix,
+    drill_size,
     integrity_ok,
     missing,
     zygote,
 )
 from .helpers import run_cli
 from .openai_helpers import assistant, call, tool, user, write_json
+
+KILLS = [
+    pytest.param(20, id="bounded"),
+    pytest.param(drill_size(60, 200), id="full", marks=pytest.mark.slow),
+]
+"""Kills of a CLI command: in the default run, and in the slow one."""
 
 
 def _journal_checks(db: Path) -> Journal:
@@ -85,7 +92,7 @@ def _loop_drill(tmp_path: Path, seeds: range, kills: int) -> Figures:
     ("seeds", "kills"),
     [
         pytest.param(range(2), 15, id="bounded"),
-        pytest.param(range(10, 20), 30, id="full", marks=pytest.mark.slow),
+        pytest.param(range(10, 10 + drill_size(3, 10)), 30, id="full", marks=pytest.mark.slow),
     ],
 )
 def test_a_loop_killed_anywhere_leaves_valid_replayable_prefixes(
@@ -211,9 +218,7 @@ def _check_import(files: dict[str, Any], figures: Figures) -> Callable[[Path, Ru
     return check
 
 
-@pytest.mark.parametrize(
-    "kills", [pytest.param(20, id="bounded"), pytest.param(200, id="full", marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("kills", KILLS)
 def test_a_killed_import_leaves_each_file_whole_or_absent(
     tmp_path: Path, import_files: dict[str, Any], kills: int
 ) -> None:
@@ -260,9 +265,7 @@ def _check_replays(
     return check
 
 
-@pytest.mark.parametrize(
-    "kills", [pytest.param(20, id="bounded"), pytest.param(200, id="full", marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("kills", KILLS)
 def test_a_killed_replay_save_leaves_a_replayable_prefix(
     tmp_path: Path, recorded: tuple[Path, list[str]], kills: int
 ) -> None:

@@ -32,6 +32,7 @@ from journal import Journal, export_session, import_file
 from journal.canonical import dumps_canonical
 
 from .drill_agent import drill_journal
+from .drill_helpers import drill_size
 from .helpers import REPO, drop_triggers, foreign, one_error_line, run_cli, snapshot
 from .openai_helpers import assistant, call, tool, user
 from .tui_helpers import drive, open_app, press, screen_text
@@ -191,7 +192,7 @@ def _check_files(corpus: dict[str, Any], data: bytes) -> None:
 FUZZ = settings(
     max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
-MANY = settings(FUZZ, max_examples=1500)
+MANY = settings(FUZZ, max_examples=drill_size(300, 1500))
 
 
 def _fuzz(check: Callable[[dict[str, Any], bytes], None], source: str, many: bool) -> Any:
@@ -491,8 +492,9 @@ def test_a_50_mb_payload_is_refused_naming_its_line_or_imported_whole_without_a_
 @pytest.mark.parametrize("target", ["jsonl", "openai", "files", "sqlite"])
 def test_atheris_finds_no_input_that_gets_through_badly(target: str) -> None:
     pytest.importorskip("atheris")
+    runs = drill_size(1000, 5000)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.fuzz_atheris", target, "-atheris_runs=5000"],
+        [sys.executable, "-m", "tests.fuzz_atheris", target, f"-atheris_runs={runs}"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -500,4 +502,4 @@ def test_atheris_finds_no_input_that_gets_through_badly(target: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Done 5000 in" in done.stderr, done.stderr[-500:]
+    assert f"Done {runs} in" in done.stderr, done.stderr[-500:]

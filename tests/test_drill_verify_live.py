@@ -14,6 +14,7 @@ import pytest
 
 from journal import Journal, JournalBusyError, SessionStarted, UserInput
 
+from .drill_helpers import drill_size
 from .stores import StoreUnderTest
 
 
@@ -70,7 +71,9 @@ def test_verify_while_others_append_finds_nothing(any_store: StoreUnderTest) -> 
 
 @pytest.mark.slow
 def test_drill_verify_under_an_eight_writer_load(any_store: StoreUnderTest) -> None:
-    runs, appends, findings = verify_under_load(any_store, writers=8, runs=100, min_appends=4000)
+    runs, appends, findings = verify_under_load(
+        any_store, writers=8, runs=drill_size(30, 100), min_appends=drill_size(1200, 4000)
+    )
     print(
         f"\n{any_store.kind}: verify runs {runs}, appends {appends}, false findings {len(findings)}"
     )

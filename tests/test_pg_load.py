@@ -41,6 +41,7 @@ from journal import Journal, SessionStarted, UserInput
 from journal.canonical import GENESIS_HASH, chain_hash
 from journal.records import StoredEvent
 
+from .drill_helpers import drill_size
 from .helpers import REPO
 from .stores import PgSchema
 
@@ -253,7 +254,7 @@ def test_eight_writer_processes_one_killed_and_a_following_reader(pg_schema: PgS
 def test_eight_writer_processes_one_killed_and_a_following_reader_at_scale(
     pg_schema: PgSchema,
 ) -> None:
-    drill(pg_schema, sessions=25, rounds=60, hold_at=10)
+    drill(pg_schema, sessions=drill_size(10, 25), rounds=drill_size(30, 60), hold_at=10)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The README's test command is what CI runs: the line in README.md and in .ci/run match.
 
+CI then runs the slow drills, at the sizes `tests.drill_helpers.drill_size` gives it.
+
 The command is the one line of each file that starts with ``python3 -m venv .venv`` and
 runs pytest: it sets up the environment and runs the tests, lint and type checks in one go.
 """
@@ -8,6 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from .drill_helpers import DRILL_SIZE_VARIABLE, drill_size
 from .helpers import REPO
 
 START = "python3 -m venv .venv"
@@ -29,3 +34,22 @@ def test_the_test_command_installs_the_dev_extra_and_runs_all_checks_in_parallel
     command = command_in(REPO / "README.md")
     for part in ("'.[dev]'", "pytest", "-n auto", "-m 'not slow'", "ruff check", "mypy"):
         assert part in command, f"the README's test command lacks {part}"
+
+
+def test_ci_also_runs_the_slow_drills_after_the_readme_command() -> None:
+    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    readme_at = lines.index(command_in(REPO / ".ci" / "run"))
+    slow = [i for i, line in enumerate(lines) if "/pytest " in line and "-m slow" in line]
+    assert slow and slow[0] > readme_at
+
+
+def test_the_drills_run_at_ci_sizes_unless_asked_for_the_full_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(DRILL_SIZE_VARIABLE, raising=False)
+    assert drill_size(3, 10) == 3
+    monkeypatch.setenv(DRILL_SIZE_VARIABLE, "full")
+    assert drill_size(3, 10) == 10
+    monkeypatch.setenv(DRILL_SIZE_VARIABLE, "huge")
+    with pytest.raises(ValueError, match="AGENT_JOURNAL_DRILLS='huge': expected 'ci' or 'full'"):
+        drill_size(3, 10)

@@ -38,6 +38,7 @@ from journal._sqlite_schema import TRIGGERS
 from journal.events import EventModel
 from journal.sqlite import SQLiteJournal
 
+from .drill_helpers import drill_size
 from .helpers import (
     TickingClock,
     drop_triggers,
@@ -518,7 +519,7 @@ def test_a_writer_killed_mid_stream_loses_nothing_it_reported(db_path: Path) -> 
 
 @pytest.mark.slow
 def test_a_writer_killed_mid_stream_many_times(db_path: Path) -> None:
-    _kill_mid_stream(db_path, rounds=200, seed=2)
+    _kill_mid_stream(db_path, rounds=drill_size(60, 200), seed=2)
 
 
 # -- locks, durability, what is not a journal --------------------------------------------
