@@ -3,7 +3,8 @@
 The threads share one `Journal`, so their appends share commits; each reports ``SESSION
 SEQ`` on a pipe once its append returned (`tests.drill_grouped`). After every kill: SQLite's
 integrity check and `verify` pass, and every reported append is there. The default run does
-a bounded number of kills; the full count runs with ``pytest -m slow tests/test_drill_*.py``.
+a bounded number of kills; the slow run more (``AGENT_JOURNAL_DRILLS=full``: the count of
+docs/drills.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from journal import Journal
 
-from .drill_helpers import Figures, integrity_ok, missing, zygote
+from .drill_helpers import Figures, drill_size, integrity_ok, missing, zygote
 
 
 def _grouped_drill(tmp_path: Path, kills: int, seed: int) -> Figures:
@@ -50,7 +51,10 @@ def _grouped_drill(tmp_path: Path, kills: int, seed: int) -> Figures:
 
 @pytest.mark.parametrize(
     "kills",
-    [pytest.param(6, id="bounded"), pytest.param(60, id="full", marks=pytest.mark.slow)],
+    [
+        pytest.param(6, id="bounded"),
+        pytest.param(drill_size(30, 60), id="full", marks=pytest.mark.slow),
+    ],
 )
 def test_a_process_killed_under_group_commit_loses_no_acknowledged_append(
     tmp_path: Path, kills: int
