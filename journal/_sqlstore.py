@@ -604,7 +604,8 @@ class SQLJournal(Journal):
         on_cached_head: Callable[[SessionHead], AppendPlan] | None = None,
         count: int | None = None,
     ) -> AppendPlan | None:
-        """Lock the session, plan against its head and write the plan, in one transaction.
+        """Lock the session, plan against its head and write the plan, in one transaction
+        (`_write_committed`: on SQLite one shared with concurrent appends).
 
         With ``on_cached_head``, the plan is first made before the transaction against this
         connection's cached head and written by `_write_on_head` (no read of the head: one
@@ -615,7 +616,8 @@ class SQLJournal(Journal):
         otherwise they are reserved once the plan is made.
         """
         cached, guess = self._guess(session_id, on_cached_head)
-        with self._transaction() as tx:
+
+        def write(tx: SqlTx) -> AppendPlan | None:
             if count is None:
                 self._lock_session(tx, session_id)
             else:
@@ -625,17 +627,35 @@ class SQLJournal(Journal):
                 and cached is not None
                 and self._write_on_head(tx, session_id, guess, cached)
             ):
-                plan = guess
-            else:
-                head, indexed = self._locate(tx, session_id)
-                found = make_plan(tx, head)
-                if found is None:
-                    return None
-                plan = found
-                if count is None:
-                    self._reserve_positions(tx, len(plan.rows))
-                self._write(tx, session_id, plan, indexed)
-        self._remember(session_id, plan)
+                return guess
+            head, indexed = self._locate(tx, session_id)
+            plan = make_plan(tx, head)
+            if plan is None:
+                return None
+            if count is None:
+                self._reserve_positions(tx, len(plan.rows))
+            self._write(tx, session_id, plan, indexed)
+            return plan
+
+        def committed(plan: AppendPlan | None) -> None:
+            if plan is not None:
+                self._remember(session_id, plan)
+
+        return self._write_committed(write, committed)
+
+    def _write_committed(
+        self,
+        write: Callable[[SqlTx], AppendPlan | None],
+        committed: Callable[[AppendPlan | None], None],
+    ) -> AppendPlan | None:
+        """Run ``write`` in a write transaction; once it is committed, ``committed``.
+
+        Returns what ``write`` returned. SQLite shares the transaction and its commit with
+        concurrent callers (`journal._group_commit`); here each call has its own.
+        """
+        with self._transaction() as tx:
+            plan = write(tx)
+        committed(plan)
         return plan
 
     def _guess(

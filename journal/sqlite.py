@@ -1,10 +1,14 @@
 """The SQLite journal: one file (or ``:memory:``), WAL, append-only enforced by triggers.
 
-Durability: every `append` is one ``BEGIN IMMEDIATE`` transaction and one commit. With
-``durability="normal"`` (``PRAGMA synchronous=NORMAL`` in WAL mode) a committed append
-survives a crash of the process, but the last commits before a power loss or an OS crash
-may be rolled back (never half-applied: the file stays consistent). ``"full"`` fsyncs the
-WAL on every commit, so a committed append also survives a power loss, at a cost in speed.
+Durability: every `append` is written in one ``BEGIN IMMEDIATE`` transaction, and returns
+once that transaction is committed. Concurrent appends of one process (threads sharing the
+journal object, or coroutines awaiting `Journal.append_async`) share a transaction and its
+commit (group commit, `journal._group_commit`); each is acknowledged only after the commit
+that holds its events. With ``durability="normal"`` (``PRAGMA synchronous=NORMAL`` in WAL
+mode) a committed append survives a crash of the process, but the last commits before a
+power loss or an OS crash may be rolled back (never half-applied: the file stays
+consistent). ``"full"`` fsyncs the WAL on every commit, so a committed append also survives
+a power loss, at a cost in speed (which group commit shares out among concurrent callers).
 """
 
 from __future__ import annotations
@@ -13,13 +17,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from . import _sqlite_schema as schema
 from ._file_watch import FileWatch
+from ._group_commit import GroupCommit
 from ._planner import AppendPlan
 from ._search_sqlite import SQLiteSearchIndex
 from ._sqlstore import SQLJournal, insert_events_sql
@@ -46,6 +51,9 @@ class SQLiteJournal(SQLJournal):
     """A journal in one SQLite file. Use `Journal.open` rather than this class directly.
 
     Opening a file written by an older schema upgrades it in place (one transaction).
+    Appends that arrive while another commit is in progress share the next commit (group
+    commit); ``group_commit=False`` gives every append a transaction of its own, one after
+    the other (what the benchmark compares against).
     """
 
     SCHEMA = schema.SPEC
@@ -67,10 +75,14 @@ class SQLiteJournal(SQLJournal):
         hmac_key: bytes | None = None,
         busy_timeout_ms: int = 5000,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
+        group_commit: bool = True,
     ) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._path = path
         self._lock = threading.RLock()
+        self._group = (
+            GroupCommit(self._transaction, self._write_failure, path) if group_commit else None
+        )
         self._identity: tuple[int, int] | None = None
         self._watch: FileWatch | None = None
         memory = path == ":memory:"
@@ -169,11 +181,28 @@ class SQLiteJournal(SQLJournal):
             except BaseException as e:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
-                if isinstance(e, sqlite3.IntegrityError) and "append-only" in str(e):
-                    raise ConflictError(f"{self._path}: {e}") from e
-                if isinstance(e, sqlite3.Error):
-                    raise self._translate(e, "write") from e
-                raise
+                failure = self._write_failure(e)
+                if failure is e:
+                    raise
+                raise failure from e
+
+    def _write_failure(self, error: BaseException) -> BaseException:
+        """The error a write's ``error`` is to our callers (SQLite's errors translated)."""
+        if isinstance(error, sqlite3.IntegrityError) and "append-only" in str(error):
+            return ConflictError(f"{self._path}: {error}")
+        if isinstance(error, sqlite3.Error):
+            return self._translate(error, "write")
+        return error
+
+    def _write_committed(
+        self,
+        write: Callable[[SqlTx], AppendPlan | None],
+        committed: Callable[[AppendPlan | None], None],
+    ) -> AppendPlan | None:
+        """`SQLJournal._write_committed` in a group commit (`journal._group_commit`)."""
+        if self._group is None:
+            return super()._write_committed(write, committed)
+        return self._group.run(write, committed)
 
     def _check_still_there(self) -> None:
         """Refuse to commit into a file that was deleted or replaced since it was opened.

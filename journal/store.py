@@ -6,6 +6,7 @@ opens SQLite; a ``postgresql://`` URL opens PostgreSQL. Either is a context mana
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from abc import ABC, abstractmethod
@@ -17,6 +18,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
+from ._group_commit import append_pool
 from .canonical import canonical_bytes, chain_hash
 from .clock import Now, utc_now
 from .errors import SessionNotFoundError, StoreError
@@ -220,6 +222,25 @@ class Journal(ABC):
         a `ConflictError` is raised and nothing is written. ``ts`` stamps every event of the
         call (default: the journal's clock).
         """
+
+    async def append_async(
+        self,
+        session_id: str,
+        events: Sequence[AgentEvent],
+        *,
+        expected_seq: int | None = None,
+        ts: datetime | str | None = None,
+    ) -> int:
+        """`append` for asyncio code: the event loop runs on while the append waits.
+
+        The append runs on a thread of a pool the process shares (`append_pool`) and this
+        returns once the commit that holds its events is done, as `append` does. On SQLite,
+        concurrent calls share commits (group commit), as threads do; on PostgreSQL each
+        runs on its own pooled connection. Cancelling the awaiting task does not withdraw
+        an append already handed to a thread: it may still be committed.
+        """
+        call = functools.partial(self.append, session_id, events, expected_seq=expected_seq, ts=ts)
+        return await asyncio.get_running_loop().run_in_executor(append_pool(), call)
 
     @abstractmethod
     def import_records(

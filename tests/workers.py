@@ -92,7 +92,8 @@ def zygote() -> None:
 
     Everything is imported once, here, so a child starts in a millisecond instead of the
     half second a new interpreter takes. A command is a JSON array: ``["sessions", PATH,
-    PREFIX, SEED, LOG]`` runs `tests.drill_agent.write_sessions`; ``["cli", LOG, ARG...]``
+    PREFIX, SEED, LOG]`` runs `tests.drill_agent.write_sessions`; ``["grouped", PATH,
+    PREFIX, THREADS, LOG]`` runs `tests.drill_grouped.write_grouped`; ``["cli", LOG, ARG...]``
     runs ``agent-journal ARG...``. For each: fork, print ``pid PID``; the child sends its
     reports as ``r TEXT`` lines on this process's stdout (the CLI says ``r ready`` before it
     starts) and writes its own output to LOG; then wait for any line on stdin (the parent
@@ -106,6 +107,7 @@ def zygote() -> None:
     import journal.formats.openai_import  # noqa: F401  (imported here once, for every child)
     import replay  # noqa: F401
     import tests.drill_agent  # noqa: F401
+    import tests.drill_grouped  # noqa: F401
     import tui.cli  # noqa: F401
     import tui.cli_formats  # noqa: F401
     import tui.render  # noqa: F401
@@ -124,7 +126,7 @@ def zygote() -> None:
 def _child(command: list[str]) -> int:
     """Run one zygote command in the forked child; return its exit code."""
     reports = os.dup(1)
-    log = command[4] if command[0] == "sessions" else command[1]
+    log = command[4] if command[0] in ("sessions", "grouped") else command[1]
     handle = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(handle, 1)
     os.dup2(handle, 2)
@@ -138,6 +140,10 @@ def _child(command: list[str]) -> int:
             from tests.drill_agent import write_sessions
 
             write_sessions(command[1], command[2], int(command[3]), report)
+        elif command[0] == "grouped":
+            from tests.drill_grouped import write_grouped
+
+            write_grouped(command[1], command[2], int(command[3]), report)
         else:
             from tui.cli import main
 

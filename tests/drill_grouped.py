@@ -1,0 +1,42 @@
+"""The writer the group-commit crash drill kills: sessions appended at once from threads.
+
+``write_grouped`` runs one thread per session on one shared `Journal` (so their appends
+share commits), each appending one event per call forever, and reports ``SESSION SEQ``
+after every append that returned.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator
+from itertools import count
+
+from journal import AgentCompleted, AgentEvent, Journal, SessionStarted, UserInput
+
+
+def _events(rng: random.Random) -> Iterator[AgentEvent]:
+    """A session's start, then turns of a question and an answer of random sizes."""
+    yield SessionStarted(agent="tests.drill_grouped:none")
+    for turn in count():
+        yield UserInput(text=f"question {turn} " + "q" * rng.randint(0, 3000))
+        yield AgentCompleted(answer=f"answer {turn} " + "a" * rng.randint(0, 3000))
+
+
+def write_grouped(path: str, prefix: str, threads: int, report: Callable[[str], None]) -> None:
+    """Append to sessions ``PREFIX-0`` ... from ``threads`` threads into ``path`` until killed."""
+    journal = Journal.open(path)
+    start = threading.Barrier(threads)
+
+    def run(index: int) -> None:
+        session_id = f"{prefix}-{index}"
+        start.wait()
+        for event in _events(random.Random(f"{prefix}/{index}")):
+            seq = journal.append(session_id, [event])
+            report(f"{session_id} {seq}")
+
+    workers = [threading.Thread(target=run, args=(index,)) for index in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
