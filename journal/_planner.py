@@ -9,13 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
 from .errors import ConflictError, EventTooLargeError, InvalidEventError, SessionConflictError
 from .events import AgentEvent, SessionStarted
 from .fold import SessionState, fold
-from .records import RecordedEvent, StoredEvent, encode, from_record, where
+from .records import ImportRecord, RecordedEvent, StoredEvent, encode, from_record, where
 
 __all__ = [
     "IMPORT_BATCH",
@@ -171,7 +170,7 @@ class ImportStream:
         """How many new rows were yielded."""
 
     def batches(
-        self, records: Iterable[tuple[str, dict[str, Any]]], size: int = IMPORT_BATCH
+        self, records: Iterable[ImportRecord], size: int = IMPORT_BATCH
     ) -> Iterator[list[StoredEvent]]:
         """Check the records (each with its place) and yield the new rows, ``size`` at a time.
 
@@ -248,7 +247,7 @@ class ImportStream:
 def plan_import(
     session_id: str,
     head: SessionHead | None,
-    records: Iterable[tuple[str, dict[str, Any]]],
+    records: Iterable[ImportRecord],
     *,
     hasher: Hasher,
     stored_hash_at: Callable[[int], str | None] = lambda seq: None,

@@ -54,7 +54,15 @@ from .errors import (
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState, fold
 from .projection import PROJECTION_COLUMNS, SessionDetails, SessionSummary, projection_row
-from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
+from .records import (
+    ImportRecord,
+    RecordedEvent,
+    StoredEvent,
+    as_text,
+    decode,
+    decode_body,
+    stored_row,
+)
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -488,7 +496,7 @@ class SQLJournal(Journal):
     def import_records(
         self,
         session_id: str,
-        records: Iterable[tuple[str, dict[str, Any]]],
+        records: Iterable[ImportRecord],
         *,
         check_new: Callable[[SessionState], None] | None = None,
     ) -> int:
@@ -528,9 +536,7 @@ class SQLJournal(Journal):
         for rows in batches:
             self._insert_planned(tx, session_id, rows)
 
-    def import_sessions(
-        self, sessions: Sequence[tuple[str, Iterable[tuple[str, dict[str, Any]]]]]
-    ) -> list[int]:
+    def import_sessions(self, sessions: Sequence[tuple[str, Iterable[ImportRecord]]]) -> list[int]:
         """Import several sessions in one transaction; see `Journal.import_sessions`."""
         counts: list[int] = []
         planned: list[tuple[str, AppendPlan, tuple[Any, ...]]] = []

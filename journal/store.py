@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -23,7 +23,7 @@ from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
 from .projection import SessionDetails, SessionSummary
-from .records import RecordedEvent, StoredEvent, decode_body
+from .records import ImportRecord, RecordedEvent, StoredEvent, decode_body
 from .search import SearchFilters, SearchHit
 from .verify import Problem, VerifyReport
 
@@ -217,7 +217,7 @@ class Journal(ABC):
     def import_records(
         self,
         session_id: str,
-        records: Iterable[tuple[str, dict[str, Any]]],
+        records: Iterable[ImportRecord],
         *,
         check_new: Callable[[SessionState], None] | None = None,
     ) -> int:
@@ -231,9 +231,7 @@ class Journal(ABC):
         anything is committed; what it raises aborts the import.
         """
 
-    def import_sessions(
-        self, sessions: Sequence[tuple[str, Iterable[tuple[str, dict[str, Any]]]]]
-    ) -> list[int]:
+    def import_sessions(self, sessions: Sequence[tuple[str, Iterable[ImportRecord]]]) -> list[int]:
         """Import several whole sessions, all or nothing; return how many events each added.
 
         Each session follows the rules of `import_records`. The SQL stores write them all in
