@@ -69,7 +69,7 @@ def write_export(path: Path, events: int) -> None:
         out.write(dumps_canonical(header) + b"\n")
         for seq, event in enumerate(session_events(0, events)):
             record = dict(event.model_dump(mode="json"), session_id=session_id, seq=seq)
-            record.update(ts=TS, v=1)
+            record.update(ts=TS, v=type(event).VERSION)
             body = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
             digest = hashlib.sha256(chain.encode("ascii"))
             digest.update(body)

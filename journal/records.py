@@ -361,7 +361,7 @@ class CanonicalRecord(NamedTuple):
     """
 
     fields: dict[str, Any]
-    """The record without ``hash`` (the record's own dict: not copied)."""
+    """The record without ``hash``; `from_record` takes it over (it pops the envelope)."""
     body: bytes
     """The canonical bytes of ``fields``: what is stored and hashed."""
     hash: object
@@ -386,32 +386,33 @@ def canonical_record(raw: bytes, hash_: str | None = None) -> CanonicalRecord | 
     fields = canonical_object(raw)
     if fields is None:
         return None
-    if hash_ is not None:
-        return CanonicalRecord(fields, raw, hash_)
     if "hash" not in fields:
-        return CanonicalRecord(fields, raw, None)
+        return CanonicalRecord(fields, raw, hash_)
+    if hash_ is not None:
+        return None  # a body holding a hash of its own: the dict path decides
     claimed = fields.pop("hash")
     return CanonicalRecord(fields, _without_hash(raw, claimed) or dumps_canonical(fields), claimed)
 
 
 def _without_hash(raw: bytes, claimed: object) -> bytes | None:
-    """``raw`` with its top-level ``"hash":"..."`` member cut out, when that is certain.
+    """``raw`` with its top-level ``hash`` member cut out, when that is certain.
 
-    It is when the member's exact bytes occur once in the canonical line (a nested value
-    that repeats them, or a hash that is not plain text, is left to a re-dump: None).
+    It is when the member's exact bytes occur once in the canonical line; a nested value
+    that repeats them is left to a re-dump (None).
     """
-    if type(claimed) is not str or not claimed.isalnum() or not claimed.isascii():
-        return None
-    member = b'"hash":"' + claimed.encode("ascii") + b'"'
+    member = b'"hash":' + dumps_canonical(claimed)
     start = raw.find(member)
-    if start < 0 or raw.find(member, start + 1) >= 0:
+    if start < 0 or raw.rfind(member) != start:
         return None
     end = start + len(member)
-    if raw[start - 1 : start] == b",":
+    if raw[start - 1] == _COMMA:
         return raw[: start - 1] + raw[end:]  # a member after the first: its comma before it
-    if raw[end : end + 1] == b",":
+    if raw[end] == _COMMA:
         return raw[:start] + raw[end + 1 :]  # the first member: its comma after it
     return raw[:start] + raw[end:]  # the only member
+
+
+_COMMA = ord(",")
 
 
 def from_record(
@@ -447,7 +448,7 @@ def from_record(
             raise InvalidEventError(f"{at}: {name} {value!r} is not a non-negative integer")
     if not isinstance(event_type, str):
         raise InvalidEventError(f"{at}: type {event_type!r} is not a string")
-    payload = dict(fields)
+    payload = fields if body is not None else dict(fields)  # a CanonicalRecord's is given over
     pop = payload.pop
     pop("hash", None)
     try:

@@ -273,7 +273,10 @@ def _records(lines: Iterable[bytes], name: str) -> Iterator[ImportRecord]:
         at = f"{name}:{number}"
         found = canonical_record(raw)
         if found is not None:
-            _envelope_checked(found.fields, at)
+            fields = found.fields
+            seq = fields.get("seq")
+            if type(fields.get("type")) is not str or type(seq) is not int or seq < 0:
+                _envelope_checked(fields, at)  # raises, naming the field
             yield at, found
         else:
             yield at, _envelope_checked(_parse_strict(raw, at), at)
