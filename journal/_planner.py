@@ -23,7 +23,6 @@ __all__ = [
     "ImportStream",
     "SessionHead",
     "plan_append",
-    "plan_import",
 ]
 
 Hasher = Callable[[str, bytes], str]
@@ -242,28 +241,3 @@ class ImportStream:
         if self.last_row is None:
             return None
         return AppendPlan(rows=rows if rows is not None else [self.last_row], state=self.state)
-
-
-def plan_import(
-    session_id: str,
-    head: SessionHead | None,
-    records: Iterable[ImportRecord],
-    *,
-    hasher: Hasher,
-    stored_hash_at: Callable[[int], str | None] = lambda seq: None,
-    max_event_bytes: int | None = None,
-) -> AppendPlan | None:
-    """Plan the import of a whole session's records with every new row in the plan.
-
-    `ImportStream`'s rules, for callers that plan several sessions before writing any
-    (`Journal.import_sessions`); it holds the session's new rows in memory.
-    """
-    stream = ImportStream(
-        session_id,
-        head,
-        hasher=hasher,
-        stored_hash_at=stored_hash_at,
-        max_event_bytes=max_event_bytes,
-    )
-    rows = [row for batch in stream.batches(records) for row in batch]
-    return stream.plan(rows)

@@ -437,8 +437,11 @@ def from_record(
         fields, body = record, None  # type: ignore[assignment]
         claimed = fields.get("hash")
     get = fields.get
-    session_id, seq, version = get("session_id"), get("seq"), get("v")
-    event_type, stamp = get("type"), get("ts")
+    session_id: Any = get("session_id")
+    seq: Any = get("seq")
+    version: Any = get("v")
+    event_type: Any = get("type")
+    stamp: Any = get("ts")
     if not valid_session_id(session_id):
         raise InvalidEventError(
             f"{at}: session_id {session_id!r} must be 1-128 characters of letters, digits, -_.:"
