@@ -9,13 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
 from .errors import ConflictError, EventTooLargeError, InvalidEventError, SessionConflictError
 from .events import AgentEvent, SessionStarted
 from .fold import SessionState, fold
-from .records import RecordedEvent, StoredEvent, encode, from_record, where
+from .records import ImportRecord, RecordedEvent, StoredEvent, encode, from_record, where
 
 __all__ = [
     "IMPORT_BATCH",
@@ -24,7 +23,6 @@ __all__ = [
     "ImportStream",
     "SessionHead",
     "plan_append",
-    "plan_import",
 ]
 
 Hasher = Callable[[str, bytes], str]
@@ -171,7 +169,7 @@ class ImportStream:
         """How many new rows were yielded."""
 
     def batches(
-        self, records: Iterable[tuple[str, dict[str, Any]]], size: int = IMPORT_BATCH
+        self, records: Iterable[ImportRecord], size: int = IMPORT_BATCH
     ) -> Iterator[list[StoredEvent]]:
         """Check the records (each with its place) and yield the new rows, ``size`` at a time.
 
@@ -243,28 +241,3 @@ class ImportStream:
         if self.last_row is None:
             return None
         return AppendPlan(rows=rows if rows is not None else [self.last_row], state=self.state)
-
-
-def plan_import(
-    session_id: str,
-    head: SessionHead | None,
-    records: Iterable[tuple[str, dict[str, Any]]],
-    *,
-    hasher: Hasher,
-    stored_hash_at: Callable[[int], str | None] = lambda seq: None,
-    max_event_bytes: int | None = None,
-) -> AppendPlan | None:
-    """Plan the import of a whole session's records with every new row in the plan.
-
-    `ImportStream`'s rules, for callers that plan several sessions before writing any
-    (`Journal.import_sessions`); it holds the session's new rows in memory.
-    """
-    stream = ImportStream(
-        session_id,
-        head,
-        hasher=hasher,
-        stored_hash_at=stored_hash_at,
-        max_event_bytes=max_event_bytes,
-    )
-    rows = [row for batch in stream.batches(records) for row in batch]
-    return stream.plan(rows)

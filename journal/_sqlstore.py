@@ -7,7 +7,7 @@ its derived data (`journal._derived`); repair rebuilds that derived data from in
 `SQLJournal` implements the whole `Journal` contract over a handful of primitives that
 each backend provides (a read context, a write transaction, how positions are assigned,
 how a session is locked, which triggers are installed), so SQLite and PostgreSQL run the
-very same planning (`plan_append`, `plan_import`), projection and checks. Queries are
+very same planning (`plan_append`, `ImportStream`), projection and checks. Queries are
 written once with ``?`` placeholders; the PostgreSQL transaction object rewrites them.
 """
 
@@ -19,13 +19,13 @@ from abc import abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import orjson
 from pydantic import ValidationError
 
 from ._derived import PROJECTION_READ, DerivedCheck
-from ._planner import AppendPlan, ImportStream, SessionHead, plan_append, plan_import
+from ._planner import AppendPlan, ImportStream, SessionHead, plan_append
 from ._search_index import BATCH, SearchIndex, hit, hit_clauses, index_rows, session_clauses
 from ._sqltx import (
     DERIVED_TABLES,
@@ -60,7 +60,15 @@ from .projection import (
     projection_row,
     projection_values,
 )
-from .records import RecordedEvent, StoredEvent, as_text, decode, decode_body, stored_row
+from .records import (
+    ImportRecord,
+    RecordedEvent,
+    StoredEvent,
+    as_text,
+    decode,
+    decode_body,
+    stored_row,
+)
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -154,6 +162,36 @@ def _head_after(plan: AppendPlan) -> SessionHead:
     return SessionHead(plan.rows[-1].seq, plan.head_hash, plan.state)
 
 
+class ImportRows:
+    """Where an import's planned rows go: SQLite inserts them as they come.
+
+    A context manager around the import's transaction; `finish` is called once every
+    session is planned, before the projections are written.
+    """
+
+    def __init__(self, journal: SQLJournal, tx: SqlTx) -> None:
+        self.journal = journal
+        self.tx = tx
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Nothing to release (a subclass closes what it spooled to)."""
+
+    def add(self, session_id: str, batches: Iterable[Sequence[StoredEvent]]) -> None:
+        """Take a session's planned batches as they come (SQLite: insert them)."""
+        for rows in batches:
+            self.journal._insert_planned(self.tx, session_id, rows)
+
+    def hash_at(self, session_id: str, seq: int) -> str | None:
+        """The hash at ``seq`` of the session as stored or added so far (None: no such row)."""
+        return self.journal._hash_at(self.tx, session_id, seq)
+
+    def finish(self) -> None:
+        """Write what was added and not written yet (SQLite: nothing is left)."""
+
+
 class SQLJournal(Journal):
     """The `Journal` contract over SQL; subclasses supply the connection primitives."""
 
@@ -236,7 +274,7 @@ class SQLJournal(Journal):
 
         Called once per write transaction that inserts events, before its first write
         (SQLite: a no-op, its single writer numbers rows as they are inserted, so its
-        streamed import, `_insert_stream`, does not call it).
+        streamed import, `ImportRows`, does not call it).
         """
 
     def _rows_after(self, tx: SqlTx, position: int, limit: int) -> list[StoredEvent]:
@@ -517,85 +555,72 @@ class SQLJournal(Journal):
     def import_records(
         self,
         session_id: str,
-        records: Iterable[tuple[str, dict[str, Any]]],
+        records: Iterable[ImportRecord],
         *,
         check_new: Callable[[SessionState], None] | None = None,
     ) -> int:
         """Import one session's records, all or nothing; see `Journal.import_records`.
 
-        The records are checked, folded and inserted `IMPORT_BATCH` at a time inside one
-        transaction (`_insert_stream`), then the projection is written: memory stays flat
-        in the session's size, and any error rolls the whole session back.
+        Streamed (`_import`): memory stays flat in the session's size, and any error rolls
+        the whole session back.
         """
-        with self._transaction() as tx:
-            self._lock_session(tx, session_id)
-            head, indexed = self._locate(tx, session_id)
-            stream = ImportStream(
-                session_id,
-                head,
-                hasher=self.hasher,
-                stored_hash_at=lambda seq: self._hash_at(tx, session_id, seq),
-                max_event_bytes=self.max_event_bytes,
-            )
-            self._insert_stream(tx, session_id, stream.batches(records))
-            plan = stream.plan()
-            if plan is None:
-                return 0
-            if head is None and check_new is not None:
-                check_new(plan.state)
-            self._write_projection(tx, session_id, plan, indexed)
-        self._remember(session_id, plan)
-        return stream.written
+        return self._import([(session_id, records)], check_new)[0]
 
-    def _insert_stream(
-        self, tx: SqlTx, session_id: str, batches: Iterable[Sequence[StoredEvent]]
-    ) -> None:
-        """Insert planned batches of rows as they come, without reserving positions.
+    def import_sessions(self, sessions: Sequence[tuple[str, Iterable[ImportRecord]]]) -> list[int]:
+        """Import several sessions in one transaction; see `Journal.import_sessions`.
 
-        SQLite numbers rows as it inserts them; PostgreSQL overrides this to reserve them.
+        Streamed as `import_records` is (`_import`): no session's rows are held in memory.
         """
-        for rows in batches:
-            self._insert_planned(tx, session_id, rows)
+        return self._import(sessions)
 
-    def import_sessions(
-        self, sessions: Sequence[tuple[str, Iterable[tuple[str, dict[str, Any]]]]]
+    def _import(
+        self,
+        sessions: Sequence[tuple[str, Iterable[ImportRecord]]],
+        check_new: Callable[[SessionState], None] | None = None,
     ) -> list[int]:
-        """Import several sessions in one transaction; see `Journal.import_sessions`."""
+        """Import sessions in one transaction, all or nothing; return each one's new events.
+
+        Each session's records are checked, folded and handed to `_import_rows`
+        `IMPORT_BATCH` at a time as they are read; the projections are written once every
+        row is in. A session named twice is planned the second time on the head its first
+        import left. ``check_new`` is given the state of each session new to the journal.
+        """
         counts: list[int] = []
-        planned: list[tuple[str, AppendPlan, tuple[Any, ...]]] = []
-        with self._transaction() as tx:
+        done: dict[str, tuple[AppendPlan, tuple[Any, ...]]] = {}
+        with self._transaction() as tx, self._import_rows(tx) as sink:
             for session_id in sorted({session_id for session_id, _ in sessions}):
                 self._lock_session(tx, session_id)  # in one order: no deadlock between two
-            ahead: dict[str, tuple[SessionHead, dict[int, str]]] = {}
             for session_id, records in sessions:
-                # Everything is planned before anything is written (positions are reserved
-                # before the first write); a session named twice is planned on its plan above.
                 head: SessionHead | None
-                if session_id in ahead:
-                    head, hashes = ahead[session_id]
-                    indexed: tuple[Any, ...] = ()
+                if session_id in done:
+                    head, indexed = _head_after(done[session_id][0]), done[session_id][1]
                 else:
-                    (head, indexed), hashes = self._locate(tx, session_id), {}
-                plan = plan_import(
+                    head, indexed = self._locate(tx, session_id)
+                stream = ImportStream(
                     session_id,
                     head,
-                    records,
                     hasher=self.hasher,
-                    stored_hash_at=functools.partial(self._hash_in, tx, session_id, hashes),
+                    stored_hash_at=functools.partial(sink.hash_at, session_id),
                     max_event_bytes=self.max_event_bytes,
                 )
-                counts.append(0 if plan is None else len(plan.rows))
-                if plan is not None:
-                    planned.append((session_id, plan, indexed))
-                    hashes = hashes | {row.seq: row.hash for row in plan.rows}
-                    ahead[session_id] = (_head_after(plan), hashes)
-            if planned:
-                self._reserve_positions(tx, sum(len(plan.rows) for _, plan, _ in planned))
-            for session_id, plan, indexed in planned:
-                self._write(tx, session_id, plan, indexed)
-        for session_id, plan, _ in planned:
+                sink.add(session_id, stream.batches(records))
+                counts.append(stream.written)
+                plan = stream.plan()
+                if plan is None:
+                    continue
+                if head is None and check_new is not None:
+                    check_new(plan.state)
+                done[session_id] = (plan, indexed)
+            sink.finish()
+            for session_id, (plan, indexed) in done.items():
+                self._write_projection(tx, session_id, plan, indexed)
+        for session_id, (plan, _) in done.items():
             self._remember(session_id, plan)
         return counts
+
+    def _import_rows(self, tx: SqlTx) -> ImportRows:
+        """Where ``tx``'s import puts its planned rows (PostgreSQL spools them first)."""
+        return ImportRows(self, tx)
 
     def _commit(
         self,
@@ -674,11 +699,6 @@ class SQLJournal(Journal):
     def _hash_at(tx: SqlTx, session_id: str, seq: int) -> str | None:
         row = tx.one("SELECT hash FROM events WHERE session_id = ? AND seq = ?", (session_id, seq))
         return None if row is None else str(row[0])
-
-    @classmethod
-    def _hash_in(cls, tx: SqlTx, session_id: str, planned: dict[int, str], seq: int) -> str | None:
-        """`_hash_at`, for a session whose rows ``planned`` (seq -> hash) are not written yet."""
-        return planned[seq] if seq in planned else cls._hash_at(tx, session_id, seq)
 
     # -- reading ---------------------------------------------------------------------
 

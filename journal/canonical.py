@@ -36,6 +36,7 @@ __all__ = [
     "canonical_bytes",
     "chain_hash",
     "check_json",
+    "check_ts",
     "dumps_canonical",
     "format_ts",
     "loads_strict",
@@ -191,6 +192,18 @@ def format_ts(moment: datetime) -> str:
 
 def parse_ts(text: str) -> datetime:
     """Parse a canonical timestamp string; raise `InvalidEventError` for any other shape."""
+    return _naive_ts(text).replace(tzinfo=UTC)
+
+
+def check_ts(text: object) -> None:
+    """Raise `InvalidEventError` unless ``text`` is what `parse_ts` reads (same messages).
+
+    The check alone, without building the aware datetime (an import checks every event's).
+    """
+    _naive_ts(text)
+
+
+def _naive_ts(text: object) -> datetime:
     if not isinstance(text, str) or _TS.fullmatch(text) is None:
         raise InvalidEventError(
             f"timestamp {text!r} is not RFC 3339 UTC with microseconds "
@@ -198,7 +211,7 @@ def parse_ts(text: str) -> datetime:
         )
     try:
         # The shape is checked above, so the C parser of ISO dates reads exactly this form.
-        return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+        return datetime.fromisoformat(text[:-1])
     except ValueError as e:
         raise InvalidEventError(f"timestamp {text!r} is not a real date: {e}") from e
 
@@ -250,9 +263,22 @@ def canonical_object(raw: bytes) -> dict[str, Any] | None:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if type(value) is dict and plainly_canonical(value) and dumps_canonical(value) == raw:
-        return value
-    return None
+    if type(value) is not dict:
+        return None
+    # orjson reads only exact builtin types, finite floats and integers up to 2**64 - 1, so
+    # `plainly_canonical` can find nothing wrong unless the text nests deeper than its limit
+    # (at most one level per bracket) or holds a run of 19 digits or more (an integer past
+    # int64 has one): only then is the walk needed. It comes before the re-dump, which
+    # refuses values nested deeper than orjson's own limit.
+    suspect = raw.count(b"[") + raw.count(b"{") > MAX_DEPTH or _LONG_RUN in raw.translate(_DIGITS)
+    if suspect and not plainly_canonical(value):
+        return None
+    return value if dumps_canonical(value) == raw else None
+
+
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_RUN = b"0" * 19
+"""After ``translate(_DIGITS)`` a run of 19 digits (the shortest integer past int64) reads so."""
 
 
 def loads_strict(text: str | bytes) -> Any:

@@ -258,7 +258,10 @@ def _failed_as(new: _State, old: _State, key: str, signature: str) -> None:
     failures = old["identical_failures"]
     last = failures.get(key)
     count = last[1] + 1 if last is not None and last[0] == signature else 1
-    new["identical_failures"] = {**failures, key: (signature, count)}
+    if new is old:  # in `fold`, which owns its copy: a dict that grows with the session
+        failures[key] = (signature, count)
+    else:
+        new["identical_failures"] = {**failures, key: (signature, count)}
 
 
 def _session_started(new: _State, old: _State, event: SessionStarted) -> None:
@@ -337,7 +340,10 @@ def _action_committed(new: _State, old: _State, event: ActionCommitted) -> None:
     new["repeats"] = {**repeats, key: repeats.get(key, 0) + 1}
     failures = old["identical_failures"]
     if key in failures:
-        new["identical_failures"] = {k: v for k, v in failures.items() if k != key}
+        if new is old:  # in `fold`, which owns its copy
+            del failures[key]
+        else:
+            new["identical_failures"] = {k: v for k, v in failures.items() if k != key}
     new["committed"] += 1
     new["consecutive_failures"] = 0
     new["pending_calls"] = _resolve(old["pending_calls"], event.call_id, event.tool)
@@ -415,7 +421,9 @@ def _advance(new: _State, old: _State, item: AgentEvent | RecordedEvent) -> None
     """Write the field values after ``item`` into ``new``; ``old`` holds those before it.
 
     ``new`` may be ``old`` itself: every rule reads a field of ``old`` before it writes that
-    field, and replaces containers instead of changing them.
+    field, and replaces containers instead of changing them, except ``identical_failures``
+    (one entry per call that failed, for the whole session), which `fold` copies once and
+    the rules then change in place when ``new`` is ``old``.
     """
     new["events"] += 1
     if isinstance(item, RecordedEvent):
@@ -455,5 +463,6 @@ def fold(
     for item in events:
         if values is None:
             values = current.__dict__.copy()
+            values["identical_failures"] = dict(values["identical_failures"])  # see _advance
         _advance(values, values, item)
     return current if values is None else _build(values)

@@ -23,6 +23,7 @@ default is weaker.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import re
 import tempfile
@@ -55,7 +56,7 @@ from ._pg_positions import (
 )
 from ._planner import AppendPlan, SessionHead
 from ._search_pg import PostgresSearchIndex
-from ._sqlstore import SQLJournal
+from ._sqlstore import ImportRows, SQLJournal
 from ._sqltx import SqlTx, TriggerState, event_params
 from .clock import Now
 from .errors import (
@@ -169,6 +170,55 @@ class _PgTx(SqlTx):
                 for row in rows:
                     copy.write_row(row)
             return int(cursor.rowcount)
+
+
+class SpooledRows(ImportRows):
+    """An import's planned rows spooled to a temporary file until its positions are taken.
+
+    Positions are taken once per transaction, before its first write, for an exact count:
+    the count of a streamed import is known only once every session is planned, so the
+    rows wait on disk (not in memory) in between, then `finish` reserves and inserts them.
+    """
+
+    def __init__(self, journal: SQLJournal, tx: SqlTx) -> None:
+        super().__init__(journal, tx)
+        self.spool = tempfile.TemporaryFile(prefix="agent-journal-import-")
+        self.count = 0
+
+    def __exit__(self, *exc: object) -> None:
+        self.spool.close()
+
+    def add(self, session_id: str, batches: Iterable[Sequence[StoredEvent]]) -> None:
+        for rows in batches:
+            pickle.dump((session_id, list(rows)), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
+            self.count += len(rows)
+
+    def _spooled(self) -> Iterator[tuple[str, list[StoredEvent]]]:
+        """The batches spooled so far, in order (the file is left at its end)."""
+        self.spool.seek(0)
+        try:
+            while True:
+                try:
+                    yield pickle.load(self.spool)  # our own file, just written
+                except EOFError:
+                    return
+        finally:
+            self.spool.seek(0, os.SEEK_END)
+
+    def hash_at(self, session_id: str, seq: int) -> str | None:
+        """Read the spool first (a session named twice in one import): rare, and a scan."""
+        found = None
+        for spooled_id, rows in self._spooled():
+            if spooled_id == session_id and rows[0].seq <= seq <= rows[-1].seq:
+                found = rows[seq - rows[0].seq].hash  # a batch's seqs are dense
+        return found if found is not None else super().hash_at(session_id, seq)
+
+    def finish(self) -> None:
+        if not self.count:
+            return
+        self.journal._reserve_positions(self.tx, self.count)
+        for session_id, rows in self._spooled():
+            self.journal._insert_planned(self.tx, session_id, rows)
 
 
 class PostgresJournal(SQLJournal):
@@ -393,28 +443,8 @@ class PostgresJournal(SQLJournal):
         lock = "" if session_id is None else LOCK_SESSION
         return f"SELECT {lock}{take}", params
 
-    def _insert_stream(
-        self, tx: SqlTx, session_id: str, batches: Iterable[Sequence[StoredEvent]]
-    ) -> None:
-        """Spool the planned batches to a temporary file, reserve their positions, insert them.
-
-        Positions are taken once per transaction, before its first write, for an exact
-        count: the count of a streamed import is known only once it is planned, so its rows
-        wait on disk (not in memory) in between.
-        """
-        with tempfile.TemporaryFile(prefix="agent-journal-import-") as spool:
-            count = 0
-            for rows in batches:
-                pickle.dump(list(rows), spool, protocol=pickle.HIGHEST_PROTOCOL)
-                count += len(rows)
-            if not count:
-                return
-            self._reserve_positions(tx, count)
-            spool.seek(0)
-            while count:
-                spooled: list[StoredEvent] = pickle.load(spool)  # our own file, just written
-                self._insert_planned(tx, session_id, spooled)
-                count -= len(spooled)
+    def _import_rows(self, tx: SqlTx) -> ImportRows:
+        return SpooledRows(self, tx)
 
     def _reserve(self, tx: SqlTx, count: int, session_id: str | None) -> None:
         assert isinstance(tx, _PgTx) and count > 0 and not tx.end_position

@@ -17,7 +17,9 @@ from pydantic import ValidationError
 
 from ._event_summary import summarize
 from .canonical import (
+    canonical_object,
     check_json,
+    check_ts,
     dumps_canonical,
     format_ts,
     parse_ts,
@@ -30,9 +32,12 @@ from .upcasting import current_version, upcast
 
 __all__ = [
     "ENVELOPE_FIELDS",
+    "CanonicalRecord",
+    "ImportRecord",
     "RecordedEvent",
     "StoredEvent",
     "as_text",
+    "canonical_record",
     "decode",
     "decode_body",
     "decode_payload",
@@ -347,8 +352,71 @@ def _recorded(
     return RecordedEvent(session_id, seq, ts, version, hash_, event, position)
 
 
+class CanonicalRecord(NamedTuple):
+    """A flat record read from its own canonical bytes (`canonical_record`), with those bytes.
+
+    `from_record` takes one where it takes a record's dict, without checking or serialising
+    the fields again. Build one only with `canonical_record`, which makes sure ``body`` is
+    the canonical bytes of ``fields``.
+    """
+
+    fields: dict[str, Any]
+    """The record without ``hash``; `from_record` takes it over (it pops the envelope)."""
+    body: bytes
+    """The canonical bytes of ``fields``: what is stored and hashed."""
+    hash: object
+    """The ``hash`` the record claims (None: it has none)."""
+
+    def flat(self) -> dict[str, Any]:
+        """The flat record as it was read, ``hash`` included when it had one."""
+        return self.fields if self.hash is None else {**self.fields, "hash": self.hash}
+
+
+ImportRecord = tuple[str, dict[str, Any] | CanonicalRecord]
+"""A record to import with the place it was read from (``file:line``): a flat dict, or a
+`CanonicalRecord` when its canonical bytes are known."""
+
+
+def canonical_record(raw: bytes, hash_: str | None = None) -> CanonicalRecord | None:
+    """The record ``raw`` holds when ``raw`` is its own canonical form (`canonical_object`).
+
+    ``raw`` is a whole JSONL line (``hash`` among its fields), or with ``hash_`` a stored
+    body (without one). None means ``raw`` needs the strict parser.
+    """
+    fields = canonical_object(raw)
+    if fields is None:
+        return None
+    if "hash" not in fields:
+        return CanonicalRecord(fields, raw, hash_)
+    if hash_ is not None:
+        return None  # a body holding a hash of its own: the dict path decides
+    claimed = fields.pop("hash")
+    return CanonicalRecord(fields, _without_hash(raw, claimed) or dumps_canonical(fields), claimed)
+
+
+def _without_hash(raw: bytes, claimed: object) -> bytes | None:
+    """``raw`` with its top-level ``hash`` member cut out, when that is certain.
+
+    It is when the member's exact bytes occur once in the canonical line; a nested value
+    that repeats them is left to a re-dump (None).
+    """
+    member = b'"hash":' + dumps_canonical(claimed)
+    start = raw.find(member)
+    if start < 0 or raw.rfind(member) != start:
+        return None
+    end = start + len(member)
+    if raw[start - 1] == _COMMA:
+        return raw[: start - 1] + raw[end:]  # a member after the first: its comma before it
+    if raw[end] == _COMMA:
+        return raw[:start] + raw[end + 1 :]  # the first member: its comma after it
+    return raw[:start] + raw[end:]  # the only member
+
+
+_COMMA = ord(",")
+
+
 def from_record(
-    record: dict[str, Any], chain: str, hasher: Any, at: str
+    record: dict[str, Any] | CanonicalRecord, chain: str, hasher: Any, at: str
 ) -> tuple[StoredEvent, AgentEvent]:
     """Map a flat record from outside (a JSONL line, another store) to a stored record.
 
@@ -356,45 +424,70 @@ def from_record(
 
     The record's own canonical bytes are kept (so a hash computed elsewhere still holds),
     after its envelope and payload are validated. A ``hash`` in the record must equal the
-    one computed from ``chain``; without one, it is computed.
+    one computed from ``chain``; without one, it is computed. A `CanonicalRecord` is the
+    record with its canonical bytes known already: they are not checked or made again.
 
     Raises:
         InvalidEventError: a bad envelope, payload, or hash; the message starts with ``at``.
     """
-    record = dict(record)
-    claimed = record.pop("hash", None)
-    session_id = record.get("session_id")
+    body: bytes | None
+    if type(record) is CanonicalRecord:
+        fields, body, claimed = record
+    else:
+        fields, body = record, None  # type: ignore[assignment]
+        claimed = fields.get("hash")
+    get = fields.get
+    session_id: Any = get("session_id")
+    seq: Any = get("seq")
+    version: Any = get("v")
+    event_type: Any = get("type")
+    stamp: Any = get("ts")
     if not valid_session_id(session_id):
         raise InvalidEventError(
             f"{at}: session_id {session_id!r} must be 1-128 characters of letters, digits, -_.:"
         )
-    seq, version, event_type, stamp = (record.get(k) for k in ("seq", "v", "type", "ts"))
     for name, value in (("seq", seq), ("v", version)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise InvalidEventError(f"{at}: {name} {value!r} is not a non-negative integer")
     if not isinstance(event_type, str):
         raise InvalidEventError(f"{at}: type {event_type!r} is not a string")
+    payload = fields if body is not None else dict(fields)  # a CanonicalRecord's is given over
+    pop = payload.pop
+    pop("hash", None)
     try:
-        parse_ts(stamp)  # type: ignore[arg-type]
-        check_json(record)
-        body = dumps_canonical(record)  # raises on what check_json lets by (lone surrogates)
+        check_ts(stamp)
+        if body is None:
+            check_json(payload)
+            body = dumps_canonical(payload)  # raises on what check_json lets by (surrogates)
     except InvalidEventError as e:
         raise InvalidEventError(f"{at}: {e}") from e
-    payload = {k: v for k, v in record.items() if k not in ENVELOPE_FIELDS}
-    event = decode_payload(event_type, version, payload, at)  # type: ignore[arg-type]
+    for name in ENVELOPE_FIELDS:
+        pop(name, None)
+    event = _validated(event_type, version, payload, at)
     computed = hasher(chain, body)
     if claimed is not None and claimed != computed:
         raise InvalidEventError(
             f"{at}: hash {str(claimed)[:12]}… does not match the chain (expected {computed[:12]}…)"
         )
     row = StoredEvent(
-        session_id=session_id,  # type: ignore[arg-type]
-        seq=seq,  # type: ignore[arg-type]
-        ts=stamp,  # type: ignore[arg-type]
-        type=event_type,
-        v=version,  # type: ignore[arg-type]
-        body=body.decode("utf-8"),
-        hash=computed,
-        summary=summarize(event),
+        session_id,
+        seq,
+        stamp,
+        event_type,
+        version,
+        body.decode("utf-8"),
+        computed,
+        summarize(event),
     )
     return row, event
+
+
+def _validated(event_type: str, version: int, payload: dict[str, Any], at: str) -> AgentEvent:
+    """`decode_payload`, with its common case (a current version that validates) inline."""
+    current = _CURRENT.get(event_type)
+    if current is not None and version == current[0]:
+        try:
+            return current[1](payload)
+        except ValidationError:
+            pass  # decode_payload validates again and words the error
+    return decode_payload(event_type, version, payload, at)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,7 +25,7 @@ from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
 from .projection import SessionDetails, SessionSummary
-from .records import RecordedEvent, StoredEvent, decode_body
+from .records import ImportRecord, RecordedEvent, StoredEvent, decode_body
 from .search import SearchFilters, SearchHit
 from .verify import Problem, VerifyReport
 
@@ -246,27 +246,28 @@ class Journal(ABC):
     def import_records(
         self,
         session_id: str,
-        records: Iterable[tuple[str, dict[str, Any]]],
+        records: Iterable[ImportRecord],
         *,
         check_new: Callable[[SessionState], None] | None = None,
     ) -> int:
         """Import a whole session's flat records, all or nothing; return how many were new.
 
-        Each record comes with the place it was read from (``file:line``) for error messages.
-        Identical content is a no-op (0); a longer recording of the same session appends the
-        rest; different content raises `SessionConflictError`. The records are read once,
+        Each record comes with the place it was read from (``file:line``) for error messages:
+        a flat dict, or a `journal.records.CanonicalRecord` (a line read from its own
+        canonical bytes, which are then not checked or made again). Identical content is a
+        no-op (0); a longer recording of the same session appends the rest; different
+        content raises `SessionConflictError`. The records are read once,
         as they come (a generator keeps memory flat in the session's size). For a session
         new to the journal, ``check_new`` is given the state its events end in before
         anything is committed; what it raises aborts the import.
         """
 
-    def import_sessions(
-        self, sessions: Sequence[tuple[str, Iterable[tuple[str, dict[str, Any]]]]]
-    ) -> list[int]:
+    def import_sessions(self, sessions: Sequence[tuple[str, Iterable[ImportRecord]]]) -> list[int]:
         """Import several whole sessions, all or nothing; return how many events each added.
 
         Each session follows the rules of `import_records`. The SQL stores write them all in
-        one transaction (a file of many sessions imports whole or not at all); this default
+        one transaction (a file of many sessions imports whole or not at all), streaming each
+        session's records as `import_records` does; this default
         imports one after another, so a store without transactions keeps the earlier ones.
         """
         return [self.import_records(session_id, records) for session_id, records in sessions]

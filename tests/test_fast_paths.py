@@ -37,9 +37,13 @@ from journal.canonical import (
     INT64_MIN,
     MAX_DEPTH,
     _check_json_walk,
+    canonical_object,
     chain_hash,
     check_json,
+    check_ts,
     dumps_canonical,
+    parse_ts,
+    plainly_canonical,
 )
 from journal.errors import ConflictError, InvalidEventError, JournalError
 from journal.events import EventModel, ordered_text
@@ -48,14 +52,16 @@ from journal.projection import projection_row
 from journal.records import (
     RecordedEvent,
     StoredEvent,
+    canonical_record,
     decode,
     decode_body,
     decode_payload,
     encode,
+    from_record,
     where,
 )
 
-from .strategies import events, finite_floats, sessions
+from .strategies import events, finite_floats, sessions, timestamps
 
 
 class _Str(str):
@@ -518,3 +524,83 @@ def test_ordered_text_is_none_exactly_when_the_sorted_text_is_the_same(value: An
             ordered_text(value)
         return
     assert ordered_text(value) == plain
+
+
+# -- import: canonical lines read once, without the walk or a second dump ----------------
+
+
+def _plain_canonical_object(raw: bytes) -> dict[str, Any] | None:
+    """`canonical_object` as it was: orjson's parse, the whole walk, then the re-dump."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(value) is dict and plainly_canonical(value) and dumps_canonical(value) == raw:
+        return value
+    return None
+
+
+def _as_text(value: Any) -> bytes:
+    """JSON text of ``value``: canonical when orjson can write it, else some other text."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return repr(value).encode()
+
+
+_texts = st.one_of(
+    _values.map(lambda value: _as_text({"v": value})),
+    _values.map(lambda value: _as_text({"v": value}) + b" "),
+    st.integers(0, MAX_DEPTH + 3).map(lambda depth: _as_text({"v": _nested(depth, 1)})),
+    st.integers(2**63 - 3, 2**64 + 3).map(lambda n: b'{"big":%d,"n":-%d}' % (n, n)),
+    st.sampled_from([b'{"a":1,"a":2}', b'{"a":1e400}', b'{"a":"\\ud800"}', b'{"b":1,"a":2}']),
+    st.binary(max_size=20),
+)
+
+
+@settings(max_examples=500)
+@given(_texts)
+def test_canonical_object_agrees_with_the_walk_it_skips(raw: bytes) -> None:
+    assert canonical_object(raw) == _plain_canonical_object(raw)
+
+
+def _outcome_of(make: Any) -> Any:
+    try:
+        return make()
+    except JournalError as e:
+        return type(e), str(e)
+
+
+@settings(max_examples=300)
+@given(
+    events,
+    st.integers(0, 5),
+    st.booleans(),
+    st.sampled_from(["", "nested", "first", "number"]),
+)
+def test_a_canonical_line_imports_as_its_dict_does(
+    event: Any, seq: int, hashed: bool, oddity: str
+) -> None:
+    """The fast path (the line's own bytes, the hash member cut out) == the dict's path."""
+    stored = encode("s1", seq, "2026-11-29T23:00:00.123456Z", event, "0" * 64, chain_hash)
+    record = orjson.loads(stored.body)
+    if oddity == "nested":  # the hash member repeated in a value before it (not valid: extra)
+        record["a"] = {"hash": stored.hash}
+    elif oddity == "first":  # a hash that sorts before every other key
+        record = {k: v for k, v in record.items() if k in ("seq", "session_id", "ts", "v")}
+    elif oddity == "number":
+        record["hash"] = 7
+    if hashed and oddity != "number":
+        record["hash"] = stored.hash
+    line = dumps_canonical(record)
+    fast = canonical_record(line)
+    assert fast is not None
+    assert fast.body == dumps_canonical({k: v for k, v in record.items() if k != "hash"})
+    assert fast.flat() == record
+    slow = _outcome_of(lambda: from_record(record, "0" * 64, chain_hash, "f:2"))
+    assert _outcome_of(lambda: from_record(fast, "0" * 64, chain_hash, "f:2")) == slow
+
+
+@given(timestamps | st.text(max_size=30) | st.sampled_from(["2026-02-30T00:00:00.000000Z", 5]))
+def test_check_ts_agrees_with_parse_ts(text: Any) -> None:
+    assert _outcome_of(lambda: check_ts(text)) == _outcome_of(lambda: parse_ts(text) and None)

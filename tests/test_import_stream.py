@@ -9,6 +9,7 @@ from __future__ import annotations
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from journal import (
     ActionCommitted,
     ActionProposed,
     AgentCompleted,
+    InvalidEventError,
     InvalidInputError,
     Journal,
     SessionConflictError,
@@ -177,4 +179,105 @@ def _import_peak(tmp_path: Path, count: int) -> int:
 
 def test_import_memory_is_flat_in_the_session_size(tmp_path: Path) -> None:
     small, large = _import_peak(tmp_path, 5_000), _import_peak(tmp_path, 40_000)
+    assert large - small < 5 * 2**20, (small, large)
+
+
+def records_of(journal: Journal, session_id: str = SESSION) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A stored session's flat records, streamed (what a copy reads)."""
+    for row in journal.stored_events(session_id):
+        yield f"{session_id}:{row.seq}", row.record()
+
+
+def renamed(
+    records: list[tuple[str, dict[str, Any]]], session_id: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """``records`` as another session's (their hashes left to be computed)."""
+    return [
+        (at, {k: v for k, v in record.items() if k != "hash"} | {"session_id": session_id})
+        for at, record in records
+    ]
+
+
+def two_sessions(path: Path, count: int) -> Journal:
+    """A journal holding ``long_session(count)`` as SESSION and as "other"."""
+    journal = appended(path, count)
+    events = list(long_session(count))
+    for start in range(0, count, 500):
+        journal.append("other", events[start : start + 500], ts=TS)
+    return journal
+
+
+def test_import_sessions_streams_several_sessions_in_one_transaction(
+    any_journal: Journal, tmp_path: Path
+) -> None:
+    with two_sessions(tmp_path / "source.db", COUNT) as source:
+        sessions = [(SESSION, records_of(source)), ("other", records_of(source, "other"))]
+        assert any_journal.import_sessions(sessions) == [COUNT, COUNT]
+        for session_id in (SESSION, "other"):
+            assert [r._replace(position=None) for r in any_journal.stored_events(session_id)] == [
+                r._replace(position=None) for r in source.stored_events(session_id)
+            ]
+            assert any_journal.summary(session_id) == source.summary(session_id)
+        again = [(SESSION, records_of(source)), ("other", records_of(source, "other"))]
+        assert any_journal.import_sessions(again) == [0, 0]
+    assert any_journal.verify().ok
+
+
+def test_import_sessions_writes_nothing_when_a_later_session_fails_after_its_batches(
+    any_journal: Journal, tmp_path: Path
+) -> None:
+    bad_seq = 2 * IMPORT_BATCH + 100
+
+    def broken(records: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[tuple[str, Any]]:
+        for at, record in records:
+            yield at, (record | {"ts": "yesterday"} if record["seq"] == bad_seq else record)
+
+    with two_sessions(tmp_path / "source.db", COUNT) as source:
+        sessions = [(SESSION, records_of(source)), ("other", broken(records_of(source, "other")))]
+        with pytest.raises(InvalidEventError, match=f"^other:{bad_seq}: timestamp"):
+            any_journal.import_sessions(sessions)
+    assert any_journal.sessions() == []
+    assert any_journal.read_after(0) == []
+
+
+def test_import_sessions_plans_a_session_named_twice_on_its_first_import(
+    any_journal: Journal, tmp_path: Path
+) -> None:
+    with appended(tmp_path / "source.db", COUNT) as source:
+        whole = list(records_of(source))
+        cut = IMPORT_BATCH + 10
+        assert any_journal.import_sessions([(SESSION, whole[:cut]), (SESSION, whole)]) == [
+            cut,
+            COUNT - cut,
+        ]
+        assert rows(any_journal) == rows(source)
+        assert any_journal.summary(SESSION) == source.summary(SESSION)
+    # Named after a longer recording of itself, a prefix is a no-op (its hash is found among
+    # the rows the first one planned, not yet written on PostgreSQL) and a changed one a
+    # conflict that writes nothing.
+    again = renamed(whole, "again")
+    assert any_journal.import_sessions([("again", again), ("again", again[:cut])]) == [COUNT, 0]
+    third = renamed(whole, "third")
+    changed = [*third[: cut - 1], (third[cut - 1][0], third[cut - 1][1] | {"ts": TS[:-2] + "9Z"})]
+    with pytest.raises(SessionConflictError, match="exists already with different content"):
+        any_journal.import_sessions([("third", third), ("third", changed)])
+    assert any_journal.summary("third") is None
+    assert any_journal.verify().ok
+
+
+def _sessions_peak(tmp_path: Path, count: int) -> int:
+    """tracemalloc's peak, in bytes, while two sessions of ``count`` events are imported."""
+    with two_sessions(tmp_path / f"two-{count}.db", count) as source:
+        with Journal.open(tmp_path / f"into-{count}.db") as journal:
+            sessions = [(SESSION, records_of(source)), ("other", records_of(source, "other"))]
+            tracemalloc.start()
+            try:
+                journal.import_sessions(sessions)
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+
+def test_import_sessions_memory_is_flat_in_the_sessions_size(tmp_path: Path) -> None:
+    small, large = _sessions_peak(tmp_path, 5_000), _sessions_peak(tmp_path, 40_000)
     assert large - small < 5 * 2**20, (small, large)

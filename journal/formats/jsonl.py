@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 from ..canonical import canonical_object, dumps_canonical, loads_strict
 from ..errors import EventTooLargeError, InvalidEventError, InvalidInputError, SessionConflictError
 from ..fold import SessionState
+from ..records import CanonicalRecord, ImportRecord, canonical_record
 from ..store import Journal
 from .redact import Redactor, rechain
 
@@ -259,13 +260,26 @@ def _header(raw: bytes, name: str) -> dict[str, Any]:
     return header
 
 
-def _records(lines: Iterable[bytes], name: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Parse and check each event line (after the header) as it comes, with its file:line."""
+def _records(lines: Iterable[bytes], name: str) -> Iterator[ImportRecord]:
+    """Parse and check each event line (after the header) as it comes, with its file:line.
+
+    A canonical line (an export's) comes as a `CanonicalRecord` (`canonical_record`'s fast
+    path: its bytes are not checked or made again on import); any other goes to the strict
+    parser, which decides and words the error, and comes as a dict.
+    """
     number = 1
     for number, line in enumerate(lines, start=2):
         raw = line[:-1] if line.endswith(b"\n") else line
         at = f"{name}:{number}"
-        yield at, _envelope_checked(_parse_line(raw, at), at)
+        found = canonical_record(raw)
+        if found is not None:
+            fields = found.fields
+            seq = fields.get("seq")
+            if type(fields.get("type")) is not str or type(seq) is not int or seq < 0:
+                _envelope_checked(fields, at)  # raises, naming the field
+            yield at, found
+        else:
+            yield at, _envelope_checked(_parse_strict(raw, at), at)
     if number == 1:
         raise InvalidInputError(f"{name}: header only, no events")
 
@@ -291,7 +305,10 @@ def read_jsonl(path: str | Path) -> JsonlFile:
     name = str(path)
     with _open_input(path, "a JSONL file") as file:
         header = _header(_first_line(file, name), name)
-        records = list(_records(_lines(file, name), name))
+        records = [
+            (at, record.flat() if isinstance(record, CanonicalRecord) else record)
+            for at, record in _records(_lines(file, name), name)
+        ]
     return JsonlFile(path=name, header=header, records=records)
 
 

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..canonical import canonical_object, loads_strict
+from ..canonical import loads_strict
 from ..errors import JournalError
 from ..projection import SessionSummary
-from ..records import where
+from ..records import CanonicalRecord, ImportRecord, canonical_record, where
 from ..store import Journal
 
 __all__ = ["CopyResult", "copy_session", "copy_sessions", "erased_in", "select_sessions"]
@@ -63,10 +63,13 @@ def select_sessions(
 
 def _records(
     source: Journal, session_id: str, on_event: Callable[[int], None] | None
-) -> Iterator[tuple[str, dict[str, Any]]]:
+) -> Iterator[ImportRecord]:
     for row in source.stored_events(session_id):
-        record = canonical_object(row.body.encode()) or loads_strict(row.body)
-        record["hash"] = row.hash
+        record: dict[str, Any] | CanonicalRecord | None = canonical_record(
+            row.body.encode(), row.hash
+        )
+        if record is None:  # a body that is not canonical (a foreign writer's) is refused there
+            record = {**loads_strict(row.body), "hash": row.hash}
         if on_event is not None:
             on_event(1)
         yield f"{source.target}: {where(session_id, row.seq)}", record
