@@ -44,26 +44,13 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 MAX_WATCHES = 4
 """Inotify instances one process holds at once (one per open SQLite journal file)."""
-_live = [0]
-_live_lock = threading.Lock()
-
-
-def _release() -> None:
-    with _live_lock:
-        _live[0] -= 1
-
-
-def _take() -> bool:
-    with _live_lock:
-        if _live[0] >= MAX_WATCHES:
-            return False
-        _live[0] += 1
-        return True
+_WATCHES = threading.BoundedSemaphore(MAX_WATCHES)
+"""One slot per inotify instance this process holds."""
 
 
 def _drop(fd: int) -> None:
     os.close(fd)
-    _release()
+    _WATCHES.release()
 
 
 class FileWatch:
@@ -71,11 +58,11 @@ class FileWatch:
 
     def __init__(self, path: str) -> None:
         self._poll: select.poll | None = None
-        if _LIBC is None or not _take():
+        if _LIBC is None or not _WATCHES.acquire(blocking=False):
             return
         fd = int(_LIBC.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
         if fd < 0:  # e.g. the user's limit of inotify instances is reached: stat instead
-            _release()
+            _WATCHES.release()
             return
         mask = _IN_ATTRIB | _IN_MOVE_SELF | _IN_DELETE_SELF
         if _LIBC.inotify_add_watch(fd, os.fsencode(path), mask) < 0:
