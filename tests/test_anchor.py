@@ -180,3 +180,21 @@ def test_a_missing_key_file_is_one_line(tmp_path: Path) -> None:
     assert line == f"agent-journal: {tmp_path / 'nope'}: cannot read the HMAC key file: " + (
         "No such file or directory"
     )
+
+
+def test_every_command_that_opens_a_journal_takes_the_key_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "j.db"
+    Journal.open(db, hmac_key=b"s3cret").close()
+    env = {"AGENT_JOURNAL_HMAC_KEY": "s3cret"}
+    assert run_cli("init", "--db", db, env=env).exit_code == 0
+    assert run_cli("demo", "--db", db, "--sessions", "1", "--no-tui", env=env).exit_code == 0
+    assert run_cli("drain", "--db", db, env=env).exit_code == 0
+    # The terminal UI opened the journal: what stops it is the missing terminal.
+    line = one_error_line(run_cli("tui", "--db", db, env=env))
+    assert line == "agent-journal: the terminal UI needs a terminal (scripts: show, state, diff)"
+    with Journal.open(db, hmac_key=b"s3cret") as journal:
+        assert journal.verify().ok and len(journal.sessions()) == 1
+    unkeyed = one_error_line(run_cli("tui", "--db", db))
+    assert "this journal's chain is hmac-sha256; open it with an HMAC key" in unkeyed

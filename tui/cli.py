@@ -10,7 +10,7 @@ from typing import get_args
 import click
 import orjson
 
-from journal import Journal, JournalError, SessionDetails, SessionStatus
+from journal import JournalError, SessionDetails, SessionStatus
 
 from .cli_capture import drain
 from .cli_replay import demo, diff, fixture, fork, replay, state
@@ -289,7 +289,7 @@ def init(db: str) -> None:
     Works on both stores: a SQLite file or a postgresql:// URL (the tables go into the first
     schema of the URL's search_path). Safe to run again: an up-to-date journal is left alone.
     """
-    with Journal.open(db, create=True) as journal:
+    with open_for_writing(db) as journal:
         click.echo(journal.schema_setup.describe(journal.target))
 
 

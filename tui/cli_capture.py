@@ -7,11 +7,10 @@ from pathlib import Path
 
 import click
 
-from journal import Journal
 from journal.capture import Spool, spool_path_for
 from journal.capture import drain as drain_spool
 
-from .clikit import EXIT_FINDING, db_option, json_option, print_json
+from .clikit import EXIT_FINDING, db_option, json_option, open_for_writing, print_json
 
 __all__ = ["drain"]
 
@@ -31,7 +30,7 @@ def drain(spool: Path | None, db: str, as_json: bool) -> None:
     path = spool if spool is not None else spool_path_for(db)
     if path is None:
         raise click.UsageError("an in-memory journal has no spool: name the spool file")
-    with Journal.open(db) as journal:
+    with open_for_writing(db) as journal:
         report = drain_spool(journal, Spool.at(path))
     if as_json:
         print_json(

@@ -20,6 +20,7 @@ from .clikit import (
     db_option_with,
     json_option,
     open_existing,
+    open_for_writing,
     print_json,
 )
 
@@ -51,7 +52,7 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
     from .render import console, print_sessions
 
     total = count or len(SCENARIOS)
-    with Journal.open(db) as journal:
+    with open_for_writing(db) as journal:
         if sys.stderr.isatty():
             from rich.progress import Progress
 
@@ -79,7 +80,8 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
     if not no_tui and sys.stdin.isatty() and sys.stdout.isatty():
         from .app import JournalApp
 
-        JournalApp(db=db).run()
+        with open_existing(db) as journal:
+            JournalApp(db=journal).run()
 
 
 @click.command(short_help="Show a session's state after a seq, and what changed.")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .clikit import EXIT_BAD_INPUT, db_option, fail
+from .clikit import EXIT_BAD_INPUT, db_option, fail, open_existing
 
 __all__ = ["has_terminal", "tui"]
 
@@ -52,8 +52,8 @@ def tui(session: str | None, db: str, diff: tuple[str, str] | None, no_follow: b
     """
     from .app import JournalApp
 
-    app = JournalApp(db=db, session=session, diff=diff, follow=not no_follow)
-    if not has_terminal():
-        app.journal.close()
-        fail("the terminal UI needs a terminal (scripts: show, state, diff)", EXIT_BAD_INPUT)
-    app.run()
+    with open_existing(db) as journal:
+        app = JournalApp(db=journal, session=session, diff=diff, follow=not no_follow)
+        if not has_terminal():
+            fail("the terminal UI needs a terminal (scripts: show, state, diff)", EXIT_BAD_INPUT)
+        app.run()
