@@ -392,14 +392,21 @@ class AgentRuntime:
     def _append(self, session: _Session, events: Sequence[AgentEvent]) -> None:
         seq = session.state.last_seq + 1
         when = self.clock(seq)
-        self.journal.append(session.session_id, events, expected_seq=seq, ts=when)
-        ts = format_ts(when)
+        last = self.journal.append(session.session_id, events, expected_seq=seq, ts=when)
         for offset, event in enumerate(events):
-            # Folded as the journal records it (seq, ts), so this state equals the fold of
-            # the stored events; the hash is not needed by the fold.
-            recorded = RecordedEvent(session.session_id, seq + offset, ts, event.VERSION, "", event)
-            session.state = apply(session.state, recorded)
             session.context.add(seq + offset, event)
+        # The journal's own fold of what it wrote, when it has it at hand; else folded here
+        # as the journal records it (seq, ts), so the state equals the fold of the stored
+        # events (the hash is not needed by the fold).
+        state = self.journal._state_after(session.session_id, last)
+        if state is None:
+            state, ts = session.state, format_ts(when)
+            for offset, event in enumerate(events):
+                recorded = RecordedEvent(
+                    session.session_id, seq + offset, ts, event.VERSION, "", event
+                )
+                state = apply(state, recorded)
+        session.state = state
 
     def _halt(
         self, session: _Session, rule: str, reason: str, before: Sequence[AgentEvent] = ()

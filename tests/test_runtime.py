@@ -46,6 +46,7 @@ from journal import (
     fold,
     loads_strict,
 )
+from journal.sqlite import SQLiteJournal
 
 from .helpers import stored
 from .loop_helpers import (
@@ -671,6 +672,37 @@ def test_the_runtime_state_is_the_fold_of_its_journal(journal: Journal) -> None:
     )
     folded = fold(journal.events("s"))
     assert runtime._sessions["s"].state == folded == journal.state("s")
+
+
+class _NoStateAtHand(SQLiteJournal):
+    """A journal that never has a session's state at hand: the runtime folds it itself."""
+
+    def _state_after(self, session_id: str, seq: int) -> SessionState | None:
+        return None
+
+
+@pytest.mark.parametrize("at_hand", [True, False])
+def test_the_runtime_state_is_the_same_with_or_without_the_journals_own(
+    db_path: Path, at_hand: bool
+) -> None:
+    steps = [
+        propose(("echo", {"q": "a"}), ("f", {"q": "b"}), ("echo", {"q": "a"})),
+        propose(("nope", {})),
+        ModelResponse(),
+        answer(),
+    ]
+    opened = SQLiteJournal(db_path) if at_hand else _NoStateAtHand(db_path)
+    with opened as journal:
+        runtime, _ = run_turns(
+            agent_of(ok_tool(), failing_tool("f", ConnectionError("x"))),
+            journal,
+            Script(*steps),
+            "go",
+            "again",
+        )
+        state = runtime._sessions["s"].state
+        assert state == fold(journal.events("s")) == journal.state("s")
+        assert (journal._state_after("s", state.last_seq) is state) is at_hand
 
 
 def test_the_sync_run_starts_a_session(journal: Journal) -> None:
