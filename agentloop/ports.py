@@ -8,7 +8,6 @@ so a replay swaps these four for recorded ones and gets the same decisions.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import time
 import uuid
@@ -188,7 +187,7 @@ class LiveToolExecutor:
         deadline = asyncio.timeout(timeout_s)
         try:
             async with deadline:
-                if inspect.iscoroutinefunction(tool.fn):
+                if tool.is_async:
                     result = await tool.fn(args)
                 else:
                     result = await asyncio.to_thread(tool.fn, args)

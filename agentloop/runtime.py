@@ -47,7 +47,7 @@ after a last user input the agent never answered).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -653,23 +653,12 @@ class AgentRuntime:
         """Run accepted calls (concurrently up to max_parallel), journal outcomes in order."""
         if not batch:
             return False
-        rails = self.agent.guardrails
-        limit = asyncio.Semaphore(1 if rails.serial else rails.max_parallel)
-        state = session.state
         accepted_calls = list(batch)
         batch.clear()
-
-        async def run(accepted: Accepted) -> ToolOutcome:
-            timeout = accepted.tool.timeout_s or rails.tool_timeout_s
-            async with limit:
-                return await self.tools.execute(
-                    accepted.tool, accepted.call, accepted.fn_args, state, timeout
-                )
-
-        if len(accepted_calls) == 1:  # the common case: no tasks to gather
-            outcomes = [await run(accepted_calls[0])]
+        if len(accepted_calls) == 1:  # the common case: no tasks to gather, no semaphore
+            outcomes = [await self._run(accepted_calls[0], session.state)]
         else:
-            outcomes = await asyncio.gather(*(run(accepted) for accepted in accepted_calls))
+            outcomes = await self._run_all(accepted_calls, session.state)
         plan.flushed()
         session.move(Phase.COMMIT)
         max_result_bytes = session.state.guardrails.max_result_bytes
@@ -679,6 +668,22 @@ class AgentRuntime:
             if isinstance(event, ActionFailed) and event.kind != "business":
                 self._check_breaker(session, event.tool)
         return self._check_failures(session)
+
+    def _run(self, accepted: Accepted, state: SessionState) -> Awaitable[ToolOutcome]:
+        """Run one accepted call through the tool port, with its timeout."""
+        timeout = accepted.tool.timeout_s or self.agent.guardrails.tool_timeout_s
+        return self.tools.execute(accepted.tool, accepted.call, accepted.fn_args, state, timeout)
+
+    async def _run_all(self, batch: list[Accepted], state: SessionState) -> list[ToolOutcome]:
+        """Run accepted calls concurrently, at most ``max_parallel`` at once; outcomes in order."""
+        rails = self.agent.guardrails
+        limit = asyncio.Semaphore(1 if rails.serial else rails.max_parallel)
+
+        async def run(accepted: Accepted) -> ToolOutcome:
+            async with limit:
+                return await self._run(accepted, state)
+
+        return await asyncio.gather(*(run(accepted) for accepted in batch))
 
     def _check_breaker(self, session: _Session, tool: str) -> None:
         failures = session.state.tool_failures.get(tool, 0)
