@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,14 @@ from agentloop import (
     TRANSITIONS,
     AgentRuntime,
     IllegalTransitionError,
+    LiveToolExecutor,
     ModelRequest,
     ModelResponse,
     Phase,
     SessionEndedError,
     Tool,
     ToolError,
+    ToolOutcome,
     classify_error,
     compact_result,
 )
@@ -38,6 +41,7 @@ from journal import (
     RepairApplied,
     SessionState,
     StoreError,
+    ToolCall,
     UserInput,
     VerificationFailed,
     apply,
@@ -990,3 +994,74 @@ def test_a_session_recorded_before_the_settings_continues_as_it_ran(journal: Jou
     # a new session of the same agent gets the new defaults
     run_turns(agent_of(ok_tool()), journal, Script(answer(""), answer()), "go", session_id="n")
     assert [e.type for e in events_of(journal, "n")][3] == "verification_failed"
+
+
+# -- the executor: a coroutine that never waits sets no timer ---------------------------------
+
+
+def _execute(fn: Any, timeout_s: float = 5.0) -> ToolOutcome:
+    tool = Tool("t", fn, "t", Args)
+    call = ToolCall(call_id="c", tool="t", args={"q": "a"})
+    return asyncio.run(
+        LiveToolExecutor().execute(tool, call, Args(q="a"), SessionState(), timeout_s)
+    )
+
+
+def test_an_async_tool_that_waits_gets_each_answer_and_returns() -> None:
+    async def waits(args: Args) -> list[str]:
+        seen = [args.q]
+        for _ in range(3):
+            await asyncio.sleep(0)
+            seen.append(await asyncio.sleep(0.001, result="b"))
+        return seen
+
+    outcome = _execute(waits)
+    assert (outcome.ok, outcome.result, outcome.abandoned) == (True, ["a", "b", "b", "b"], False)
+
+
+@pytest.mark.parametrize("wait_first", [False, True])
+def test_an_async_tool_that_raises_fails_before_or_after_a_wait(wait_first: bool) -> None:
+    async def raises(args: Args) -> str:
+        if wait_first:
+            await asyncio.sleep(0)
+        raise LookupError("no such order")
+
+    outcome = _execute(raises)
+    assert (outcome.ok, outcome.kind, outcome.message) == (False, "business", "no such order")
+    assert not outcome.abandoned
+
+
+def test_an_async_tool_times_out_from_its_start_not_from_its_first_wait() -> None:
+    async def busy_then_waits(args: Args) -> str:
+        time.sleep(0.12)  # longer than the timeout, before its first wait
+        await asyncio.sleep(0.01)  # well within a timeout counted from here
+        return "late"
+
+    outcome = _execute(busy_then_waits, timeout_s=0.1)
+    assert (outcome.ok, outcome.kind, outcome.abandoned) == (False, "timeout", True)
+
+
+def test_an_async_tool_cancelled_from_outside_is_cancelled_not_timed_out() -> None:
+    seen: list[str] = []
+
+    async def waits(args: Args) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "late"
+
+    async def go() -> None:
+        tool = Tool("t", waits, "t", Args)
+        call = ToolCall(call_id="c", tool="t", args={"q": "a"})
+        task = asyncio.create_task(
+            LiveToolExecutor().execute(tool, call, Args(q="a"), SessionState(), 5.0)
+        )
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert seen == ["cancelled"]
