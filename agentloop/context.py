@@ -164,10 +164,32 @@ class Context:
     """``as_chat()`` of the first messages, kept so a step renders only what is new."""
     _failed: int = 0
     """How many messages answer a call that failed (a failure run needs two)."""
+    _counted: list[int] = field(default_factory=list)
+    """``tokens()`` of the first messages, kept so a step counts only what is new."""
+    _results_fit: tuple[int, int] = (0, 0)
+    """(limit, n): no tool result among the first n messages is over ``limit`` tokens."""
 
     def tokens(self) -> int:
         """Estimated tokens of the log."""
-        return sum(m.tokens() for m in self.messages)
+        counted = self._counted
+        if len(counted) < len(self.messages):
+            counted.extend(m.tokens() for m in self.messages[len(counted) :])
+        return sum(counted)
+
+    def oversized_result(self, limit: int) -> Message | None:
+        """The first tool result over ``limit`` estimated tokens, if any.
+
+        Only the messages new or changed since the last look with the same limit are read.
+        """
+        checked_limit, start = self._results_fit
+        messages = self.messages
+        for index in range(start if checked_limit == limit else 0, len(messages)):
+            message = messages[index]
+            if message.role == "tool" and estimate_tokens(message.content) > limit:
+                self._results_fit = (limit, index)
+                return message
+        self._results_fit = (limit, len(messages))
+        return None
 
     def chat(self) -> list[dict[str, Any]]:
         """The log in the OpenAI chat format (a new list; treat its messages as read-only)."""
@@ -177,8 +199,11 @@ class Context:
         return list(rendered)
 
     def _changed(self, index: int) -> None:
-        """Message ``index`` changed in place: render it (and what follows) again."""
+        """Message ``index`` changed in place: render and count it (and what follows) again."""
         del self._chat[index:]
+        del self._counted[index:]
+        limit, fit = self._results_fit
+        self._results_fit = (limit, min(fit, index))
 
     @property
     def failed_answers(self) -> int:
@@ -318,19 +343,17 @@ def plan_compaction(
     summarised too (its user message and its latest step are kept). Tokens count message contents
     and tool-call arguments.
     """
-    for m in context.messages:
-        if m.role != "tool":
-            continue
+    m = context.oversized_result(rails.compact_result_tokens)
+    if m is not None:
         tokens = estimate_tokens(m.content)
-        if tokens > rails.compact_result_tokens:
-            summary = _summarise([m], rails.compact_summary_tokens)
-            return ContextCompacted(
-                from_seq=m.seq,
-                to_seq=m.seq,
-                summary=f"[result compacted from ~{tokens} tokens] {summary}",
-                tokens_before=tokens,
-                tokens_after=estimate_tokens(summary),
-            )
+        summary = _summarise([m], rails.compact_summary_tokens)
+        return ContextCompacted(
+            from_seq=m.seq,
+            to_seq=m.seq,
+            summary=f"[result compacted from ~{tokens} tokens] {summary}",
+            tokens_before=tokens,
+            tokens_after=estimate_tokens(summary),
+        )
     least = rails.compact_failure_run
     run = (
         _failure_run(context.messages, least)

@@ -8,11 +8,11 @@ so a replay swaps these four for recorded ones and gets the same decisions.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import time
+import types
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -184,13 +184,21 @@ class LiveToolExecutor:
     ) -> ToolOutcome:
         """Run the tool; see `ToolExecutor.execute`."""
         started = self._timer()
-        # asyncio.timeout, not wait_for: no extra task per call (the hot path)
+        # asyncio.timeout, not wait_for: no extra task per call (the hot path); its deadline
+        # counts from here, whenever it is entered
         deadline = asyncio.timeout(timeout_s)
         try:
-            async with deadline:
-                if inspect.iscoroutinefunction(tool.fn):
-                    result = await tool.fn(args)
+            if tool.is_async:
+                running = tool.fn(args)
+                try:
+                    waits_on = running.send(None)
+                except StopIteration as done:  # it never waited: no timer to set
+                    result = done.value
                 else:
+                    async with deadline:
+                        result = await _resumed(running, waits_on)
+            else:
+                async with deadline:
                     result = await asyncio.to_thread(tool.fn, args)
         except Exception as raised:
             abandoned = deadline.expired()
@@ -211,3 +219,30 @@ class LiveToolExecutor:
                 abandoned=abandoned,
             )
         return ToolOutcome(ok=True, result=result, duration_ms=(self._timer() - started) * 1000)
+
+
+@types.coroutine
+def _resumed(running: Coroutine[Any, Any, Any], waits_on: Any) -> Generator[Any, Any, Any]:
+    """Go on with a coroutine that ran up to its first wait (it yielded ``waits_on``).
+
+    What ``await`` does, from the second step on: each value the coroutine yields goes
+    to the task, each answer (or exception: a cancellation, the timeout's) back into it.
+    A coroutine that finishes without waiting never gets here, so it costs no timer: a
+    timeout can only cancel a coroutine at a wait anyway.
+    """
+    while True:
+        try:
+            answer = yield waits_on
+        except GeneratorExit:
+            running.close()
+            raise
+        except BaseException as error:  # given to the coroutine, as await does
+            try:
+                waits_on = running.throw(error)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waits_on = running.send(answer)
+            except StopIteration as done:
+                return done.value

@@ -47,7 +47,7 @@ after a last user input the agent never answered).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -392,14 +392,21 @@ class AgentRuntime:
     def _append(self, session: _Session, events: Sequence[AgentEvent]) -> None:
         seq = session.state.last_seq + 1
         when = self.clock(seq)
-        self.journal.append(session.session_id, events, expected_seq=seq, ts=when)
-        ts = format_ts(when)
+        last = self.journal.append(session.session_id, events, expected_seq=seq, ts=when)
         for offset, event in enumerate(events):
-            # Folded as the journal records it (seq, ts), so this state equals the fold of
-            # the stored events; the hash is not needed by the fold.
-            recorded = RecordedEvent(session.session_id, seq + offset, ts, event.VERSION, "", event)
-            session.state = apply(session.state, recorded)
             session.context.add(seq + offset, event)
+        # The journal's own fold of what it wrote, when it has it at hand; else folded here
+        # as the journal records it (seq, ts), so the state equals the fold of the stored
+        # events (the hash is not needed by the fold).
+        state = self.journal._state_after(session.session_id, last)
+        if state is None:
+            state, ts = session.state, format_ts(when)
+            for offset, event in enumerate(events):
+                recorded = RecordedEvent(
+                    session.session_id, seq + offset, ts, event.VERSION, "", event
+                )
+                state = apply(state, recorded)
+        session.state = state
 
     def _halt(
         self, session: _Session, rule: str, reason: str, before: Sequence[AgentEvent] = ()
@@ -646,23 +653,12 @@ class AgentRuntime:
         """Run accepted calls (concurrently up to max_parallel), journal outcomes in order."""
         if not batch:
             return False
-        rails = self.agent.guardrails
-        limit = asyncio.Semaphore(1 if rails.serial else rails.max_parallel)
-        state = session.state
         accepted_calls = list(batch)
         batch.clear()
-
-        async def run(accepted: Accepted) -> ToolOutcome:
-            timeout = accepted.tool.timeout_s or rails.tool_timeout_s
-            async with limit:
-                return await self.tools.execute(
-                    accepted.tool, accepted.call, accepted.fn_args, state, timeout
-                )
-
-        if len(accepted_calls) == 1:  # the common case: no tasks to gather
-            outcomes = [await run(accepted_calls[0])]
+        if len(accepted_calls) == 1:  # the common case: no tasks to gather, no semaphore
+            outcomes = [await self._run(accepted_calls[0], session.state)]
         else:
-            outcomes = await asyncio.gather(*(run(accepted) for accepted in accepted_calls))
+            outcomes = await self._run_all(accepted_calls, session.state)
         plan.flushed()
         session.move(Phase.COMMIT)
         max_result_bytes = session.state.guardrails.max_result_bytes
@@ -672,6 +668,22 @@ class AgentRuntime:
             if isinstance(event, ActionFailed) and event.kind != "business":
                 self._check_breaker(session, event.tool)
         return self._check_failures(session)
+
+    def _run(self, accepted: Accepted, state: SessionState) -> Awaitable[ToolOutcome]:
+        """Run one accepted call through the tool port, with its timeout."""
+        timeout = accepted.tool.timeout_s or self.agent.guardrails.tool_timeout_s
+        return self.tools.execute(accepted.tool, accepted.call, accepted.fn_args, state, timeout)
+
+    async def _run_all(self, batch: list[Accepted], state: SessionState) -> list[ToolOutcome]:
+        """Run accepted calls concurrently, at most ``max_parallel`` at once; outcomes in order."""
+        rails = self.agent.guardrails
+        limit = asyncio.Semaphore(1 if rails.serial else rails.max_parallel)
+
+        async def run(accepted: Accepted) -> ToolOutcome:
+            async with limit:
+                return await self._run(accepted, state)
+
+        return await asyncio.gather(*(run(accepted) for accepted in batch))
 
     def _check_breaker(self, session: _Session, tool: str) -> None:
         failures = session.state.tool_failures.get(tool, 0)

@@ -14,6 +14,7 @@ message, never a traceback.
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -119,6 +120,11 @@ class Tool:
     def parameters(self) -> dict[str, Any]:
         """The JSON Schema of the arguments."""
         return _parameters_of(self.args)
+
+    @cached_property
+    def is_async(self) -> bool:
+        """Whether ``fn`` is a coroutine function (awaited; a sync one runs in a thread)."""
+        return inspect.iscoroutinefunction(self.fn)
 
     @cached_property
     def _validator(self) -> Any:

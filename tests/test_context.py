@@ -300,3 +300,35 @@ def test_escapes_and_wide_characters_never_push_a_stand_in_over_its_limit(
 def test_without_a_limit_a_result_is_kept_whole() -> None:
     big = {"rows": ["x" * 1000] * 100}
     assert compact_result(big, None) is big
+
+
+# -- counts kept from step to step ------------------------------------------------------------
+
+
+def _first_oversized(context: Context, limit: int) -> Any:
+    return next(
+        (m for m in context.messages if m.role == "tool" and estimate_tokens(m.content) > limit),
+        None,
+    )
+
+
+def test_the_counts_kept_between_steps_match_a_count_from_scratch() -> None:
+    context = Context()
+    call = ToolCall(call_id="c1", tool="fetch", args={"page": 1})
+    events = [
+        UserInput(text="collect"),
+        ActionProposed(calls=[call], text="fetching"),
+        ActionFailed(call_id="c1", tool="fetch", kind="business", message="not yet"),
+        # the same call answered again: the earlier answer grows in place, past the limit
+        ActionCommitted(call_id="c1", tool="fetch", args={"page": 1}, result="x" * 400),
+        ActionProposed(calls=[call.model_copy(update={"call_id": "c2"})]),
+        ActionCommitted(call_id="c2", tool="fetch", args={"page": 1}, result="small"),
+        ContextCompacted(from_seq=3, to_seq=3, summary="[compacted] x", tokens_before=107),
+        UserInput(text="more"),
+    ]
+    for seq, event in enumerate(events, 1):
+        context.add(seq, event)
+        for limit in (50, 3000, 50):  # a look with another limit starts over
+            assert context.oversized_result(limit) is _first_oversized(context, limit)
+            assert context.tokens() == sum(m.tokens() for m in context.messages)
+    assert context.oversized_result(50) is None  # the grown answer was compacted

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,14 @@ from agentloop import (
     TRANSITIONS,
     AgentRuntime,
     IllegalTransitionError,
+    LiveToolExecutor,
     ModelRequest,
     ModelResponse,
     Phase,
     SessionEndedError,
     Tool,
     ToolError,
+    ToolOutcome,
     classify_error,
     compact_result,
 )
@@ -38,6 +41,7 @@ from journal import (
     RepairApplied,
     SessionState,
     StoreError,
+    ToolCall,
     UserInput,
     VerificationFailed,
     apply,
@@ -46,6 +50,7 @@ from journal import (
     fold,
     loads_strict,
 )
+from journal.sqlite import SQLiteJournal
 
 from .helpers import stored
 from .loop_helpers import (
@@ -673,6 +678,37 @@ def test_the_runtime_state_is_the_fold_of_its_journal(journal: Journal) -> None:
     assert runtime._sessions["s"].state == folded == journal.state("s")
 
 
+class _NoStateAtHand(SQLiteJournal):
+    """A journal that never has a session's state at hand: the runtime folds it itself."""
+
+    def _state_after(self, session_id: str, seq: int) -> SessionState | None:
+        return None
+
+
+@pytest.mark.parametrize("at_hand", [True, False])
+def test_the_runtime_state_is_the_same_with_or_without_the_journals_own(
+    db_path: Path, at_hand: bool
+) -> None:
+    steps = [
+        propose(("echo", {"q": "a"}), ("f", {"q": "b"}), ("echo", {"q": "a"})),
+        propose(("nope", {})),
+        ModelResponse(),
+        answer(),
+    ]
+    opened = SQLiteJournal(db_path) if at_hand else _NoStateAtHand(db_path)
+    with opened as journal:
+        runtime, _ = run_turns(
+            agent_of(ok_tool(), failing_tool("f", ConnectionError("x"))),
+            journal,
+            Script(*steps),
+            "go",
+            "again",
+        )
+        state = runtime._sessions["s"].state
+        assert state == fold(journal.events("s")) == journal.state("s")
+        assert (journal._state_after("s", state.last_seq) is state) is at_hand
+
+
 def test_the_sync_run_starts_a_session(journal: Journal) -> None:
     runtime = AgentRuntime(chat_agent(), journal, llm=Script(answer("hi")))
     result = runtime.run("hello")
@@ -958,3 +994,74 @@ def test_a_session_recorded_before_the_settings_continues_as_it_ran(journal: Jou
     # a new session of the same agent gets the new defaults
     run_turns(agent_of(ok_tool()), journal, Script(answer(""), answer()), "go", session_id="n")
     assert [e.type for e in events_of(journal, "n")][3] == "verification_failed"
+
+
+# -- the executor: a coroutine that never waits sets no timer ---------------------------------
+
+
+def _execute(fn: Any, timeout_s: float = 5.0) -> ToolOutcome:
+    tool = Tool("t", fn, "t", Args)
+    call = ToolCall(call_id="c", tool="t", args={"q": "a"})
+    return asyncio.run(
+        LiveToolExecutor().execute(tool, call, Args(q="a"), SessionState(), timeout_s)
+    )
+
+
+def test_an_async_tool_that_waits_gets_each_answer_and_returns() -> None:
+    async def waits(args: Args) -> list[str]:
+        seen = [args.q]
+        for _ in range(3):
+            await asyncio.sleep(0)
+            seen.append(await asyncio.sleep(0.001, result="b"))
+        return seen
+
+    outcome = _execute(waits)
+    assert (outcome.ok, outcome.result, outcome.abandoned) == (True, ["a", "b", "b", "b"], False)
+
+
+@pytest.mark.parametrize("wait_first", [False, True])
+def test_an_async_tool_that_raises_fails_before_or_after_a_wait(wait_first: bool) -> None:
+    async def raises(args: Args) -> str:
+        if wait_first:
+            await asyncio.sleep(0)
+        raise LookupError("no such order")
+
+    outcome = _execute(raises)
+    assert (outcome.ok, outcome.kind, outcome.message) == (False, "business", "no such order")
+    assert not outcome.abandoned
+
+
+def test_an_async_tool_times_out_from_its_start_not_from_its_first_wait() -> None:
+    async def busy_then_waits(args: Args) -> str:
+        time.sleep(0.12)  # longer than the timeout, before its first wait
+        await asyncio.sleep(0.01)  # well within a timeout counted from here
+        return "late"
+
+    outcome = _execute(busy_then_waits, timeout_s=0.1)
+    assert (outcome.ok, outcome.kind, outcome.abandoned) == (False, "timeout", True)
+
+
+def test_an_async_tool_cancelled_from_outside_is_cancelled_not_timed_out() -> None:
+    seen: list[str] = []
+
+    async def waits(args: Args) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "late"
+
+    async def go() -> None:
+        tool = Tool("t", waits, "t", Args)
+        call = ToolCall(call_id="c", tool="t", args={"q": "a"})
+        task = asyncio.create_task(
+            LiveToolExecutor().execute(tool, call, Args(q="a"), SessionState(), 5.0)
+        )
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert seen == ["cancelled"]

@@ -175,6 +175,9 @@ class Destination:
         Raises:
             StoreError: it cannot be opened.
         """
+        journal = self._journal
+        if journal is not None:  # opened: no lock to take
+            return journal
         with self._lock:
             if self._journal is None:
                 self._journal = _opened(self.target, self.busy_timeout)
@@ -200,7 +203,8 @@ class Destination:
         """The journal, unless it failed less than ``retry_after`` seconds ago (fail open)."""
         if not self.fail_open:
             return self.journal
-        if time.monotonic() < self._health.down_until:
+        down_until = self._health.down_until
+        if down_until and time.monotonic() < down_until:  # 0: it never failed, no clock read
             return None
         try:
             return self.journal
