@@ -7,8 +7,8 @@ to project (`journal.projection`), so SQLite and PostgreSQL cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from .canonical import GENESIS_HASH, format_ts, parse_ts, valid_session_id
 from .errors import ConflictError, EventTooLargeError, InvalidEventError, SessionConflictError
@@ -29,18 +29,18 @@ Hasher = Callable[[str, bytes], str]
 """``(previous_hash, body) -> hash``."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionHead:
-    """Where a session stands: its last seq, head hash and folded state."""
+class SessionHead(NamedTuple):
+    """Where a session stands: its last seq, head hash and folded state (a named tuple:
+    one is made per append, cheaper than a frozen dataclass)."""
 
     last_seq: int
     head_hash: str
     state: SessionState
 
 
-@dataclass(frozen=True, slots=True)
-class AppendPlan:
-    """Rows to insert and the state after them, ready for one transaction."""
+class AppendPlan(NamedTuple):
+    """Rows to insert and the state after them, ready for one transaction (a named tuple,
+    as `SessionHead`)."""
 
     rows: list[StoredEvent]
     state: SessionState

@@ -59,6 +59,7 @@ from .projection import (
     SessionSummary,
     projection_row,
     projection_values,
+    value_picker,
 )
 from .records import (
     ImportRecord,
@@ -151,9 +152,11 @@ def _changed_columns(
     """The projection columns to SET for ``plan``'s state, and their values: all but the
     key and the indexed ``columns`` that keep their ``stored`` value."""
     values = plan.state.__dict__
-    names = _always_set(columns) + tuple(
-        name for name, value in zip(columns, stored, strict=True) if values[name] != value
-    )
+    names = _always_set(columns)
+    if value_picker(columns)(values) != stored:  # rare: most appends change no indexed column
+        names += tuple(
+            name for name, value in zip(columns, stored, strict=True) if values[name] != value
+        )
     return names, projection_values(plan.state, plan.head_hash, names)
 
 
@@ -508,7 +511,7 @@ class SQLJournal(Journal):
     ) -> tuple[str, list[Any]]:
         """The projection UPDATE of `_write_on_head` and its parameters."""
         columns = self.INDEXED_COLUMNS
-        indexed = tuple(head.state.__dict__[name] for name in columns)
+        indexed = value_picker(columns)(head.state.__dict__)
         names, params = _changed_columns(plan, columns, indexed)
         params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
         return _guarded_update_sql(names, self.NULL_SAFE_EQUAL, columns), params

@@ -80,6 +80,7 @@ class SQLiteJournal(SQLJournal):
         super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._path = path
         self._lock = threading.RLock()
+        self._write_tx = _Transaction(self)
         self._group = (
             GroupCommit(self._transaction, self._write_failure, path) if group_commit else None
         )
@@ -96,6 +97,7 @@ class SQLiteJournal(SQLJournal):
             )
         except sqlite3.Error as e:
             raise StoreError(f"{path}: cannot open: {e}") from e
+        self._tx = SqlTx(self._conn)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._conn.execute(
@@ -167,24 +169,8 @@ class SQLiteJournal(SQLJournal):
             )
         return StoreError(f"{self._path}: {action} failed: {text}")
 
-    @contextmanager
-    def _transaction(self) -> Iterator[SqlTx]:
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                raise self._translate(e, "begin") from e
-            try:
-                yield SqlTx(self._conn)
-                self._check_still_there()
-                self._conn.execute("COMMIT")
-            except BaseException as e:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                failure = self._write_failure(e)
-                if failure is e:
-                    raise
-                raise failure from e
+    def _transaction(self) -> _Transaction:
+        return self._write_tx
 
     def _write_failure(self, error: BaseException) -> BaseException:
         """The error a write's ``error`` is to our callers (SQLite's errors translated)."""
@@ -225,7 +211,7 @@ class SQLiteJournal(SQLJournal):
     def _reading(self) -> Iterator[SqlTx]:
         with self._lock:
             try:
-                yield SqlTx(self._conn)
+                yield self._tx
             except sqlite3.Error as e:
                 raise self._translate(e, "read") from e
 
@@ -301,6 +287,57 @@ class SQLiteJournal(SQLJournal):
             )
             if table in tables
         ]
+
+
+class _Transaction:
+    """`SQLiteJournal._transaction`: ``BEGIN IMMEDIATE`` under the journal's lock.
+
+    ``COMMIT`` when the block ends (once the file is checked to be still there), or
+    ``ROLLBACK`` and the error translated when it raises.
+
+    A class rather than a generator context manager: one is entered per append, and this
+    one, made once per journal, costs no generator and no new object per transaction.
+    """
+
+    __slots__ = ("_journal",)
+
+    def __init__(self, journal: SQLiteJournal) -> None:
+        self._journal = journal
+
+    def __enter__(self) -> SqlTx:
+        journal = self._journal
+        journal._lock.acquire()
+        try:
+            journal._conn.execute("BEGIN IMMEDIATE")
+        except BaseException as e:
+            journal._lock.release()
+            if isinstance(e, sqlite3.Error):
+                raise journal._translate(e, "begin") from e
+            raise
+        return journal._tx
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: object
+    ) -> None:
+        journal = self._journal
+        try:
+            if error is None:
+                try:
+                    journal._check_still_there()
+                    journal._conn.execute("COMMIT")
+                    return
+                except BaseException as e:
+                    error = e
+                    kind = None  # raised here, not by the block
+            if journal._conn.in_transaction:
+                journal._conn.execute("ROLLBACK")
+            failure = journal._write_failure(error)
+            if failure is not error:
+                raise failure from error
+            if kind is None:
+                raise error  # the COMMIT's or the check's (the block's goes on up by itself)
+        finally:
+            journal._lock.release()
 
 
 def _identity(path: str) -> tuple[int, int] | None:
