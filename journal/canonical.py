@@ -180,31 +180,14 @@ def chain_hash(previous: str, body: bytes, key: bytes | None = None) -> str:
 
 
 def format_ts(moment: datetime) -> str:
-    """Format a timezone-aware datetime as RFC 3339 UTC with microseconds.
-
-    The last moment formatted is remembered: a batch, an import or a caller that stamps
-    several appends with one datetime formats it once.
-    """
-    global _LAST_TS
-    last_moment, last_text = _LAST_TS
-    if moment is last_moment:
-        return last_text
+    """Format a timezone-aware datetime as RFC 3339 UTC with microseconds."""
     if moment.tzinfo is not UTC:
         if moment.tzinfo is None:
             raise InvalidEventError(f"timestamp {moment.isoformat()} has no timezone")
-        utc = moment.astimezone(UTC)
-    else:
-        utc = moment
+        moment = moment.astimezone(UTC)
     # isoformat pads the year to four digits (strftime("%Y") gives "999" for year 999) and
     # ends a UTC time with "+00:00".
-    text = utc.isoformat(timespec="microseconds")[:-6] + "Z"
-    _LAST_TS = (moment, text)
-    return text
-
-
-_LAST_TS: tuple[datetime | None, str] = (None, "")
-"""`format_ts`'s last datetime and its text (one tuple, replaced whole: a thread reads one
-pair or the other, never a mix)."""
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_ts(text: str) -> datetime:
