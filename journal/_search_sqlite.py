@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from ._search_index import SearchIndex
 from ._sqltx import SqlTx
 from .search import SEARCH_INDEX_TABLE
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 __all__ = ["SQLiteSearchIndex"]
 
@@ -26,7 +27,13 @@ _COLUMNS = ("pos", "session_id", "seq", "type", "tools", "ts", "text")
 
 
 def _db(tx: SqlTx) -> Database:
-    """sqlite-utils over the store's connection (it changes no setting of it)."""
+    """sqlite-utils over the store's connection (it changes no setting of it).
+
+    Imported here, on first use: it brings numpy along, ~0.35 s that every process opening
+    a SQLite journal (an import, a listing) paid before it searched anything, or never.
+    """
+    from sqlite_utils import Database
+
     return Database(tx.connection, recursive_triggers=False, execute_plugins=False)
 
 

@@ -22,7 +22,10 @@ Counting rules (documented once, here):
   failure read (``business: message``, or ``stage: message`` for a rejection at
   ``unknown_tool``, ``schema`` or ``guard``) and how many times in a row the call failed
   exactly so, counted across turns (no new turn resets it); the same call failing
-  differently starts again at 1, and a commit of it clears it. The args are those the
+  differently starts again at 1, and a commit of it clears it. Only the
+  `IDENTICAL_FAILURES_KEPT` calls that failed last are held (the one whose last failure is
+  the oldest is forgotten first), so the state stays bounded in a long session: a streak
+  is a call failing again before that many other calls failed. The args are those the
   event records: validated for a tool failure, as proposed for a rejection. Infrastructure
   and timeout failures are left to the breaker, which counts them per tool across the
   session already (and routes to a fallback where counting them here would halt);
@@ -63,6 +66,7 @@ from .records import RecordedEvent
 
 __all__ = [
     "FOLD_VERSION",
+    "IDENTICAL_FAILURES_KEPT",
     "SessionState",
     "SessionStatus",
     "apply",
@@ -70,8 +74,11 @@ __all__ = [
     "fold",
 ]
 
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 """Bumped whenever the meaning of events changes; stored snapshots of older versions are rebuilt."""
+
+IDENTICAL_FAILURES_KEPT = 256
+"""How many failed calls `SessionState.identical_failures` holds, the last to fail (v4)."""
 
 SessionStatus = Literal["running", "completed", "halted", "failed"]
 
@@ -258,10 +265,13 @@ def _failed_as(new: _State, old: _State, key: str, signature: str) -> None:
     failures = old["identical_failures"]
     last = failures.get(key)
     count = last[1] + 1 if last is not None and last[0] == signature else 1
-    if new is old:  # in `fold`, which owns its copy: a dict that grows with the session
-        failures[key] = (signature, count)
-    else:
-        new["identical_failures"] = {**failures, key: (signature, count)}
+    if new is not old:  # in `fold`, which owns its copy, the dict is changed in place
+        failures = new["identical_failures"] = dict(failures)
+    if last is not None:
+        del failures[key]  # it goes last: the order is that of the calls' last failures
+    failures[key] = (signature, count)
+    if len(failures) > IDENTICAL_FAILURES_KEPT:
+        del failures[next(iter(failures))]
 
 
 def _session_started(new: _State, old: _State, event: SessionStarted) -> None:
@@ -422,8 +432,8 @@ def _advance(new: _State, old: _State, item: AgentEvent | RecordedEvent) -> None
 
     ``new`` may be ``old`` itself: every rule reads a field of ``old`` before it writes that
     field, and replaces containers instead of changing them, except ``identical_failures``
-    (one entry per call that failed, for the whole session), which `fold` copies once and
-    the rules then change in place when ``new`` is ``old``.
+    (one entry per call that failed, up to `IDENTICAL_FAILURES_KEPT`), which `fold` copies
+    once and the rules then change in place when ``new`` is ``old``.
     """
     new["events"] += 1
     if isinstance(item, RecordedEvent):

@@ -38,7 +38,7 @@ from journal import (
     format_ts,
 )
 from journal.events import EventModel
-from journal.fold import _HANDLERS
+from journal.fold import _HANDLERS, IDENTICAL_FAILURES_KEPT
 
 from .helpers import REFUND_MESSAGE, T0, sample_session, stored
 from .strategies import sessions, sessions_with_status
@@ -447,6 +447,27 @@ def test_identical_failures_count_one_call_failing_the_same_way_across_turns() -
     for event, expected in steps:
         events.append(event)
         assert fold(events).identical_failures == expected, event
+
+
+def test_identical_failures_keep_the_calls_that_failed_last() -> None:
+    """Bounded in a long session: the call whose last failure is the oldest goes first."""
+    calls = [{"q": str(n)} for n in range(IDENTICAL_FAILURES_KEPT + 1)]
+    events: list[EventModel] = [START, ASK, failed(args=calls[0]), failed(args=calls[1])]
+    events += [failed(args=args) for args in calls[2:-1]]
+    events.append(failed(args=calls[0]))  # fails again: now the last to fail, at 2
+    events.append(failed(args=calls[-1]))  # one too many: calls[1] is forgotten
+    state = fold(events)
+    stepped = SessionState()
+    for event in events:
+        stepped = apply(stepped, event)
+    assert stepped == state
+    assert len(state.identical_failures) == IDENTICAL_FAILURES_KEPT
+    assert list(state.identical_failures)[-2:] == [
+        call_key("t", calls[0]),
+        call_key("t", calls[-1]),
+    ]
+    assert state.identical_failures[call_key("t", calls[0])] == ("business: no", 2)
+    assert call_key("t", calls[1]) not in state.identical_failures
 
 
 def test_a_v1_session_started_folds_with_the_settings_it_ran_with() -> None:
