@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from journal import AgentHalted, Journal, UserInput, fold
+from journal import FOLD_VERSION, AgentHalted, Journal, UserInput, fold
 from replay import Timeline
 
 from .helpers import run_cli, sample_session, short_session
@@ -54,6 +54,29 @@ def test_a_forged_projection_is_found_and_repaired(
         assert other.summary("s1") == truth
         assert other.state("s1") == fold(other.events("s1"))
         assert [s.session_id for s in other.sessions(status="failed")] == ["s1"]
+
+
+@pytest.mark.parametrize(
+    ("written_by", "forged", "found"),
+    [
+        (FOLD_VERSION - 1, "", False),
+        (FOLD_VERSION - 1, ", status = 'completed'", True),
+        (FOLD_VERSION + 1, "", True),
+        (0, "", True),
+    ],
+    ids=["older-fold", "older-fold-forged-column", "future-fold", "no-such-fold"],
+)
+def test_a_projection_of_an_older_fold_is_stale_not_forged(
+    any_store: StoreUnderTest, written_by: int, forged: str, found: bool
+) -> None:
+    """A journal written before the fold's version went up verifies clean; its columns are
+    still checked, and a fold version that never was is a finding."""
+    journal = any_store.journal
+    journal.append("s1", _failed_session())  # type: ignore[arg-type]
+    any_store.tamper(f"UPDATE sessions SET fold_version = {written_by}{forged}")
+    with Journal.open(any_store.target) as other:  # a fresh connection: no cached head
+        assert _kinds(other) == ([("s1", None, "projection")] if found else [])
+        assert other.state("s1") == fold(other.events("s1"))
 
 
 def test_a_forged_summary_is_found_and_not_repairable(any_store: StoreUnderTest) -> None:
