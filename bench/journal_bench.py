@@ -83,7 +83,7 @@ from journal import ActionCommitted, ActionProposed, AgentEvent, Journal, Record
 from journal._planner import SessionHead, plan_append
 from journal.canonical import chain_hash
 from journal.projection import projection_row
-from journal.sqlite import FIRST_INSERT, SQLiteJournal
+from journal.sqlite import FIRST_INSERT, SQLiteJournal, without_nulls
 
 # -- the reference: raw sqlite3 doing the same serialisation and hashing -------------------
 
@@ -174,7 +174,7 @@ def floor_steps(
                 "WHERE session_id = ? AND last_seq = ?"
             )
             params = [*(row[n] for n in names), session_id, before["last_seq"]]
-        steps.append((tuple(plan.rows[0]), sql, params))
+        steps.append((tuple(plan.rows[0][:8]), *without_nulls(sql, params)))
     return steps
 
 

@@ -103,9 +103,15 @@ _IN_CHUNK = 500
 
 
 @functools.cache
-def insert_events_sql(position: str = "?") -> str:
+def insert_events_sql(position: str | None = "?") -> str:
     """The INSERT of one events row from a `StoredEvent`'s fields, in order; ``position``
-    is the SQL value of its position (a ``?`` for the row's own, None: the next one)."""
+    is the SQL value of its position (a ``?`` for the row's own), None for no position
+    column (the database gives one; the row's fields bound without theirs)."""
+    if position is None:
+        return (
+            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
     return (
         "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {position})"

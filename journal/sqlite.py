@@ -13,12 +13,15 @@ a power loss, at a cost in speed (which group commit shares out among concurrent
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import compress, count, repeat
+from operator import is_
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +46,15 @@ from .store import DEFAULT_MAX_EVENT_BYTES, Durability
 
 __all__ = ["SQLiteJournal"]
 
-FIRST_INSERT = insert_events_sql(f"coalesce(?, {schema.NEXT_POSITION})")
-"""The INSERT of a transaction's first events row (see `SQLiteJournal._insert_events`)."""
+FIRST_INSERT = insert_events_sql(schema.NEXT_POSITION)
+"""The INSERT of a transaction's first events row (see `SQLiteJournal._insert_events`), from
+a `StoredEvent`'s first eight fields: all but its position, which this INSERT gives it.
+
+No None is bound on this path: CPython's sqlite3 binds a None only after looking for an
+adapter, which raises and clears an AttributeError per None (see `without_nulls`)."""
+NEXT_INSERT = insert_events_sql(None)
+"""The INSERT of the events rows after the first, from their first eight fields as
+`FIRST_INSERT`: SQLite gives each the next rowid."""
 
 
 class SQLiteJournal(SQLJournal):
@@ -247,9 +257,9 @@ class SQLiteJournal(SQLJournal):
         `schema.NEXT_POSITION` places it (an erase may have removed the rows at the top);
         the rest take SQLite's next rowid, past that one.
         """
-        written = tx.changed(FIRST_INSERT, rows[0])
+        written = tx.changed(FIRST_INSERT, rows[0][:8])
         if len(rows) > 1:
-            written += tx.changed_many(insert_events_sql(), rows[1:])
+            written += tx.changed_many(NEXT_INSERT, [row[:8] for row in rows[1:]])
         return written
 
     def _keep_positions(self, tx: SqlTx) -> None:
@@ -264,7 +274,7 @@ class SQLiteJournal(SQLJournal):
         only skip the row, which the count shows; ``RETURNING`` made a one-event append
         dearer.
         """
-        changed = tx.changed(text, params)
+        changed = tx.changed(*without_nulls(text, params))
         if changed > 1:
             raise self._unplanned(session_id, f"{changed} sessions projection rows were written")
         return changed == 1
@@ -338,6 +348,30 @@ class _Transaction:
                 raise error  # the COMMIT's or the check's (the block's goes on up by itself)
         finally:
             journal._lock.release()
+
+
+def without_nulls(text: str, params: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+    """``text`` and ``params`` with each None parameter written into the SQL as ``NULL``.
+
+    The same statement: CPython's sqlite3 binds a None only after a failed adapter lookup
+    (an AttributeError raised and cleared, on 3.11 about as dear as binding ten values), and
+    a projection row holds several (no halt rule, no fork, not ended). A placeholder is a
+    ``?`` that is not inside a string literal; the statements given here have none.
+    """
+    nulls = tuple(compress(count(), map(is_, params, repeat(None))))
+    if not nulls:
+        return text, params
+    return _nulls_written(text, nulls), [value for value in params if value is not None]
+
+
+@functools.cache
+def _nulls_written(text: str, nulls: tuple[int, ...]) -> str:
+    """``text`` with its placeholders at the 0-based indexes ``nulls`` written as NULL."""
+    parts = text.split("?")
+    return "".join(
+        part + ("" if index == len(parts) - 1 else "NULL" if index in nulls else "?")
+        for index, part in enumerate(parts)
+    )
 
 
 def _identity(path: str) -> tuple[int, int] | None:

@@ -39,7 +39,7 @@ from journal import (
 from journal._file_watch import MAX_WATCHES, FileWatch
 from journal._sqlite_schema import TRIGGERS
 from journal.events import EventModel
-from journal.sqlite import SQLiteJournal
+from journal.sqlite import SQLiteJournal, without_nulls
 
 from .drill_helpers import drill_size
 from .helpers import (
@@ -689,3 +689,22 @@ def test_a_newer_schema_or_another_chain_is_refused(tmp_path: Path) -> None:
     Journal.open(keyed, hmac_key=b"k").close()
     with pytest.raises(StoreError, match="chain is hmac-sha256; open it with an HMAC key"):
         Journal.open(keyed)
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(), st.text(alphabet="ab?")), max_size=6))
+def test_none_parameters_are_written_as_null_and_the_statement_means_the_same(
+    values: list[object],
+) -> None:
+    conn = sqlite3.connect(":memory:")
+    columns = [f"c{index}" for index in range(len(values))]
+    conn.execute(f"CREATE TABLE t(k, {', '.join(columns)})" if columns else "CREATE TABLE t(k)")
+    names = ", ".join(["k", *columns])
+    marks = ", ".join("?" * (len(values) + 1))
+    text, params = without_nulls(f"INSERT INTO t({names}) VALUES ({marks})", [1, *values])
+    assert None not in params
+    assert text.count("NULL") == values.count(None)
+    conn.execute(text, params)
+    matched = " AND ".join(["k = ?", *(f"{name} IS ?" for name in columns)])
+    text, params = without_nulls(f"SELECT count(*) FROM t WHERE {matched}", [1, *values])
+    assert conn.execute(text, params).fetchone() == (1,)
+    assert conn.execute(f"SELECT {names} FROM t").fetchone() == (1, *values)
