@@ -185,9 +185,20 @@ def format_ts(moment: datetime) -> str:
         if moment.tzinfo is None:
             raise InvalidEventError(f"timestamp {moment.isoformat()} has no timezone")
         moment = moment.astimezone(UTC)
-    # isoformat pads the year to four digits (strftime("%Y") gives "999" for year 999) and
-    # ends a UTC time with "+00:00".
-    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+    # %-formatting of the fields: a third of isoformat's cost (one is formatted per append),
+    # and "%04d" pads the year as isoformat does (strftime("%Y") gives "999" for year 999).
+    return _TS_FORMAT % (
+        moment.year,
+        moment.month,
+        moment.day,
+        moment.hour,
+        moment.minute,
+        moment.second,
+        moment.microsecond,
+    )
+
+
+_TS_FORMAT = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
 
 
 def parse_ts(text: str) -> datetime:

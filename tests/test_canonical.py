@@ -204,6 +204,12 @@ def test_ts_is_rfc3339_utc_with_microseconds() -> None:
     assert format_ts(datetime(999, 1, 1, tzinfo=UTC)) == "0999-01-01T00:00:00.000000Z"
 
 
+@given(st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31), timezones=st.timezones()))
+def test_ts_is_the_utc_isoformat_of_any_aware_moment(moment: datetime) -> None:
+    utc = moment.astimezone(UTC).isoformat(timespec="microseconds")
+    assert format_ts(moment) == utc.removesuffix("+00:00") + "Z"
+
+
 def test_ts_without_timezone_is_rejected() -> None:
     with pytest.raises(InvalidEventError, match="no timezone"):
         format_ts(datetime(2026, 11, 29))
