@@ -466,9 +466,12 @@ def fold(
     """Fold events into a `SessionState`, from scratch or on top of ``state``.
 
     The same as `apply` event by event (``state`` is left unchanged); only the last state
-    is built as a model.
+    is built as a model. One event (an append's) is `apply`: it copies only the containers
+    that event changes, where a longer fold copies ``identical_failures`` once up front.
     """
     current = state if state is not None else SessionState()
+    if type(events) is list and len(events) == 1:
+        return apply(current, events[0])
     values: _State | None = None
     for item in events:
         if values is None:

@@ -597,6 +597,20 @@ def test_fold_of_a_prefix_then_the_rest_equals_the_whole_fold(
 
 @settings(max_examples=60)
 @given(sessions())
+def test_folding_one_event_at_a_time_as_appends_do_equals_the_whole_fold(
+    events: list[EventModel],
+) -> None:
+    state = SessionState()
+    for item in recorded(events):
+        before = state.model_dump()
+        next_state = fold([item], state)
+        assert state.model_dump() == before  # each append's state stays as it was
+        state = next_state
+    assert state == fold(recorded(events))
+
+
+@settings(max_examples=60)
+@given(sessions())
 def test_state_is_json_serialisable_and_round_trips(events: list[EventModel]) -> None:
     state = fold(recorded(events))
     text = state.model_dump_json()
