@@ -279,5 +279,5 @@ def _sessions_peak(tmp_path: Path, count: int) -> int:
 
 
 def test_import_sessions_memory_is_flat_in_the_sessions_size(tmp_path: Path) -> None:
-    small, large = _sessions_peak(tmp_path, 2_000), _sessions_peak(tmp_path, 20_000)
+    small, large = _sessions_peak(tmp_path, 2_000), _sessions_peak(tmp_path, 12_000)
     assert large - small < 5 * 2**20, (small, large)

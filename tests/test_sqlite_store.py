@@ -620,7 +620,7 @@ def _kill_mid_stream(path: Path, rounds: int, seed: int) -> None:
 
 
 def test_a_writer_killed_mid_stream_loses_nothing_it_reported(db_path: Path) -> None:
-    _kill_mid_stream(db_path, rounds=20, seed=1)
+    _kill_mid_stream(db_path, rounds=8, seed=1)
 
 
 @pytest.mark.slow
