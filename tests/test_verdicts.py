@@ -191,6 +191,21 @@ def test_ignore_leaves_the_same_fields_out_of_replay_diff_and_fork(demo: Path) -
     assert run_cli("diff", FIXED, replay_id, "--db", demo, *ignore).exit_code == 0
 
 
+def test_diff_reports_a_configuration_change_without_claiming_replies_were_served(
+    demo: Path,
+) -> None:
+    """A diff compares two runs as they are: nothing was served to either."""
+    agent = f"{HERE}:build_reworded"
+    ignore = ["--ignore", "session_started.system_prompt"]
+    ignore += ["--ignore", "session_started.system_prompt_hash"]
+    saved = run_cli("replay", FIXED, "--db", demo, "--agent", agent, "--save", *ignore)
+    replay_id = saved.stdout.split("(saved as ")[1].split(")")[0]
+    diffed = run_cli("diff", FIXED, replay_id, "--db", demo)
+    assert diffed.exit_code == 1
+    assert diffed.stdout.splitlines()[2] == "  configuration changed:"
+    assert "served" not in diffed.stdout
+
+
 @pytest.mark.parametrize(
     ("spec", "why"),
     [
