@@ -360,3 +360,44 @@ def test_a_fixture_shows_a_tool_fix_when_that_tool_runs_live(shop: Shop, tmp_pat
     live = fixed.run(*pytest_run)
     assert live.returncode == 1, live.stdout + live.stderr
     assert "first divergence at seq 5: expected action_failed, got action_committed" in live.stdout
+
+
+def _reworded_with_live_model(shop: Shop, tmp_path: Path) -> Shop:
+    """A copy of the shop with another prompt, whose fixtures re-record on the agent's model."""
+    project = _fixed(shop, tmp_path, "Look orders up, check stock", "Look orders up first")
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + '\n[tool.pytest.ini_options]\njournal_live_model = "agent"\n'
+    )
+    return project
+
+
+def _update_with_the_model_up(project: Shop) -> subprocess.CompletedProcess[str]:
+    server = _server(project.env)
+    try:
+        return project.run(
+            BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures", "--journal-update"
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        assert server.stdout is not None
+        server.stdout.close()
+        project.env["SHOP_MODEL_URL"] = "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_journal_update_refuses_a_rerun_that_called_what_the_recording_never_ran(
+    shop: Shop, tmp_path: Path
+) -> None:
+    """The live model asks for an e-mail to the real address, the redacted fixture holds a
+    placeholder: the side-effect tool is served nothing, and that stop is not behaviour."""
+    project = _reworded_with_live_model(shop, tmp_path)
+    session = next(s for s in project.sessions() if _ends_completed(project, s))
+    assert project.cli("fixture", session, "--db", "shop.db").returncode == 0
+    fixture = project.root / "fixtures" / f"{session}.jsonl"
+    before = fixture.read_bytes()
+    updated = _update_with_the_model_up(project)
+    assert updated.returncode == 1, updated.stdout + updated.stderr
+    assert "not rewritten: replay stopped: the code called send_email(" in updated.stdout
+    assert fixture.read_bytes() == before
