@@ -132,7 +132,9 @@ def replay_fixture(
     end) or ran with another configuration, ``update`` needs a ``live_model`` (see
     `Replayer`) to re-record, and otherwise refuses (`FixtureReplay.refused_update`). A
     re-recording the replay itself stopped (``replay_stopped``: a call to a tool with side
-    effects that the recording never ran) is refused too: that stop is not the code's.
+    effects that the recording never ran) is refused too: that stop is not the code's. A
+    rewritten fixture is redacted, as `write_fixture` writes one by default: what a live
+    model or live tool said is new data.
 
     Raises:
         InvalidInputError: the file is malformed (names file:line).
@@ -162,10 +164,13 @@ def replay_fixture(
         if update and (not result.identical or broken is not None):
             refused = _refusal(result, state)
             if refused is None:
-                write_atomically(
-                    fixture_lines(journal, result.replay_session_id, rename=imported.session_id),
-                    path,
+                lines = fixture_lines(
+                    journal,
+                    result.replay_session_id,
+                    redactor=Redactor(),
+                    rename=imported.session_id,
                 )
+                write_atomically(lines, path)
     return FixtureReplay(
         path=str(path),
         session_id=imported.session_id,

@@ -401,3 +401,21 @@ def test_journal_update_refuses_a_rerun_that_called_what_the_recording_never_ran
     assert updated.returncode == 1, updated.stdout + updated.stderr
     assert "not rewritten: replay stopped: the code called send_email(" in updated.stdout
     assert fixture.read_bytes() == before
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_journal_update_writes_the_fixture_redacted(shop: Shop, tmp_path: Path) -> None:
+    """What the live model said (the customer's address) is redacted as a fixture is, and
+    the rewritten fixture replays green with the model down."""
+    project = _reworded_with_live_model(shop, tmp_path)
+    session = next(s for s in project.sessions() if _ends_completed(project, s))
+    wrote = project.cli("fixture", session, "--db", "shop.db", "--no-redact")
+    assert wrote.returncode == 0, wrote.stderr
+    fixture = project.root / "fixtures" / f"{session}.jsonl"
+    assert b"customer@example.com" in fixture.read_bytes()
+    updated = _update_with_the_model_up(project)
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert "updated " in updated.stdout
+    assert b"customer@example.com" not in fixture.read_bytes()
+    again = project.run(BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures")
+    assert again.returncode == 0, again.stdout + again.stderr
