@@ -79,10 +79,11 @@ def answer(question: str, stream: bool = False) -> str:
     """A loop over the Responses API (streamed or not)."""
     items: list[Any] = [{"role": "user", "content": question}]
     while True:
-        if stream:
-            events = list(
-                client.responses.create(model="fake-1", input=items, tools=TOOLS, stream=True)
-            )
+        if stream:  # as the openai docs write it: the stream is a context manager too
+            with client.responses.create(
+                model="fake-1", input=items, tools=TOOLS, stream=True
+            ) as streamed:
+                events = list(streamed)
             reply = next(e.response for e in reversed(events) if e.type == "response.completed")
         else:
             reply = client.responses.create(model="fake-1", input=items, tools=TOOLS)

@@ -155,7 +155,10 @@ class _AsyncStream:
 
 
 class _Served:
-    """A recorded stream, served: its chunks rebuilt in order (iterable both ways)."""
+    """A recorded stream, served: its chunks rebuilt in order, both ways.
+
+    Iterable and a context manager, sync and async, as the client's own streams are.
+    """
 
     def __init__(self, chunks: list[Any]) -> None:
         self._chunks = iter(chunks)
@@ -174,6 +177,18 @@ class _Served:
 
     def close(self) -> None:
         """Nothing to close: the chunks are in memory."""
+
+    def __enter__(self) -> _Served:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> _Served:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Create:
