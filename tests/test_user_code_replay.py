@@ -60,7 +60,10 @@ class Shop:
         return self.run(BIN / "agent-journal", *args)
 
     def sessions(self) -> list[str]:
-        with Journal.open(self.journal) as journal:
+        return self.sessions_of(self.journal)
+
+    def sessions_of(self, path: str | Path) -> list[str]:
+        with Journal.open(self.root / path) as journal:
             return [summary.session_id for summary in journal.sessions()]
 
     def replay_all(self, *options: str) -> dict[str, str]:
@@ -419,3 +422,34 @@ def test_journal_update_writes_the_fixture_redacted(shop: Shop, tmp_path: Path) 
     assert b"customer@example.com" not in fixture.read_bytes()
     again = project.run(BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root(
+    tmp_path: Path,
+) -> None:
+    """``python pkg/app.py`` runs ``pkg.app`` as ``__main__``: the reference names the module
+    as the project root imports it (``pkg.app``), not the file's stem (``app``)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "app.py").write_text(
+        "from journal.capture import Capture\n"
+        "capture = Capture('app.db')\n\n\n"
+        "@capture.tool\n"
+        "def double(n: int) -> int:\n"
+        "    return 2 * n\n\n\n"
+        "@capture.entry\n"
+        "def run(n: int) -> str:\n"
+        "    return str(double(n))\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    print(run(21))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
+    project = Shop(tmp_path, env)
+    ran = project.run(sys.executable, "pkg/app.py")
+    assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
+    (session,) = project.sessions_of("app.db")
+    replayed = project.cli("replay", session, "--db", "app.db")
+    assert replayed.stdout == f"replay of {session} with pkg.app:run: identical, 3 events\n", (
+        replayed.stderr
+    )

@@ -89,7 +89,11 @@ def current_session() -> CapturedSession | None:
 
 
 def reference_of(function: Callable[..., Any]) -> str:
-    """``module:qualname`` of a function, with ``__main__`` named as the file it runs from."""
+    """``module:qualname`` of a function, with ``__main__`` named as the file it runs from.
+
+    A file run as a script inside a package (``python pkg/app.py``) is named as its package
+    imports it (``pkg.app``): the folders up to the first without an ``__init__.py``.
+    """
     module = function.__module__
     if module == "__main__":
         main = sys.modules.get("__main__")
@@ -97,8 +101,17 @@ def reference_of(function: Callable[..., Any]) -> str:
         if spec is not None and spec.name:
             module = spec.name
         elif getattr(main, "__file__", None):
-            module = Path(str(getattr(main, "__file__", ""))).stem
+            module = _module_of(Path(str(getattr(main, "__file__", ""))).resolve())
     return f"{module}:{function.__qualname__}"
+
+
+def _module_of(path: Path) -> str:
+    names = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        names.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(names))
 
 
 @dataclass(frozen=True)
