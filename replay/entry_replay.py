@@ -23,6 +23,7 @@ No server, no API key: nothing leaves the process unless a tool or the model is 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
@@ -192,6 +193,24 @@ class EntryPlayer(Player):
         return ToolPlay(error=error)
 
 
+def _check_not_a_method(entry: Any) -> None:
+    """Refuse a method: its instance was recorded as its repr, and cannot be rebuilt."""
+    qualname = getattr(entry, "__qualname__", "")
+    owner = qualname.rpartition(".")[0]
+    if not owner or owner.endswith("<locals>"):
+        return
+    try:
+        first = next(iter(inspect.signature(entry).parameters), None)
+    except (TypeError, ValueError):
+        return
+    if first in ("self", "cls"):
+        raise AgentLoadError(
+            f"entry {entry.__module__}:{qualname} is a method: a replay cannot rebuild the "
+            "instance it ran on; capture a module-level function that builds it and calls "
+            "the method"
+        )
+
+
 def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str]) -> None:
     """Refuse bad tool names before anything runs.
 
@@ -249,6 +268,7 @@ def replay_entry(
     """
     if not callable(entry):
         raise AgentLoadError(f"{type(entry).__name__} is not an entry function")
+    _check_not_a_method(entry)
     live = live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
     allowed = frozenset(allowed_side_effects)
     _check_tools(entry, live, allowed)

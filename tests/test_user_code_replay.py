@@ -453,3 +453,32 @@ def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root
     assert replayed.stdout == f"replay of {session} with pkg.app:run: identical, 3 events\n", (
         replayed.stderr
     )
+
+
+def test_an_entry_that_is_a_method_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A replay cannot rebuild the instance a method ran on: exit 2, never 'diverged'."""
+    (tmp_path / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "app.py").write_text(
+        "from journal.capture import Capture\n"
+        "capture = Capture('app.db')\n\n\n"
+        "class Bot:\n"
+        "    @capture.entry\n"
+        "    def run(self, n: int) -> str:\n"
+        "        return str(2 * n)\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    print(Bot().run(21))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
+    project = Shop(tmp_path, env)
+    ran = project.run(sys.executable, "-m", "pkg.app")
+    assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
+    (session,) = project.sessions_of("app.db")
+    replayed = project.cli("replay", session, "--db", "app.db")
+    assert replayed.returncode == 2, replayed.stdout
+    assert replayed.stderr == (
+        "agent-journal: entry pkg.app:Bot.run is a method: a replay cannot rebuild the "
+        "instance it ran on; capture a module-level function that builds it and calls the "
+        "method\n"
+    )
