@@ -23,7 +23,6 @@ No server, no API key: nothing leaves the process unless a tool or the model is 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
@@ -39,7 +38,14 @@ from journal import (
     canonical_bytes,
     loads_strict,
 )
-from journal.capture import Player, ReplayTarget, ToolPlay, full_requests, replaying
+from journal.capture import (
+    Player,
+    ReplayTarget,
+    ToolPlay,
+    full_requests,
+    is_method,
+    replaying,
+)
 
 from ._follow import RecordingFollower
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
@@ -195,19 +201,11 @@ class EntryPlayer(Player):
 
 def _check_not_a_method(entry: Any) -> None:
     """Refuse a method: its instance was recorded as its repr, and cannot be rebuilt."""
-    qualname = getattr(entry, "__qualname__", "")
-    owner = qualname.rpartition(".")[0]
-    if not owner or owner.endswith("<locals>"):
-        return
-    try:
-        first = next(iter(inspect.signature(entry).parameters), None)
-    except (TypeError, ValueError):
-        return
-    if first in ("self", "cls"):
+    if is_method(entry):
         raise AgentLoadError(
-            f"entry {entry.__module__}:{qualname} is a method: a replay cannot rebuild the "
-            "instance it ran on; capture a module-level function that builds it and calls "
-            "the method"
+            f"entry {entry.__module__}:{entry.__qualname__} is a method: a replay cannot "
+            "rebuild the instance it ran on; capture a module-level function that builds it "
+            "and calls the method"
         )
 
 

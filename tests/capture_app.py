@@ -113,3 +113,22 @@ def direct(order_id: str) -> str:
     found = lookup_order(order_id)
     reply = client.responses.create(model="fake-1", input=f"order {found['order_id']}")
     return reply.output_text
+
+
+class Orders:
+    """Tools as methods of an object that holds their state."""
+
+    def __init__(self) -> None:
+        self.prefix = "order"
+
+    @capture.tool
+    def describe(self, order_id: str) -> str:
+        return f"{self.prefix} {order_id}"
+
+
+@capture.entry
+def described(order_id: str) -> str:
+    """Calls a tool that is a method, then asks the model."""
+    text = Orders().describe(order_id)
+    reply = client.responses.create(model="fake-1", input=text)
+    return reply.output_text

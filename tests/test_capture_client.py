@@ -75,6 +75,17 @@ def test_a_call_no_model_proposed_is_journaled_and_replayed(journal: Journal) ->
     assert replay_entry(journal, session, capture_app.direct).identical
 
 
+def test_a_tool_that_is_a_method_records_its_arguments_without_the_instance(
+    journal: Journal,
+) -> None:
+    """``self`` is no argument of the call (its repr holds an address that no replay has)."""
+    capture_app.described("100")
+    session = only_session(journal)
+    committed = list(journal.events(session))[1].event
+    assert committed.args == {"order_id": "100"}  # type: ignore[union-attr]
+    assert replay_entry(journal, session, capture_app.described).identical
+
+
 def test_a_changed_request_stops_the_replay_and_names_what_changed(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:

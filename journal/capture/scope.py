@@ -105,6 +105,22 @@ def reference_of(function: Callable[..., Any]) -> str:
     return f"{module}:{function.__qualname__}"
 
 
+def is_method(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is a method: defined in a class, taking ``self`` or ``cls`` first.
+
+    Its receiver is no JSON value: a tool's is left out of its recorded arguments, and a
+    method entry cannot be replayed.
+    """
+    owner = getattr(function, "__qualname__", "").rpartition(".")[0]
+    if not owner or owner.endswith("<locals>"):
+        return False
+    try:
+        first = next(iter(inspect.signature(function).parameters), None)
+    except (TypeError, ValueError):
+        return False
+    return first in ("self", "cls")
+
+
 def _module_of(path: Path) -> str:
     names = [path.stem]
     folder = path.parent
@@ -457,10 +473,15 @@ class Capture:
             self.tools[info.name] = info
             signature = inspect.signature(function)
             returns = signature.return_annotation
+            receiver = next(iter(signature.parameters)) if is_method(function) else None
 
             def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
                 bound = signature.bind(*args, **kwargs)
-                return {key: jsonable(value) for key, value in bound.arguments.items()}
+                return {
+                    key: jsonable(value)
+                    for key, value in bound.arguments.items()
+                    if key != receiver
+                }
 
             if inspect.iscoroutinefunction(function):
 
