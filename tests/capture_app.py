@@ -7,6 +7,7 @@ The capture writes to whatever journal `bind` gives it (the tests bind a fresh o
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -132,3 +133,10 @@ def described(order_id: str) -> str:
     text = Orders().describe(order_id)
     reply = client.responses.create(model="fake-1", input=text)
     return reply.output_text
+
+
+@capture.entry
+def streamed_words(question: str) -> Iterator[str]:
+    """A streaming endpoint: a generator of what the model's reply holds, item by item."""
+    reply = client.responses.create(model="fake-1", input=question)
+    yield from (item.type for item in reply.output)

@@ -86,6 +86,15 @@ def test_a_tool_that_is_a_method_records_its_arguments_without_the_instance(
     assert replay_entry(journal, session, capture_app.described).identical
 
 
+def test_an_entry_that_returns_a_generator_hands_it_over_unread(journal: Journal) -> None:
+    """Journaling the answer never iterates a one-shot iterator the caller is to read."""
+    assert list(capture_app.streamed_words("order 100")) == ["function_call"]
+    session = only_session(journal)
+    answer = list(journal.events(session))[-1].event
+    assert answer.answer == '"<generator>"'  # type: ignore[union-attr]
+    assert replay_entry(journal, session, capture_app.streamed_words).identical
+
+
 def test_a_changed_request_stops_the_replay_and_names_what_changed(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
