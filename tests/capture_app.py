@@ -6,6 +6,7 @@ The capture writes to whatever journal `bind` gives it (the tests bind a fresh o
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -140,3 +141,36 @@ def streamed_words(question: str) -> Iterator[str]:
     """A streaming endpoint: a generator of what the model's reply holds, item by item."""
     reply = client.responses.create(model="fake-1", input=question)
     yield from (item.type for item in reply.output)
+
+
+@capture.tool(name="lookup_order")
+async def lookup_order_slowly(order_id: str) -> dict[str, Any]:
+    await asyncio.sleep(30)  # still running when its sibling's failure ends the entry
+    return {"order_id": order_id}
+
+
+@capture.tool(name="check_stock")
+async def check_stock_now(sku: str, quantity: int) -> Stock:
+    raise OutOfStock(sku)
+
+
+@capture.entry
+async def gathered(question: str) -> list[Any]:
+    """Runs the proposed call and a stock check at once, without return_exceptions: the
+    check's failure ends the entry while the lookup still runs."""
+    reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    (call,) = [item for item in reply.output if item.type == "function_call"]
+    return list(
+        await asyncio.gather(
+            lookup_order_slowly(**json.loads(call.arguments)), check_stock_now("SKU-2", 1)
+        )
+    )
+
+
+@capture.entry(name="tests.capture_app:gathered")
+async def gathered_in_turn(question: str) -> list[Any]:
+    """`gathered` changed: the lookup is awaited first, alone."""
+    reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    (call,) = [item for item in reply.output if item.type == "function_call"]
+    found = await lookup_order_slowly(**json.loads(call.arguments))
+    return [found, await check_stock_now("SKU-2", 1)]

@@ -7,6 +7,7 @@ The model is `tests/fake_openai.py`'s policy, served from a thread on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -93,6 +94,28 @@ def test_an_entry_that_returns_a_generator_hands_it_over_unread(journal: Journal
     answer = list(journal.events(session))[-1].event
     assert answer.answer == '"<generator>"'  # type: ignore[union-attr]
     assert replay_entry(journal, session, capture_app.streamed_words).identical
+
+
+def test_a_call_still_running_when_the_entry_failed_replays_identical(journal: Journal) -> None:
+    """asyncio.gather without return_exceptions: a sibling's failure ended the entry while
+    the proposed lookup ran; the replay's lookup waits as that one did, unanswered."""
+    with pytest.raises(capture_app.OutOfStock):
+        asyncio.run(capture_app.gathered("Is order 104 in stock?"))
+    session = only_session(journal)
+    assert [item.event.type for item in journal.events(session)][-3:] == [
+        "action_proposed",
+        "action_failed",
+        "agent_halted",
+    ]
+    result = replay_entry(journal, session, capture_app.gathered)
+    assert result.identical, result.first_divergence
+    # code that now waits on that call alone diverges there, and does not hang
+    changed = replay_entry(journal, session, capture_app.gathered_in_turn)
+    divergence = changed.first_divergence
+    assert divergence is not None and divergence.seq == 3
+    assert "replay stopped: the code called lookup_order({'order_id': '104'})" in (
+        divergence.reason
+    )
 
 
 def test_a_changed_request_stops_the_replay_and_names_what_changed(

@@ -39,6 +39,7 @@ the same way, but their outcomes come from the replay's `Player`.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
@@ -139,6 +140,11 @@ class ToolInfo:
 
 
 _MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
+
+_UNFINISHED_TURNS = 100
+"""Event-loop turns a replayed call the recording never finished waits for the rest of the
+code to end the session (a replay serves everything at once: a sibling's recorded failure
+ends the entry within a few turns)."""
 
 
 def _from_model(item: Any) -> bool:
@@ -343,6 +349,8 @@ class CapturedSession:
         """Run (or replay) one call of a decorated tool, and journal it."""
         self.start()
         play = self._play(info, args)
+        if play.unfinished is not None:
+            raise play.unfinished
         if not play.live:
             return self._served(info, args, play, returns)
         started = self.timer()
@@ -360,6 +368,8 @@ class CapturedSession:
         """`call_tool` for a coroutine function."""
         self.start()
         play = self._play(info, args)
+        if play.unfinished is not None:
+            await self._still_running(play.unfinished)
         if not play.live:
             return self._served(info, args, play, returns)
         started = self.timer()
@@ -370,6 +380,18 @@ class CapturedSession:
             raise
         self._journal_outcome(info.name, args, result=result, duration_ms=self._since(started))
         return result
+
+    async def _still_running(self, stop: BaseException) -> None:
+        """Wait as a call the recording never finished did, while the rest of the code runs.
+
+        Once the session ends it waits until cancelled; ``stop`` is raised when nothing
+        else runs (the code now waits on this call, where the recording did not).
+        """
+        for _ in range(_UNFINISHED_TURNS):
+            await asyncio.sleep(0)
+            if self.recorder.ended:
+                await asyncio.get_running_loop().create_future()  # cancelled with the loop
+        raise stop
 
     def _play(self, info: ToolInfo, args: dict[str, Any]) -> ToolPlay:
         if self.player is None:
