@@ -174,3 +174,12 @@ async def gathered_in_turn(question: str) -> list[Any]:
     (call,) = [item for item in reply.output if item.type == "function_call"]
     found = await lookup_order_slowly(**json.loads(call.arguments))
     return [found, await check_stock_now("SKU-2", 1)]
+
+
+@capture.entry
+def optioned(order_id: str) -> str:
+    """Asks through a client derived with `with_options`, as the openai docs show."""
+    reply = client.with_options(timeout=30).responses.create(
+        model="fake-1", input=f"order {order_id}"
+    )
+    return str(reply.output[0].type)

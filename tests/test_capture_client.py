@@ -118,6 +118,18 @@ def test_a_call_still_running_when_the_entry_failed_replays_identical(journal: J
     )
 
 
+def test_a_client_derived_with_options_is_captured_too(journal: Journal) -> None:
+    capture_app.optioned("100")
+    session = only_session(journal)
+    assert [item.event.type for item in journal.events(session)] == [
+        "session_started",
+        "user_input",
+        "action_proposed",
+        "agent_completed",
+    ]
+    assert replay_entry(journal, session, capture_app.optioned).identical
+
+
 def test_a_changed_request_stops_the_replay_and_names_what_changed(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
