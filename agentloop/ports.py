@@ -8,6 +8,7 @@ so a replay swaps these four for recorded ones and gets the same decisions.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import time
 import types
@@ -164,6 +165,9 @@ class ToolExecutor(Protocol):
 class LiveToolExecutor:
     """Runs tools for real: async tools awaited, sync tools in a worker thread, with timeouts.
 
+    A sync call that returns an awaitable (an object whose ``__call__`` is async, a lambda
+    around an async function) has it awaited, under the same timeout.
+
     At the timeout the call is abandoned: the outcome is a ``timeout`` failure with
     ``abandoned`` set, and whatever the call does afterwards is never journaled. An async
     tool is cancelled there (``CancelledError`` at its next ``await``). A sync tool cannot
@@ -200,6 +204,8 @@ class LiveToolExecutor:
             else:
                 async with deadline:
                     result = await asyncio.to_thread(tool.fn, args)
+                    if inspect.isawaitable(result):  # an object with an async __call__, ...
+                        result = await result
         except Exception as raised:
             abandoned = deadline.expired()
             error = (

@@ -69,8 +69,9 @@ class Tool:
 
     Args:
         name: the name the model uses.
-        fn: the implementation, sync or async, called with one argument: an instance of
-            ``args`` when it is a pydantic model, else the validated argument dict.
+        fn: the implementation, sync or async (a coroutine function, or a callable that
+            returns an awaitable), called with one argument: an instance of ``args`` when it
+            is a pydantic model, else the validated argument dict.
         description: what the tool does, for the model.
         args: a pydantic model, a JSON Schema of the arguments, or an OpenAI tool spec
             (``{"type": "function", "function": {...}}``).

@@ -20,8 +20,10 @@ lineage rather than ``replay_of``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -86,8 +88,21 @@ def run_code(code: Callable[[], object]) -> str | None:
 
 
 def completed(outcome: object) -> object:
-    """``outcome``, or, for a coroutine (async code), what it returns once run to its end."""
-    return asyncio.run(_awaited(outcome)) if inspect.isawaitable(outcome) else outcome
+    """``outcome``, or, for a coroutine (async code), what it returns once run to its end.
+
+    Called from async code (a replay started inside a coroutine), the caller's event loop
+    is busy waiting for this call: the coroutine then runs on a loop of its own in a worker
+    thread, in a copy of the caller's context.
+    """
+    if not inspect.isawaitable(outcome):
+        return outcome
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(outcome))
+    with ThreadPoolExecutor(1) as worker:
+        run = contextvars.copy_context().run
+        return worker.submit(run, asyncio.run, _awaited(outcome)).result()
 
 
 async def _awaited(pending: Awaitable[object]) -> object:

@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 import orjson
 
+from journal import CAPTURED_WITH_KEY
+
 from .normalize import (
     CONFIG_FIELDS,
     DEFAULT_RULES,
@@ -194,14 +196,15 @@ def _configured(start: Mapping[str, Any] | None) -> bool:
     """Whether a record is a ``session_started`` that says how its run was configured.
 
     A session imported from a transcript names no agent: nothing configured it, so there
-    is no configuration to compare with.
+    is no configuration to compare with; nor with a recorder's session that names none.
+    A session the runtime ran records its agent's whole configuration, with or without a
+    reference (an `Agent` built by hand has none).
     """
-    return (
-        start is not None
-        and start.get("type") == "session_started"
-        and start.get("agent") is not None
-        and start.get("config") is not None
-    )
+    if start is None or start.get("type") != "session_started" or start.get("config") is None:
+        return False
+    metadata = start.get("metadata") or {}
+    from_outside = "imported_from" in metadata or CAPTURED_WITH_KEY in metadata
+    return start.get("agent") is not None or not from_outside
 
 
 def config_changes(

@@ -30,7 +30,9 @@ from agentloop import AgentLoadError, AgentLoopError, TrustList
 from journal import (
     ENTRY_INPUTS_KEY,
     ActionCommitted,
+    ActionFailed,
     ActionProposed,
+    AgentHalted,
     HaltSession,
     Journal,
     RecordedEvent,
@@ -38,7 +40,14 @@ from journal import (
     canonical_bytes,
     loads_strict,
 )
-from journal.capture import Player, ReplayTarget, ToolPlay, full_requests, replaying
+from journal.capture import (
+    Player,
+    ReplayTarget,
+    ToolPlay,
+    full_requests,
+    is_method,
+    replaying,
+)
 
 from ._follow import RecordingFollower
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
@@ -104,6 +113,7 @@ class EntryPlayer(Player):
         self.allowed = frozenset(allowed_side_effects)
         self.live_model = live_model
         self._recorded = recorded
+        self._unfinished = _unfinished_calls(recorded)
         asked = [
             (item.seq, item.event.request)
             for item in recorded
@@ -168,17 +178,20 @@ class EntryPlayer(Player):
                 )
             return ToolPlay(live=True)
         if recorded is None:
-            self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
             how = (
                 f"it has side effects: --allow-side-effects {tool} lets it run for real"
                 if side_effects
                 else "--live-tool runs it for real"
             )
-            raise HaltSession(
+            stop = HaltSession(
                 REPLAY_STOPPED,
                 f"replay stopped: the code called {tool}({args}), which the recording never "
                 f"ran ({how})",
             )
+            if canonical_bytes([tool, args]) in self._unfinished:
+                return ToolPlay(unfinished=stop)
+            self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
+            raise stop
         event = recorded.event
         if isinstance(event, ActionCommitted):
             return ToolPlay(result=event.given_result)
@@ -190,6 +203,36 @@ class EntryPlayer(Player):
             "message": event.message,
         }
         return ToolPlay(error=error)
+
+
+def _unfinished_calls(recorded: Sequence[RecordedEvent]) -> frozenset[bytes]:
+    """The calls (tool and args) of the last proposal with no outcome when the session halted.
+
+    They were still running when the entry failed: asyncio.gather's other calls, when one
+    of them raised.
+    """
+    if not recorded or not isinstance(recorded[-1].event, AgentHalted):
+        return frozenset()
+    running: dict[str, bytes] = {}
+    for item in recorded:
+        event = item.event
+        if isinstance(event, ActionProposed):
+            running = {
+                call.call_id: canonical_bytes([call.tool, call.args]) for call in event.calls
+            }
+        elif isinstance(event, ActionCommitted | ActionFailed):
+            running.pop(event.call_id, None)
+    return frozenset(running.values())
+
+
+def _check_not_a_method(entry: Any) -> None:
+    """Refuse a method: its instance was recorded as its repr, and cannot be rebuilt."""
+    if is_method(entry):
+        raise AgentLoadError(
+            f"entry {entry.__module__}:{entry.__qualname__} is a method: a replay cannot "
+            "rebuild the instance it ran on; capture a module-level function that builds it "
+            "and calls the method"
+        )
 
 
 def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str]) -> None:
@@ -249,6 +292,7 @@ def replay_entry(
     """
     if not callable(entry):
         raise AgentLoadError(f"{type(entry).__name__} is not an entry function")
+    _check_not_a_method(entry)
     live = live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
     allowed = frozenset(allowed_side_effects)
     _check_tools(entry, live, allowed)

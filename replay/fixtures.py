@@ -20,6 +20,7 @@ from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 from ._verdict import ReplayResult
 from .agent_replay import LiveModel
 from .normalize import DEFAULT_RULES, NormalizationRules
+from .recorded import REPLAY_STOPPED
 from .replayer import Replayer
 
 __all__ = [
@@ -129,7 +130,11 @@ def replay_fixture(
     A fixture is rewritten only with what the code did on replies recorded for its very
     context: when the replay stopped for want of one (it diverged before the recording's
     end) or ran with another configuration, ``update`` needs a ``live_model`` (see
-    `Replayer`) to re-record, and otherwise refuses (`FixtureReplay.refused_update`).
+    `Replayer`) to re-record, and otherwise refuses (`FixtureReplay.refused_update`). A
+    re-recording the replay itself stopped (``replay_stopped``: a call to a tool with side
+    effects that the recording never ran) is refused too: that stop is not the code's. A
+    rewritten fixture is redacted, as `write_fixture` writes one by default: what a live
+    model or live tool said is new data.
 
     Raises:
         InvalidInputError: the file is malformed (names file:line).
@@ -149,7 +154,7 @@ def replay_fixture(
         live_model=live_model,
         live_tools=live_tools,
     )
-    refused = broken = None
+    refused = broken = state = None
     with Journal.open(":memory:") as journal:
         imported = import_file(journal, path)
         result = replayer.replay(journal, imported.session_id, source=str(path))
@@ -157,12 +162,15 @@ def replay_fixture(
             state = journal.state(result.replay_session_id)
             broken = _check_expectation(expected, state)
         if update and (not result.identical or broken is not None):
-            refused = _refusal(result)
+            refused = _refusal(result, state)
             if refused is None:
-                write_atomically(
-                    fixture_lines(journal, result.replay_session_id, rename=imported.session_id),
-                    path,
+                lines = fixture_lines(
+                    journal,
+                    result.replay_session_id,
+                    redactor=Redactor(),
+                    rename=imported.session_id,
                 )
+                write_atomically(lines, path)
     return FixtureReplay(
         path=str(path),
         session_id=imported.session_id,
@@ -173,7 +181,7 @@ def replay_fixture(
     )
 
 
-def _refusal(result: ReplayResult) -> str | None:
+def _refusal(result: ReplayResult, state: SessionState | None) -> str | None:
     """Why a replay cannot become the fixture (None: it can)."""
     how = (
         "re-record it with a live model: journal_live_model = agent (the agent's own model) "
@@ -186,4 +194,6 @@ def _refusal(result: ReplayResult) -> str | None:
         )
     if not result.saved:
         return f"not rewritten: the configuration changed; {how}"
+    if state is not None and state.halt_rule == REPLAY_STOPPED:  # the replay's, not the code's
+        return f"not rewritten: {state.halt_reason}; that stop is the replay's, not the code's"
     return None

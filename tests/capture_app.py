@@ -6,7 +6,9 @@ The capture writes to whatever journal `bind` gives it (the tests bind a fresh o
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -79,10 +81,11 @@ def answer(question: str, stream: bool = False) -> str:
     """A loop over the Responses API (streamed or not)."""
     items: list[Any] = [{"role": "user", "content": question}]
     while True:
-        if stream:
-            events = list(
-                client.responses.create(model="fake-1", input=items, tools=TOOLS, stream=True)
-            )
+        if stream:  # as the openai docs write it: the stream is a context manager too
+            with client.responses.create(
+                model="fake-1", input=items, tools=TOOLS, stream=True
+            ) as streamed:
+                events = list(streamed)
             reply = next(e.response for e in reversed(events) if e.type == "response.completed")
         else:
             reply = client.responses.create(model="fake-1", input=items, tools=TOOLS)
@@ -112,3 +115,71 @@ def direct(order_id: str) -> str:
     found = lookup_order(order_id)
     reply = client.responses.create(model="fake-1", input=f"order {found['order_id']}")
     return reply.output_text
+
+
+class Orders:
+    """Tools as methods of an object that holds their state."""
+
+    def __init__(self) -> None:
+        self.prefix = "order"
+
+    @capture.tool
+    def describe(self, order_id: str) -> str:
+        return f"{self.prefix} {order_id}"
+
+
+@capture.entry
+def described(order_id: str) -> str:
+    """Calls a tool that is a method, then asks the model."""
+    text = Orders().describe(order_id)
+    reply = client.responses.create(model="fake-1", input=text)
+    return reply.output_text
+
+
+@capture.entry
+def streamed_words(question: str) -> Iterator[str]:
+    """A streaming endpoint: a generator of what the model's reply holds, item by item."""
+    reply = client.responses.create(model="fake-1", input=question)
+    yield from (item.type for item in reply.output)
+
+
+@capture.tool(name="lookup_order")
+async def lookup_order_slowly(order_id: str) -> dict[str, Any]:
+    await asyncio.sleep(30)  # still running when its sibling's failure ends the entry
+    return {"order_id": order_id}
+
+
+@capture.tool(name="check_stock")
+async def check_stock_now(sku: str, quantity: int) -> Stock:
+    raise OutOfStock(sku)
+
+
+@capture.entry
+async def gathered(question: str) -> list[Any]:
+    """Runs the proposed call and a stock check at once, without return_exceptions: the
+    check's failure ends the entry while the lookup still runs."""
+    reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    (call,) = [item for item in reply.output if item.type == "function_call"]
+    return list(
+        await asyncio.gather(
+            lookup_order_slowly(**json.loads(call.arguments)), check_stock_now("SKU-2", 1)
+        )
+    )
+
+
+@capture.entry(name="tests.capture_app:gathered")
+async def gathered_in_turn(question: str) -> list[Any]:
+    """`gathered` changed: the lookup is awaited first, alone."""
+    reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    (call,) = [item for item in reply.output if item.type == "function_call"]
+    found = await lookup_order_slowly(**json.loads(call.arguments))
+    return [found, await check_stock_now("SKU-2", 1)]
+
+
+@capture.entry
+def optioned(order_id: str) -> str:
+    """Asks through a client derived with `with_options`, as the openai docs show."""
+    reply = client.with_options(timeout=30).responses.create(
+        model="fake-1", input=f"order {order_id}"
+    )
+    return str(reply.output[0].type)

@@ -7,6 +7,7 @@ The model is `tests/fake_openai.py`'s policy, served from a thread on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -73,6 +74,60 @@ def test_a_call_no_model_proposed_is_journaled_and_replayed(journal: Journal) ->
     committed = list(journal.events(session))[1].event
     assert committed.call_id == "direct-1"  # type: ignore[union-attr]
     assert replay_entry(journal, session, capture_app.direct).identical
+
+
+def test_a_tool_that_is_a_method_records_its_arguments_without_the_instance(
+    journal: Journal,
+) -> None:
+    """``self`` is no argument of the call (its repr holds an address that no replay has)."""
+    capture_app.described("100")
+    session = only_session(journal)
+    committed = list(journal.events(session))[1].event
+    assert committed.args == {"order_id": "100"}  # type: ignore[union-attr]
+    assert replay_entry(journal, session, capture_app.described).identical
+
+
+def test_an_entry_that_returns_a_generator_hands_it_over_unread(journal: Journal) -> None:
+    """Journaling the answer never iterates a one-shot iterator the caller is to read."""
+    assert list(capture_app.streamed_words("order 100")) == ["function_call"]
+    session = only_session(journal)
+    answer = list(journal.events(session))[-1].event
+    assert answer.answer == '"<generator>"'  # type: ignore[union-attr]
+    assert replay_entry(journal, session, capture_app.streamed_words).identical
+
+
+def test_a_call_still_running_when_the_entry_failed_replays_identical(journal: Journal) -> None:
+    """asyncio.gather without return_exceptions: a sibling's failure ended the entry while
+    the proposed lookup ran; the replay's lookup waits as that one did, unanswered."""
+    with pytest.raises(capture_app.OutOfStock):
+        asyncio.run(capture_app.gathered("Is order 104 in stock?"))
+    session = only_session(journal)
+    assert [item.event.type for item in journal.events(session)][-3:] == [
+        "action_proposed",
+        "action_failed",
+        "agent_halted",
+    ]
+    result = replay_entry(journal, session, capture_app.gathered)
+    assert result.identical, result.first_divergence
+    # code that now waits on that call alone diverges there, and does not hang
+    changed = replay_entry(journal, session, capture_app.gathered_in_turn)
+    divergence = changed.first_divergence
+    assert divergence is not None and divergence.seq == 3
+    assert "replay stopped: the code called lookup_order({'order_id': '104'})" in (
+        divergence.reason
+    )
+
+
+def test_a_client_derived_with_options_is_captured_too(journal: Journal) -> None:
+    capture_app.optioned("100")
+    session = only_session(journal)
+    assert [item.event.type for item in journal.events(session)] == [
+        "session_started",
+        "user_input",
+        "action_proposed",
+        "agent_completed",
+    ]
+    assert replay_entry(journal, session, capture_app.optioned).identical
 
 
 def test_a_changed_request_stops_the_replay_and_names_what_changed(

@@ -174,6 +174,7 @@ PUBLIC: dict[str, list[str]] = {
         "failure_message",
         "failure_of",
         "full_requests",
+        "is_method",
         "rebuilt",
         "replay_target",
         "replaying",

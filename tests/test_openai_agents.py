@@ -32,7 +32,7 @@ from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails
 
 from journal import Journal, Recorder
-from replay import Replayer, integrations, replay_fixture, write_fixture
+from replay import Replayer, ReplayResult, integrations, replay_fixture, write_fixture
 from replay.integrations import MissingExtraError
 from replay.integrations.openai_agents import JournalRunHooks, replay_agent
 
@@ -189,6 +189,18 @@ def test_replay_is_identical_and_runs_no_tool(journal: Journal, session: str) ->
     assert result.identical, result.first_divergence
     assert (result.recorded_events, result.replayed_events) == (12, 12)
     assert len(RAN) == ran
+
+
+def test_a_replay_called_from_async_code_runs_to_its_verdict(
+    journal: Journal, session: str
+) -> None:
+    """As the capture docs show it: `replay_agent` inside the coroutine that ran the agent."""
+
+    async def main() -> ReplayResult:
+        return replay_agent(journal, session, weather_agent)
+
+    result = asyncio.run(main())
+    assert result.identical, result.first_divergence
 
 
 def test_tools_run_live_on_request_and_are_compared(

@@ -1019,6 +1019,29 @@ def test_an_async_tool_that_waits_gets_each_answer_and_returns() -> None:
     assert (outcome.ok, outcome.result, outcome.abandoned) == (True, ["a", "b", "b", "b"], False)
 
 
+class _AsyncCallable:
+    """A tool written as a class: its ``__call__`` is a coroutine function."""
+
+    async def __call__(self, args: Args) -> str:
+        await asyncio.sleep(0)
+        return f"{args.q}!"
+
+
+async def _shout(args: Args) -> str:
+    await asyncio.sleep(0)
+    return f"{args.q}!"
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_AsyncCallable(), lambda args: _shout(args)],
+    ids=["async-callable-object", "function-returning-a-coroutine"],
+)
+def test_a_tool_whose_call_gives_a_coroutine_is_awaited(fn: Any) -> None:
+    outcome = _execute(fn)
+    assert (outcome.ok, outcome.result) == (True, "a!"), outcome.message
+
+
 @pytest.mark.parametrize("wait_first", [False, True])
 def test_an_async_tool_that_raises_fails_before_or_after_a_wait(wait_first: bool) -> None:
     async def raises(args: Args) -> str:

@@ -60,7 +60,10 @@ class Shop:
         return self.run(BIN / "agent-journal", *args)
 
     def sessions(self) -> list[str]:
-        with Journal.open(self.journal) as journal:
+        return self.sessions_of(self.journal)
+
+    def sessions_of(self, path: str | Path) -> list[str]:
+        with Journal.open(self.root / path) as journal:
             return [summary.session_id for summary in journal.sessions()]
 
     def replay_all(self, *options: str) -> dict[str, str]:
@@ -360,3 +363,122 @@ def test_a_fixture_shows_a_tool_fix_when_that_tool_runs_live(shop: Shop, tmp_pat
     live = fixed.run(*pytest_run)
     assert live.returncode == 1, live.stdout + live.stderr
     assert "first divergence at seq 5: expected action_failed, got action_committed" in live.stdout
+
+
+def _reworded_with_live_model(shop: Shop, tmp_path: Path) -> Shop:
+    """A copy of the shop with another prompt, whose fixtures re-record on the agent's model."""
+    project = _fixed(shop, tmp_path, "Look orders up, check stock", "Look orders up first")
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + '\n[tool.pytest.ini_options]\njournal_live_model = "agent"\n'
+    )
+    return project
+
+
+def _update_with_the_model_up(project: Shop) -> subprocess.CompletedProcess[str]:
+    server = _server(project.env)
+    try:
+        return project.run(
+            BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures", "--journal-update"
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        assert server.stdout is not None
+        server.stdout.close()
+        project.env["SHOP_MODEL_URL"] = "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_journal_update_refuses_a_rerun_that_called_what_the_recording_never_ran(
+    shop: Shop, tmp_path: Path
+) -> None:
+    """The live model asks for an e-mail to the real address, the redacted fixture holds a
+    placeholder: the side-effect tool is served nothing, and that stop is not behaviour."""
+    project = _reworded_with_live_model(shop, tmp_path)
+    session = next(s for s in project.sessions() if _ends_completed(project, s))
+    assert project.cli("fixture", session, "--db", "shop.db").returncode == 0
+    fixture = project.root / "fixtures" / f"{session}.jsonl"
+    before = fixture.read_bytes()
+    updated = _update_with_the_model_up(project)
+    assert updated.returncode == 1, updated.stdout + updated.stderr
+    assert "not rewritten: replay stopped: the code called send_email(" in updated.stdout
+    assert fixture.read_bytes() == before
+
+
+@pytest.mark.parametrize("shop", ["sync"], indirect=True)
+def test_journal_update_writes_the_fixture_redacted(shop: Shop, tmp_path: Path) -> None:
+    """What the live model said (the customer's address) is redacted as a fixture is, and
+    the rewritten fixture replays green with the model down."""
+    project = _reworded_with_live_model(shop, tmp_path)
+    session = next(s for s in project.sessions() if _ends_completed(project, s))
+    wrote = project.cli("fixture", session, "--db", "shop.db", "--no-redact")
+    assert wrote.returncode == 0, wrote.stderr
+    fixture = project.root / "fixtures" / f"{session}.jsonl"
+    assert b"customer@example.com" in fixture.read_bytes()
+    updated = _update_with_the_model_up(project)
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert "updated " in updated.stdout
+    assert b"customer@example.com" not in fixture.read_bytes()
+    again = project.run(BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures")
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root(
+    tmp_path: Path,
+) -> None:
+    """``python pkg/app.py`` runs ``pkg.app`` as ``__main__``: the reference names the module
+    as the project root imports it (``pkg.app``), not the file's stem (``app``)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "app.py").write_text(
+        "from journal.capture import Capture\n"
+        "capture = Capture('app.db')\n\n\n"
+        "@capture.tool\n"
+        "def double(n: int) -> int:\n"
+        "    return 2 * n\n\n\n"
+        "@capture.entry\n"
+        "def run(n: int) -> str:\n"
+        "    return str(double(n))\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    print(run(21))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
+    project = Shop(tmp_path, env)
+    ran = project.run(sys.executable, "pkg/app.py")
+    assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
+    (session,) = project.sessions_of("app.db")
+    replayed = project.cli("replay", session, "--db", "app.db")
+    assert replayed.stdout == f"replay of {session} with pkg.app:run: identical, 3 events\n", (
+        replayed.stderr
+    )
+
+
+def test_an_entry_that_is_a_method_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A replay cannot rebuild the instance a method ran on: exit 2, never 'diverged'."""
+    (tmp_path / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "app.py").write_text(
+        "from journal.capture import Capture\n"
+        "capture = Capture('app.db')\n\n\n"
+        "class Bot:\n"
+        "    @capture.entry\n"
+        "    def run(self, n: int) -> str:\n"
+        "        return str(2 * n)\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    print(Bot().run(21))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
+    project = Shop(tmp_path, env)
+    ran = project.run(sys.executable, "-m", "pkg.app")
+    assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
+    (session,) = project.sessions_of("app.db")
+    replayed = project.cli("replay", session, "--db", "app.db")
+    assert replayed.returncode == 2, replayed.stdout
+    assert replayed.stderr == (
+        "agent-journal: entry pkg.app:Bot.run is a method: a replay cannot rebuild the "
+        "instance it ran on; capture a module-level function that builds it and calls the "
+        "method\n"
+    )

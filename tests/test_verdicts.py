@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop import Agent
+from agentloop import Agent, AgentRuntime
 from agentloop.examples import SCENARIOS, run_demo
 from agentloop.examples.refund import build_buggy, build_fixed, order_total
 from journal import Journal, import_openai
@@ -145,6 +145,24 @@ def test_the_agent_reference_is_an_address_not_a_difference(demo: Path) -> None:
     assert result.first_divergence is None
 
 
+def test_a_run_whose_agent_names_no_reference_still_has_its_configuration_compared(
+    tmp_path: Path,
+) -> None:
+    """An agent built by hand (no `reference`) records none; its prompt is still configuration."""
+    with Journal.open(tmp_path / "j.db") as journal:
+        session = AgentRuntime(build_fixed(), journal).run("refund $30 for order 7").session_id
+        summary = journal.summary(session)
+        assert summary is not None and summary.agent is None
+        same = Replayer(agent="agentloop.examples.refund:build_fixed").replay(journal, session)
+        reworded = Replayer(agent=f"{HERE}:build_reworded").replay(journal, session)
+    assert same.identical
+    assert reworded.verdict == "diverged"
+    assert [change.path for change in reworded.config_changes] == [
+        "system_prompt",
+        "system_prompt_hash",
+    ]
+
+
 def test_the_cli_reports_the_configuration_change_and_exits_1(demo: Path) -> None:
     result = run_cli("replay", FIXED, "--db", demo, "--agent", f"{HERE}:build_reworded")
     assert result.exit_code == 1
@@ -171,6 +189,21 @@ def test_ignore_leaves_the_same_fields_out_of_replay_diff_and_fork(demo: Path) -
     replay_id = saved.stdout.split("(saved as ")[1].split(")")[0]
     assert run_cli("diff", FIXED, replay_id, "--db", demo).exit_code == 1
     assert run_cli("diff", FIXED, replay_id, "--db", demo, *ignore).exit_code == 0
+
+
+def test_diff_reports_a_configuration_change_without_claiming_replies_were_served(
+    demo: Path,
+) -> None:
+    """A diff compares two runs as they are: nothing was served to either."""
+    agent = f"{HERE}:build_reworded"
+    ignore = ["--ignore", "session_started.system_prompt"]
+    ignore += ["--ignore", "session_started.system_prompt_hash"]
+    saved = run_cli("replay", FIXED, "--db", demo, "--agent", agent, "--save", *ignore)
+    replay_id = saved.stdout.split("(saved as ")[1].split(")")[0]
+    diffed = run_cli("diff", FIXED, replay_id, "--db", demo)
+    assert diffed.exit_code == 1
+    assert diffed.stdout.splitlines()[2] == "  configuration changed:"
+    assert "served" not in diffed.stdout
 
 
 @pytest.mark.parametrize(

@@ -203,12 +203,14 @@ def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None
     from journal import clip
     from replay import describe
 
+    from .render import SERVED_ANYWAY
+
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
     config = outcome.result.config_changes
-    if config:
-        lines.append("configuration changed (the recorded replies were served anyway):")
-        lines += [_change(change) for change in config]
     divergence = outcome.result.first_divergence
+    if config:
+        lines.append(f"configuration changed{SERVED_ANYWAY if divergence is None else ''}:")
+        lines += [_change(change) for change in config]
     if divergence is not None:
         lines += [
             f"first divergence at seq {divergence.seq}: {divergence.reason}",

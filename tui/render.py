@@ -253,7 +253,7 @@ def print_replay(result: ReplayResult) -> None:
         )
     elif result.first_divergence is None:
         out.print(safe_text(f"{head}diverged: the configuration changed{saved}"), style="red")
-        _print_config_changes(out, result.config_changes)
+        _print_config_changes(out, result.config_changes, SERVED_ANYWAY)
         out.print("  the behaviour, with the recorded replies, is identical")
     else:
         divergence = result.first_divergence
@@ -293,9 +293,15 @@ def print_replay(result: ReplayResult) -> None:
         )
 
 
-def _print_config_changes(out: Any, changes: Sequence[Change]) -> None:
+SERVED_ANYWAY = " (the recorded replies were served anyway)"
+"""Said of a configuration change only when no behaviour diverged: the replay then served
+every recorded reply. A diff serves nothing, and a replay that diverged may have stopped
+at the first request (a captured client checks each one)."""
+
+
+def _print_config_changes(out: Any, changes: Sequence[Change], note: str = "") -> None:
     if changes:
-        out.print("  configuration changed (the recorded replies were served anyway):")
+        out.print(f"  configuration changed{note}:")
         for change in changes:
             out.print(_diff_line(change, 60, indent=4))
 

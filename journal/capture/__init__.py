@@ -31,7 +31,7 @@ from .recorder import (
     failure_of,
 )
 from .requests import full_requests, request_record
-from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, current_session
+from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, current_session, is_method
 from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_path_for
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "failure_message",
     "failure_of",
     "full_requests",
+    "is_method",
     "rebuilt",
     "replay_target",
     "replaying",

@@ -30,12 +30,16 @@ class ToolPlay:
     """What a replay does with one tool call: run it for real, or give a recorded outcome.
 
     ``live`` runs the tool. Otherwise ``error`` (an `exception_record`) is raised again, or
-    ``result`` is returned.
+    ``result`` is returned. ``unfinished`` marks a call the recording started and never
+    finished (it was still running when the entry failed): an async call waits while the
+    rest of the code runs, as it did, and raises ``unfinished`` when the code waits on it
+    alone; a sync call raises it at once.
     """
 
     live: bool = False
     result: Any = None
     error: dict[str, Any] | None = None
+    unfinished: BaseException | None = None
 
 
 class Player(Protocol):

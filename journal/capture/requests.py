@@ -16,7 +16,7 @@ to the fields of ``action_proposed``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -39,7 +39,13 @@ UNCOMPARED_PARAMETERS = frozenset({"timeout", "extra_headers", "extra_query"})
 
 
 def jsonable(value: object) -> Any:
-    """A value as JSON: models and dataclasses as their fields, anything else as its repr."""
+    """A value as JSON: models and dataclasses as their fields, anything else as its repr.
+
+    A one-shot iterator (a generator, sync or async) is named, never read: reading it would
+    leave nothing for the code it was handed to.
+    """
+    if isinstance(value, Iterator | AsyncIterator):
+        return f"<{type(value).__name__}>"
     return to_jsonable_python(value, fallback=repr)
 
 

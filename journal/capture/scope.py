@@ -39,6 +39,7 @@ the same way, but their outcomes come from the replay's `Player`.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
@@ -89,7 +90,11 @@ def current_session() -> CapturedSession | None:
 
 
 def reference_of(function: Callable[..., Any]) -> str:
-    """``module:qualname`` of a function, with ``__main__`` named as the file it runs from."""
+    """``module:qualname`` of a function, with ``__main__`` named as the file it runs from.
+
+    A file run as a script inside a package (``python pkg/app.py``) is named as its package
+    imports it (``pkg.app``): the folders up to the first without an ``__init__.py``.
+    """
     module = function.__module__
     if module == "__main__":
         main = sys.modules.get("__main__")
@@ -97,8 +102,33 @@ def reference_of(function: Callable[..., Any]) -> str:
         if spec is not None and spec.name:
             module = spec.name
         elif getattr(main, "__file__", None):
-            module = Path(str(getattr(main, "__file__", ""))).stem
+            module = _module_of(Path(str(getattr(main, "__file__", ""))).resolve())
     return f"{module}:{function.__qualname__}"
+
+
+def is_method(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is a method: defined in a class, taking ``self`` or ``cls`` first.
+
+    Its receiver is no JSON value: a tool's is left out of its recorded arguments, and a
+    method entry cannot be replayed.
+    """
+    owner = getattr(function, "__qualname__", "").rpartition(".")[0]
+    if not owner or owner.endswith("<locals>"):
+        return False
+    try:
+        first = next(iter(inspect.signature(function).parameters), None)
+    except (TypeError, ValueError):
+        return False
+    return first in ("self", "cls")
+
+
+def _module_of(path: Path) -> str:
+    names = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        names.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(names))
 
 
 @dataclass(frozen=True)
@@ -110,6 +140,11 @@ class ToolInfo:
 
 
 _MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
+
+_UNFINISHED_TURNS = 100
+"""Event-loop turns a replayed call the recording never finished waits for the rest of the
+code to end the session (a replay serves everything at once: a sibling's recorded failure
+ends the entry within a few turns)."""
 
 
 def _from_model(item: Any) -> bool:
@@ -314,6 +349,8 @@ class CapturedSession:
         """Run (or replay) one call of a decorated tool, and journal it."""
         self.start()
         play = self._play(info, args)
+        if play.unfinished is not None:
+            raise play.unfinished
         if not play.live:
             return self._served(info, args, play, returns)
         started = self.timer()
@@ -331,6 +368,8 @@ class CapturedSession:
         """`call_tool` for a coroutine function."""
         self.start()
         play = self._play(info, args)
+        if play.unfinished is not None:
+            await self._still_running(play.unfinished)
         if not play.live:
             return self._served(info, args, play, returns)
         started = self.timer()
@@ -341,6 +380,18 @@ class CapturedSession:
             raise
         self._journal_outcome(info.name, args, result=result, duration_ms=self._since(started))
         return result
+
+    async def _still_running(self, stop: BaseException) -> None:
+        """Wait as a call the recording never finished did, while the rest of the code runs.
+
+        Once the session ends it waits until cancelled; ``stop`` is raised when nothing
+        else runs (the code now waits on this call, where the recording did not).
+        """
+        for _ in range(_UNFINISHED_TURNS):
+            await asyncio.sleep(0)
+            if self.recorder.ended:
+                await asyncio.get_running_loop().create_future()  # cancelled with the loop
+        raise stop
 
     def _play(self, info: ToolInfo, args: dict[str, Any]) -> ToolPlay:
         if self.player is None:
@@ -444,10 +495,15 @@ class Capture:
             self.tools[info.name] = info
             signature = inspect.signature(function)
             returns = signature.return_annotation
+            receiver = next(iter(signature.parameters)) if is_method(function) else None
 
             def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
                 bound = signature.bind(*args, **kwargs)
-                return {key: jsonable(value) for key, value in bound.arguments.items()}
+                return {
+                    key: jsonable(value)
+                    for key, value in bound.arguments.items()
+                    if key != receiver
+                }
 
             if inspect.iscoroutinefunction(function):
 

@@ -13,6 +13,7 @@ yields its recorded chunks in order), so the code reads what it read then.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
@@ -155,7 +156,10 @@ class _AsyncStream:
 
 
 class _Served:
-    """A recorded stream, served: its chunks rebuilt in order (iterable both ways)."""
+    """A recorded stream, served: its chunks rebuilt in order, both ways.
+
+    Iterable and a context manager, sync and async, as the client's own streams are.
+    """
 
     def __init__(self, chunks: list[Any]) -> None:
         self._chunks = iter(chunks)
@@ -174,6 +178,18 @@ class _Served:
 
     def close(self) -> None:
         """Nothing to close: the chunks are in memory."""
+
+    def __enter__(self) -> _Served:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> _Served:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Create:
@@ -234,6 +250,16 @@ class _Create:
         return response
 
 
+def _derived(derive: Callable[..., Any]) -> Callable[..., Any]:
+    """``derive`` (a client's ``with_options``), returning its client captured."""
+
+    @functools.wraps(derive)
+    def captured(*args: Any, **kwargs: Any) -> Any:
+        return captured_client(derive(*args, **kwargs))
+
+    return captured
+
+
 class _Proxy:
     """An object whose attributes are the wrapped one's, but for those given."""
 
@@ -246,8 +272,16 @@ class _Proxy:
 
 
 def captured_client(client: Any) -> Any:
-    """``client`` with ``chat.completions.create`` and ``responses.create`` journaled."""
-    own: dict[str, Any] = {}
+    """``client`` with ``chat.completions.create`` and ``responses.create`` journaled.
+
+    A client derived from it (``with_options``, ``copy``: the same client with other
+    settings) is captured too.
+    """
+    own: dict[str, Any] = {
+        name: _derived(getattr(client, name))
+        for name in ("with_options", "copy")
+        if callable(getattr(client, name, None))
+    }
     chat = getattr(client, "chat", None)
     if chat is not None:
         completions = _Proxy(chat.completions, create=_Create("chat", chat.completions.create))

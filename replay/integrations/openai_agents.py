@@ -24,7 +24,8 @@ the first call still running, then the recorder's halt.
 Replay: `replay_agent` re-runs your agent with a `ReplayModel` serving the recorded
 responses in order (set as the run's model, tracing off) and function tools served from
 the recording (or run live, by name), then compares. A response the agent asks for that
-was never recorded is a divergence naming the step. Streamed runs are not replayed.
+was never recorded is a divergence naming the step. A streamed run (``Runner.run_streamed``)
+is captured alike and replayed through ``Runner.run``: the replay model does not stream.
 """
 
 from __future__ import annotations
