@@ -15,6 +15,7 @@ outside int64 and non-finite numbers instead of silently changing them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -218,7 +219,13 @@ def _naive_ts(text: object) -> datetime:
 
 def valid_session_id(session_id: object) -> bool:
     """Tell whether a session id has 1 to 128 characters from letters, digits and ``-_.:``."""
-    return isinstance(session_id, str) and _SESSION_ID.fullmatch(session_id) is not None
+    return isinstance(session_id, str) and _valid_id_text(session_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _valid_id_text(text: str) -> bool:
+    """`valid_session_id` of a string, remembered (an import checks one id on every line)."""
+    return _SESSION_ID.fullmatch(text) is not None
 
 
 def _reject_constant(name: str) -> Any:
