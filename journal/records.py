@@ -426,7 +426,7 @@ def from_record(
     Raises:
         InvalidEventError: a bad envelope, payload, or hash; the message starts with ``at``.
     """
-    if type(record) is CanonicalRecord:
+    if isinstance(record, CanonicalRecord):
         payload, body, claimed = record  # the fields are given over: the envelope is popped
     else:
         payload, body = dict(record), None
