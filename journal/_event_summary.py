@@ -31,10 +31,24 @@ SUMMARY_WIDTH = 160
 
 
 def clip(text: str, width: int = SUMMARY_WIDTH) -> str:
-    """Flatten ``text`` to one line and cut it to ``width`` characters with an ellipsis."""
-    if not text.isprintable() or "  " in text or text[:1] == " " or text[-1:] == " ":
-        text = " ".join(text.split())  # else there is nothing to flatten: see the test
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """Flatten ``text`` to one line and cut it to ``width`` characters with an ellipsis.
+
+    A long text (a tool's result) is flattened from its start only, when that is enough:
+    the start flattened is the start of the whole flattened (a word the cut halves is
+    still the start of that word), so once it is longer than ``width`` the rest cannot
+    show.
+    """
+    long = len(text) > _HEAD * width
+    line = text[: _HEAD * width] if long else text
+    if not line.isprintable() or "  " in line or line[:1] == " " or line[-1:] == " ":
+        line = " ".join(line.split())  # else there is nothing to flatten: see the test
+    if long and len(line) <= width:  # a start that is mostly blank: the whole text decides
+        line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+_HEAD = 4
+"""`clip` flattens the first ``_HEAD * width`` characters of a longer text alone first."""
 
 
 def _json(value: object) -> str:

@@ -131,8 +131,11 @@ def plan_append(
     return AppendPlan(rows=rows, state=fold(recorded, head.state if head else None))
 
 
-IMPORT_BATCH = 1000
-"""Rows an import plans, folds and writes at a time: its memory, whatever the session's size."""
+IMPORT_BATCH = 200
+"""Rows an import plans, folds and writes at a time: its memory, whatever the session's size.
+
+Small enough that a batch's rows and events stay in a core's cache until they are folded
+and written (at 1000 they did not, and an import spent ~15% more CPU)."""
 
 
 class ImportStream:

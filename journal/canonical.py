@@ -15,6 +15,7 @@ outside int64 and non-finite numbers instead of silently changing them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -229,7 +230,13 @@ def _naive_ts(text: object) -> datetime:
 
 def valid_session_id(session_id: object) -> bool:
     """Tell whether a session id has 1 to 128 characters from letters, digits and ``-_.:``."""
-    return isinstance(session_id, str) and _SESSION_ID.fullmatch(session_id) is not None
+    return isinstance(session_id, str) and _valid_id_text(session_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _valid_id_text(text: str) -> bool:
+    """`valid_session_id` of a string, remembered (an import checks one id on every line)."""
+    return _SESSION_ID.fullmatch(text) is not None
 
 
 def _reject_constant(name: str) -> Any:
@@ -278,18 +285,25 @@ def canonical_object(raw: bytes) -> dict[str, Any] | None:
         return None
     # orjson reads only exact builtin types, finite floats and integers up to 2**64 - 1, so
     # `plainly_canonical` can find nothing wrong unless the text nests deeper than its limit
-    # (at most one level per bracket) or holds a run of 19 digits or more (an integer past
-    # int64 has one): only then is the walk needed. It comes before the re-dump, which
-    # refuses values nested deeper than orjson's own limit.
-    suspect = raw.count(b"[") + raw.count(b"{") > MAX_DEPTH or _LONG_RUN in raw.translate(_DIGITS)
-    if suspect and not plainly_canonical(value):
-        return None
-    return value if dumps_canonical(value) == raw else None
+    # (at most one level per bracket) or holds an integer past 53 bits (the re-dump with
+    # OPT_STRICT_INTEGER refuses one; rare in events): only then is the walk needed. It
+    # comes before the plain re-dump, which refuses values nested deeper than orjson's own
+    # limit.
+    dumped = None
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        try:
+            dumped = orjson.dumps(value, option=_SORTED_53_BITS)
+        except orjson.JSONEncodeError:
+            pass
+    if dumped is None:
+        if not plainly_canonical(value):
+            return None
+        dumped = dumps_canonical(value)
+    return value if dumped == raw else None
 
 
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")
-_LONG_RUN = b"0" * 19
-"""After ``translate(_DIGITS)`` a run of 19 digits (the shortest integer past int64) reads so."""
+_SORTED_53_BITS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+"""The canonical dump, refusing integers past 53 bits (`canonical_object` checks those)."""
 
 
 def loads_strict(text: str | bytes) -> Any:

@@ -31,7 +31,6 @@ from .events import EVENT_TYPES, PART_MODELS, AgentEvent
 from .upcasting import current_version, upcast
 
 __all__ = [
-    "ENVELOPE_FIELDS",
     "CanonicalRecord",
     "ImportRecord",
     "RecordedEvent",
@@ -47,9 +46,6 @@ __all__ = [
     "stored_row",
     "where",
 ]
-
-ENVELOPE_FIELDS = ("hash", "seq", "session_id", "ts", "v")
-"""Fields of a flat record that belong to the envelope; ``type`` belongs to both."""
 
 
 def where(session_id: str, seq: int | None) -> str:
@@ -430,39 +426,33 @@ def from_record(
     Raises:
         InvalidEventError: a bad envelope, payload, or hash; the message starts with ``at``.
     """
-    body: bytes | None
-    if type(record) is CanonicalRecord:
-        fields, body, claimed = record
+    if isinstance(record, CanonicalRecord):
+        payload, body, claimed = record  # the fields are given over: the envelope is popped
     else:
-        fields, body = record, None  # type: ignore[assignment]
-        claimed = fields.get("hash")
-    get = fields.get
-    session_id: Any = get("session_id")
-    seq: Any = get("seq")
-    version: Any = get("v")
-    event_type: Any = get("type")
-    stamp: Any = get("ts")
+        payload, body = dict(record), None
+        claimed = payload.pop("hash", None)
+    pop = payload.pop
+    session_id: Any = pop("session_id", None)
+    seq: Any = pop("seq", None)
+    version: Any = pop("v", None)
+    stamp: Any = pop("ts", None)
+    event_type: Any = payload.get("type")
     if not valid_session_id(session_id):
         raise InvalidEventError(
             f"{at}: session_id {session_id!r} must be 1-128 characters of letters, digits, -_.:"
         )
-    for name, value in (("seq", seq), ("v", version)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise InvalidEventError(f"{at}: {name} {value!r} is not a non-negative integer")
+    if type(seq) is not int or type(version) is not int or seq < 0 or version < 0:
+        _check_counts(seq, version, at)
     if not isinstance(event_type, str):
         raise InvalidEventError(f"{at}: type {event_type!r} is not a string")
-    payload = fields if body is not None else dict(fields)  # a CanonicalRecord's is given over
-    pop = payload.pop
-    pop("hash", None)
     try:
         check_ts(stamp)
         if body is None:
             check_json(payload)
-            body = dumps_canonical(payload)  # raises on what check_json lets by (surrogates)
+            envelope = {"session_id": session_id, "seq": seq, "ts": stamp, "v": version}
+            body = dumps_canonical(payload | envelope)  # raises on what check_json lets by
     except InvalidEventError as e:
         raise InvalidEventError(f"{at}: {e}") from e
-    for name in ENVELOPE_FIELDS:
-        pop(name, None)
     event = _validated(event_type, version, payload, at)
     computed = hasher(chain, body)
     if claimed is not None and claimed != computed:
@@ -480,6 +470,13 @@ def from_record(
         summarize(event),
     )
     return row, event
+
+
+def _check_counts(seq: object, version: object, at: str) -> None:
+    """Raise unless ``seq`` and ``v`` are non-negative integers, naming the one that is not."""
+    for name, value in (("seq", seq), ("v", version)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidEventError(f"{at}: {name} {value!r} is not a non-negative integer")
 
 
 def _validated(event_type: str, version: int, payload: dict[str, Any], at: str) -> AgentEvent:

@@ -6,7 +6,6 @@ opens SQLite; a ``postgresql://`` URL opens PostgreSQL. Either is a context mana
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from abc import ABC, abstractmethod
@@ -239,6 +238,8 @@ class Journal(ABC):
         runs on its own pooled connection. Cancelling the awaiting task does not withdraw
         an append already handed to a thread: it may still be committed.
         """
+        import asyncio  # here: the other callers of a journal need not load asyncio
+
         call = functools.partial(self.append, session_id, events, expected_seq=expected_seq, ts=ts)
         return await asyncio.get_running_loop().run_in_executor(append_pool(), call)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sqlite3
@@ -529,6 +530,14 @@ def test_import_reports_each_file_and_is_idempotent(exported: Path, tmp_path: Pa
     assert (result.exit_code, result.stderr) == (0, f"imported s: already present ({exported})\n")
     with Journal.open(target) as journal:
         assert export_session(journal, "s") == exported.read_bytes()
+
+
+def test_import_leaves_the_garbage_collector_as_it_found_it(exported: Path, tmp_path: Path) -> None:
+    """The import command collects rarely while it runs (`_rare_collections`), then not."""
+    before = (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled())
+    bad = write_lines(tmp_path / "bad.jsonl", [b"not json"])
+    assert run_cli("import", exported, bad, "--db", tmp_path / "new.db").exit_code == 2
+    assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == before
 
 
 def test_one_bad_file_fails_alone_and_the_exit_is_2(exported: Path, tmp_path: Path) -> None:

@@ -429,10 +429,33 @@ def test_every_separator_but_the_space_is_unprintable() -> None:
         ("tab\there", "tab here"),
         ("nbsp\u00a0and\u3000ideographic", "nbsp and ideographic"),
         ("", ""),
+        ("x" * SUMMARY_WIDTH + " " * 5 * SUMMARY_WIDTH, "x" * SUMMARY_WIDTH),  # all at the start
+        ("x" * SUMMARY_WIDTH + " " * 5 * SUMMARY_WIDTH + "y", "x" * (SUMMARY_WIDTH - 1) + "…"),
     ],
 )
 def test_clip_flattens_whitespace_to_single_spaces(text: str, line: str) -> None:
     assert clip(text) == line
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="ab\u00e9", min_size=1, max_size=40),
+            st.text(alphabet=" \t\n\u00a0\u2028", min_size=1, max_size=30),
+        ),
+        max_size=60,
+    ),
+    st.integers(1, 60),
+)
+def test_clip_of_a_long_text_is_its_whole_text_flattened_and_cut(
+    parts: list[str], width: int
+) -> None:
+    """Cutting a long text from its start first changes nothing (words and blank runs of
+    every length, the start ending inside either)."""
+    text = "".join(parts)
+    line = " ".join(text.split())
+    assert clip(text, width) == (line if len(line) <= width else line[: width - 1] + "…")
 
 
 def test_a_v1_proposal_upcasts_with_the_text_of_its_arguments() -> None:

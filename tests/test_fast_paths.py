@@ -553,6 +553,7 @@ _texts = st.one_of(
     _values.map(lambda value: _as_text({"v": value}) + b" "),
     st.integers(0, MAX_DEPTH + 3).map(lambda depth: _as_text({"v": _nested(depth, 1)})),
     st.integers(2**63 - 3, 2**64 + 3).map(lambda n: b'{"big":%d,"n":-%d}' % (n, n)),
+    st.integers(2**53 - 3, 2**53 + 3).map(lambda n: b'{"a":[%d],"n":-%d}' % (n, n)),
     st.sampled_from([b'{"a":1,"a":2}', b'{"a":1e400}', b'{"a":"\\ud800"}', b'{"b":1,"a":2}']),
     st.binary(max_size=20),
 )

@@ -7,9 +7,6 @@ from pathlib import Path
 
 import click
 
-from journal.capture import Spool, spool_path_for
-from journal.capture import drain as drain_spool
-
 from .clikit import EXIT_FINDING, db_option, json_option, open_for_writing, print_json
 
 __all__ = ["drain"]
@@ -27,6 +24,9 @@ def drain(spool: Path | None, db: str, as_json: bool) -> None:
     twice writes nothing twice. A session the journal refuses (a conflict) stays in the
     spool, named on stderr, and the exit code is 1.
     """
+    from journal.capture import Spool, spool_path_for
+    from journal.capture import drain as drain_spool
+
     path = spool if spool is not None else spool_path_for(db)
     if path is None:
         raise click.UsageError("an in-memory journal has no spool: name the spool file")
