@@ -119,13 +119,15 @@ def replay_fixture(
     rules: NormalizationRules = DEFAULT_RULES,
     live_model: LiveModel = None,
     live_tools: bool | Iterable[str] = False,
+    allow_side_effects: Iterable[str] = (),
 ) -> FixtureReplay:
     """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
 
     The fixture's recorded agent runs only when ``trust`` (default: `TrustList.discover`)
     allows it; ``agent`` runs as given. ``rules`` say what the comparison leaves out.
     ``live_tools`` run for real (``True``: every tool but those declared with side effects),
-    so a fix inside a tool shows at its result.
+    so a fix inside a tool shows at its result; a tool declared with side effects runs for
+    real only when ``allow_side_effects`` names it too.
 
     A fixture is rewritten only with what the code did on replies recorded for its very
     context: when the replay stopped for want of one (it diverged before the recording's
@@ -153,6 +155,7 @@ def replay_fixture(
         rules=rules,
         live_model=live_model,
         live_tools=live_tools,
+        allow_side_effects=allow_side_effects,
     )
     refused = broken = state = None
     with Journal.open(":memory:") as journal:
@@ -195,5 +198,9 @@ def _refusal(result: ReplayResult, state: SessionState | None) -> str | None:
     if not result.saved:
         return f"not rewritten: the configuration changed; {how}"
     if state is not None and state.halt_rule == REPLAY_STOPPED:  # the replay's, not the code's
-        return f"not rewritten: {state.halt_reason}; that stop is the replay's, not the code's"
+        return (
+            f"not rewritten: {state.halt_reason}; that stop is the replay's, not the code's "
+            "(in pytest, journal_allow_side_effects names the tools with side effects that "
+            "may run for real)"
+        )
     return None

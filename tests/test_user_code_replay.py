@@ -363,6 +363,8 @@ def test_a_fixture_shows_a_tool_fix_when_that_tool_runs_live(shop: Shop, tmp_pat
     live = fixed.run(*pytest_run)
     assert live.returncode == 1, live.stdout + live.stderr
     assert "first divergence at seq 5: expected action_failed, got action_committed" in live.stdout
+    # the command it prints replays as the plugin did: the same tool live
+    assert f"agent-journal replay fixtures/{failed}.jsonl --live-tool check_stock" in live.stdout
 
 
 def _reworded_with_live_model(shop: Shop, tmp_path: Path) -> Shop:
@@ -403,7 +405,25 @@ def test_journal_update_refuses_a_rerun_that_called_what_the_recording_never_ran
     updated = _update_with_the_model_up(project)
     assert updated.returncode == 1, updated.stdout + updated.stderr
     assert "not rewritten: replay stopped: the code called send_email(" in updated.stdout
+    assert "in pytest, journal_allow_side_effects names the tools" in updated.stdout
     assert fixture.read_bytes() == before
+    # Allowed in the pytest settings, the e-mail goes out for real and the run is the fixture.
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'journal_live_model = "agent"\n',
+            'journal_live_model = "agent"\njournal_allow_side_effects = ["send_email"]\n',
+        )
+    )
+    outbox = project.outbox.read_text() if project.outbox.exists() else ""
+    updated = _update_with_the_model_up(project)
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert fixture.read_bytes() != before
+    assert project.outbox.read_text().count("\n") == outbox.count("\n") + 1
+    assert "send_email" in fixture.read_text()
+    replayed = project.run(BIN / "pytest", "-q", "-p", "no:cacheprovider", "fixtures")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr  # served, not sent
+    assert project.outbox.read_text().count("\n") == outbox.count("\n") + 1
 
 
 @pytest.mark.parametrize("shop", ["sync"], indirect=True)

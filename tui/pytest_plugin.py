@@ -13,7 +13,11 @@ or ``pytest.ini``):
 * ``journal_live_model``: what answers where no recorded reply fits, so that
   ``--journal-update`` can re-record a fixture whose replay diverged before its end:
   ``agent`` (the agent's own model) or ``MODULE:FACTORY``. Without it such a fixture is
-  not rewritten (a recorded reply is never paired with a context it was not recorded for).
+  not rewritten (a recorded reply is never paired with a context it was not recorded for);
+* ``journal_live_tools``: tools that run for real in every replay (``*``: every tool not
+  declared with side effects), so a fix inside a tool shows at its result;
+* ``journal_allow_side_effects``: tools declared with side effects that may run for real
+  too (what ``agent-journal replay --allow-side-effects`` takes), one name per line.
 
 The agent a fixture records runs only when the trust list allows it (the ``agents`` of
 ``[tool.agent-journal]`` in ``pyproject.toml``, found from the rootdir upwards; see
@@ -60,6 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "journal_live_tools",
         "Tools to run for real in every fixture's replay, one name per line ('*': every "
         "tool not declared with side effects); the others come from the recording.",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "journal_allow_side_effects",
+        "Tools declared with side effects that may run for real in a replay (a live one, or "
+        "one the recording never ran), one name per line (as replay --allow-side-effects).",
         type="linelist",
         default=[],
     )
@@ -146,6 +157,7 @@ class JournalFixtureItem(pytest.Item):
                 rules=rules,
                 live_model=str(self.config.getini("journal_live_model")) or None,
                 live_tools=_live_tools(self.config.getini("journal_live_tools")),
+                allow_side_effects=self.config.getini("journal_allow_side_effects"),
             )
         except JournalError as e:
             raise FixtureError(str(e)) from e
@@ -168,6 +180,13 @@ class JournalFixtureItem(pytest.Item):
         agent = str(self.config.getini("journal_agent"))
         if agent:
             words += ["--agent", agent]
+        live = self.config.getini("journal_live_tools")
+        if live == ["*"]:
+            words.append("--live-tools")
+        else:
+            words += [word for name in live for word in ("--live-tool", name)]
+        for name in self.config.getini("journal_allow_side_effects"):
+            words += ["--allow-side-effects", name]
         for spec in self.config.getini("journal_ignore"):
             words += ["--ignore", spec]
         return shlex.join(words)
