@@ -8,6 +8,7 @@ runs pytest: it sets up the environment and runs the tests, lint and type checks
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,25 @@ def command_in(path: Path) -> str:
     return commands[0]
 
 
-def test_ci_runs_exactly_the_readme_test_command() -> None:
-    assert command_in(REPO / ".ci" / "run") == command_in(REPO / "README.md")
+STOP = " || exit 1"
+"""What ends the command's line in .ci/run: under ``set -e`` a failure inside an ``&&`` list
+(the tests, say) does not stop the script, so without it CI would go on and pass."""
+
+
+def test_ci_runs_exactly_the_readme_test_command_and_stops_when_it_fails() -> None:
+    ci = command_in(REPO / ".ci" / "run")
+    assert ci.endswith(STOP), f".ci/run: the test command does not end with {STOP!r}"
+    assert ci.removesuffix(STOP) == command_in(REPO / "README.md")
+
+
+def test_a_failure_inside_the_command_fails_the_ci_script(tmp_path: Path) -> None:
+    script = tmp_path / "run"
+    script.write_text(f"set -euo pipefail\nfalse && true{STOP}\necho went on\n")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (1, "")
+    script.write_text("set -euo pipefail\nfalse && true\necho went on\n")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, "went on\n")  # why STOP is there
 
 
 def test_the_test_command_installs_the_dev_extra_and_runs_all_checks_in_parallel() -> None:

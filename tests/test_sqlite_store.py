@@ -691,7 +691,11 @@ def test_a_newer_schema_or_another_chain_is_refused(tmp_path: Path) -> None:
         Journal.open(keyed)
 
 
-@given(st.lists(st.one_of(st.none(), st.integers(), st.text(alphabet="ab?")), max_size=6))
+@given(
+    st.lists(
+        st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(alphabet="ab?")), max_size=6
+    )
+)
 def test_none_parameters_are_written_as_null_and_the_statement_means_the_same(
     values: list[object],
 ) -> None:
