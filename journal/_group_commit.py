@@ -123,6 +123,12 @@ class GroupCommit:
         ``committed`` is called with what ``write`` returned once the commit holding it is
         done (not when it failed). What ``write`` raises is raised here, translated.
         """
+        with self._mutex:
+            alone = not self._leading
+            if alone:
+                self._leading = True
+        if alone:
+            return self._run_alone(write, committed)
         entry = _Write(write, committed)
         try:
             with self._mutex:
@@ -142,6 +148,21 @@ class GroupCommit:
         if entry.error is not None:
             raise entry.error
         return entry.result  # type: ignore[return-value]  # done without an error: set
+
+    def _run_alone(self, write: Callable[[SqlTx], T], committed: Callable[[T], None]) -> T:
+        """A write that found no commit in progress: its own transaction, as a batch of one
+        in `_lead` runs it (no savepoint, its error raised as it is), without queueing an
+        entry first. Who queued behind its commit leads the next one."""
+        try:
+            with self._transaction() as tx:
+                result = write(tx)
+            committed(result)
+            return result
+        finally:
+            with self._mutex:
+                after = self._hand_on()
+            if after is not None:
+                after.release()
 
     def _lead(self) -> None:
         """Take the queue, commit it as one batch, wake its callers and hand the lead on."""
