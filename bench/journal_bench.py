@@ -143,7 +143,7 @@ FLOOR_INSERT = FIRST_INSERT
 
 def floor_steps(
     order: list[tuple[str, int, AgentEvent]],
-) -> list[tuple[tuple[Any, ...], str, list[Any]]]:
+) -> list[tuple[tuple[Any, ...], str, Sequence[Any]]]:
     """Per event, our row and the SQL + parameters that bring its session's projection row
     up to date: what ``Journal.append`` writes, computed by our code before any timing."""
     heads: dict[str, SessionHead] = {}
@@ -174,11 +174,12 @@ def floor_steps(
                 "WHERE session_id = ? AND last_seq = ?"
             )
             params = [*(row[n] for n in names), session_id, before["last_seq"]]
-        steps.append((tuple(plan.rows[0][:8]), *without_nulls(sql, params)))
+        row_values: tuple[Any, ...] = plan.rows[0][:8]
+        steps.append((row_values, *without_nulls(sql, params)))
     return steps
 
 
-def floor_per_event(path: Path, steps: list[tuple[tuple[Any, ...], str, list[Any]]]) -> None:
+def floor_per_event(path: Path, steps: list[tuple[tuple[Any, ...], str, Sequence[Any]]]) -> None:
     """(b) into our schema (its triggers fire), with the projection row written in the same
     transaction by a guarded UPDATE: the SQL a one-event append cannot do without."""
     with Journal.open(path):

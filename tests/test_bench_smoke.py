@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "journal_bench.py"
 
@@ -110,3 +113,29 @@ def test_the_search_bench_runs_and_prints_its_reference() -> None:
     for row in ("index build: first refresh_search_index", "catch-up: refresh after 1,000 more"):
         assert row in done.stdout
     assert "(rare), ranked" in done.stdout and "every row" in done.stdout
+
+
+INSTRUCTIONS = BENCH.with_name("instructions.py")
+
+
+@pytest.mark.parametrize("case", ["one-event", "batched"])
+@pytest.mark.parametrize("side", ["ours", "raw"])
+def test_each_case_of_the_instruction_bench_runs_as_its_child(case: str, side: str) -> None:
+    """What valgrind runs, run without it (valgrind itself makes each run ~15 s)."""
+    command = [sys.executable, str(INSTRUCTIONS), "--child", case, side, "3", "6"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_the_instruction_bench_without_valgrind_says_so(tmp_path: Path) -> None:
+    env = dict(os.environ, PATH=str(tmp_path))  # no valgrind on it
+    done = subprocess.run(
+        [sys.executable, str(INSTRUCTIONS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "instructions: valgrind is not installed (apt install valgrind)\n"
