@@ -179,6 +179,18 @@ def test_search_and_failures_respect_the_type_filter(db: Path) -> None:
     drive(open_app(db, session=INCIDENTS), scenario)
 
 
+def test_searching_back_in_a_filter_that_shows_nothing_finds_nothing(db: Path) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await type_in(pilot, "f", "repair_applied")  # the session has none
+        assert timeline(pilot).seq == -1
+        await type_in(pilot, "slash", "search_incidents")
+        await press(pilot, "N")
+        await settle(pilot)
+        assert [n.message for n in pilot.app._notifications] == ["not found: search_incidents"] * 2
+
+    drive(open_app(db, session=INCIDENTS), scenario)
+
+
 def test_colon_goes_to_a_seq(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await type_in(pilot, "colon", "12")
