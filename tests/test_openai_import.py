@@ -576,6 +576,27 @@ def test_a_conflicting_file_writes_none_of_its_sessions(tmp_path: Path) -> None:
     assert snapshot(db) == before  # "one" was not written either: the file is all or nothing
 
 
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda path: write_json(path, [{"messages": CONVERSATION}]),  # indented: line 1 is "["
+        lambda path: path.write_text(json.dumps(CONVERSATION) + "\n"),  # one line, an array
+        lambda path: write_jsonl(path, [{"messages": CONVERSATION}]),  # JSONL of conversations
+        lambda path: write_jsonl(path, CONVERSATION),  # JSONL of messages
+    ],
+)
+def test_a_transcript_imported_without_format_openai_is_told_to_add_it(
+    tmp_path: Path, write: Any
+) -> None:
+    path = tmp_path / "transcripts.json"
+    write(path)
+    db = tmp_path / "j.db"
+    line = one_error_line(run_cli("import", path, "--db", db))
+    assert line.startswith(f"agent-journal: {path}:1: not an agent-journal file"), line
+    assert line.endswith("OpenAI chat transcripts import with --format openai)"), line
+    assert not db.exists()
+
+
 def test_format_options_are_checked(tmp_path: Path) -> None:
     result = run_cli("import", "--error-prefix", "E", SAMPLE, "--db", tmp_path / "j.db")
     assert result.exit_code == 2

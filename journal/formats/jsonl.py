@@ -242,12 +242,25 @@ def _file_type(mode: int) -> str:
     return "special file"
 
 
+_TRANSCRIPT_HINT = "OpenAI chat transcripts import with --format openai"
+
+
 def _header(raw: bytes, name: str) -> dict[str, Any]:
-    """Parse and check a JSONL file's first line, its header."""
+    """Parse and check a JSONL file's first line, its header.
+
+    A file that starts a JSON array, or whose first object is a chat message or
+    conversation, is a transcript: the error says which format reads it.
+    """
+    if raw.lstrip()[:1] == b"[":
+        raise InvalidInputError(
+            f"{name}:1: not an agent-journal file (it starts a JSON array; {_TRANSCRIPT_HINT})"
+        )
     header = _parse_line(raw, f"{name}:1")
     if header.get("format") != FORMAT:
+        hint = f"; {_TRANSCRIPT_HINT}" if "messages" in header or "role" in header else ""
         raise InvalidInputError(
-            f'{name}:1: not an agent-journal file (header "format" is {header.get("format")!r})'
+            f"{name}:1: not an agent-journal file "
+            f'(header "format" is {header.get("format")!r}{hint})'
         )
     version = header.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
