@@ -682,6 +682,17 @@ BAD_INPUT: dict[str, Case] = {
         db,
         f"session nope: not in {db}",
     ),
+    "a URL of another database (sessions)": lambda db, f, tmp: (
+        ["sessions", "--db", "mysql://app:s3cret@db.internal/journals"],
+        db,
+        "mysql:// is not a journal location: give a SQLite file path or a postgresql:// URL",
+    ),
+    "a SQLAlchemy URL (init)": lambda db, f, tmp: (
+        ["init", "--db", "postgresql+psycopg://app@db.internal/journals"],
+        db,
+        "postgresql+psycopg:// is not a journal location: give a SQLite file path or a "
+        "postgresql:// URL",
+    ),
     "export into a missing directory": lambda db, f, tmp: (
         ["export", "s", "--db", db, "-o", tmp / "missing" / "s.jsonl"],
         db,
