@@ -778,6 +778,30 @@ def test_a_real_process_reports_findings_with_exit_1(tampered: Path) -> None:
     assert (done.returncode, json.loads(done.stdout)["ok"], done.stderr) == (1, False, "")
 
 
+def test_ctrl_c_while_the_console_script_loads_is_one_line_and_exit_130() -> None:
+    """The console script catches an interrupt in its imports (about 0.3 s of a start)."""
+    import tomllib
+
+    script = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = script["agent-journal"].split(":")
+    code = f"""
+import importlib, sys
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "journal":
+            raise KeyboardInterrupt
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["agent-journal", "sessions"]
+getattr(importlib.import_module({module!r}), {function!r})()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (130, "agent-journal: interrupted\n", "")
+
+
 def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     with Journal.open(db) as journal:
