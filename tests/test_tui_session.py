@@ -291,6 +291,26 @@ def test_a_recorded_agent_off_the_trust_list_asks_which_agent_to_run(db: Path) -
     drive(open_app(db, session="untrusted"), scenario)
 
 
+def test_a_session_without_an_agent_reference_asks_which_agent_to_run(db: Path) -> None:
+    """An imported transcript names no agent: r asks for one instead of failing."""
+    with Journal.open(db) as journal:
+        events = [item.event for item in journal.events(INCIDENTS)]
+        journal.append("imported", [events[0].model_copy(update={"agent": None}), *events[1:]])
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "r")
+        assert isinstance(pilot.app.screen, PromptScreen)
+        messages = [n.message for n in pilot.app._notifications]
+        assert messages[-1] == "session imported records no agent reference: name the agent to run"
+        pilot.app.screen.query_one(Input).value = "agentloop.examples.incidents:build"
+        await press(pilot, "enter")
+        dialog = pilot.app.screen
+        assert isinstance(dialog, ChoiceScreen)
+        assert dialog.question.splitlines()[1] == "saved as imported.replay-1"
+
+    drive(open_app(db, session="imported"), scenario)
+
+
 def test_a_replay_that_is_not_saved_says_why_and_offers_no_diff(db: Path) -> None:
     with Journal.open(db) as journal:
         events = [item.event for item in journal.events(INCIDENTS)]
