@@ -403,6 +403,12 @@ def test_show_with_from_after_to_is_exit_2(db: Path) -> None:
     assert run_cli("show", "s", "--db", db, "--from", "2", "--to", "2").stdout.count("\n") == 2
 
 
+def test_show_from_a_seq_after_the_session_names_its_range(db: Path) -> None:
+    line = one_error_line(run_cli("show", "s", "--db", db, "--from", "14"))
+    assert line == "agent-journal: session s: --from 14: no such seq (it has seqs 0..13)"
+    assert run_cli("show", "s", "--db", db, "--from", "13", "--to", "99").stdout.count("\n") == 2
+
+
 def test_state_at_a_seq_outside_the_session_names_its_range(db: Path) -> None:
     line = one_error_line(run_cli("state", "s", "--db", db, "--at", "-1"))
     assert line == "agent-journal: session s: --at -1: no such seq (it has seqs 0..13)"

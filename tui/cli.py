@@ -10,7 +10,7 @@ from typing import get_args
 import click
 import orjson
 
-from journal import JournalError, SessionDetails, SessionStatus
+from journal import InvalidInputError, JournalError, SessionDetails, SessionStatus
 
 from .cli_capture import drain
 from .cli_replay import demo, diff, fixture, fork, replay, state
@@ -138,6 +138,11 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
         raise click.BadParameter(f"{stop} is before --from {start}", param_hint="'--to'")
     with open_existing(db) as journal:
         summary = journal.require(session)
+        if start > summary.last_seq:
+            raise InvalidInputError(
+                f"session {session}: --from {start}: no such seq "
+                f"(it has seqs 0..{summary.last_seq})"
+            )
         rows = journal.stored_events(session, start=start, stop=None if stop is None else stop + 1)
         if as_json:
             out = sys.stdout.buffer
