@@ -222,7 +222,7 @@ def replay(
         live_model=live_model,
         allow_side_effects=allow_side_effects,
     )
-    if session.endswith(".jsonl") and Path(session).is_file():
+    if _is_file(session):
         if save:
             raise click.UsageError("--save needs a session of a journal, not a file")
         from journal import import_file
@@ -300,17 +300,21 @@ def fork(
     )
 
 
+def _is_file(run: str) -> bool:
+    """Whether a run given to replay or diff is a file: it ends in .jsonl or is a file."""
+    return run.endswith(".jsonl") or Path(run).is_file()
+
+
 def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, Any]]]:
     """Load a run as flat records, as replay reads them: a JSONL file, or a session."""
     from replay import session_records
 
-    if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
+    if _is_file(source):
         from journal import import_file
 
         with Journal.open(":memory:") as scratch:
             return source, session_records(scratch, import_file(scratch, source).session_id)
-    if journal is None:
-        raise InvalidInputError(f"{source}: no such file, and no journal to find a session in")
+    assert journal is not None  # diff opens the journal unless both runs are files
     journal.require(source)
     return source, session_records(journal, source)
 
@@ -329,7 +333,7 @@ def diff(a: str, b: str, db: str, ignore: Sequence[str], as_json: bool) -> None:
     """
     from replay import diff_records
 
-    needs_journal = not (a.endswith(".jsonl") and b.endswith(".jsonl"))
+    needs_journal = not (_is_file(a) and _is_file(b))
     journal = open_existing(db) if needs_journal else None
     try:
         name_a, records_a = _records(journal, a)
