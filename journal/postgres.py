@@ -305,11 +305,13 @@ class PostgresJournal(SQLJournal):
             conn.execute("SET synchronous_commit = on")
 
     def _current_schema(self, conn: psycopg.Connection[Any]) -> str:
-        row = conn.execute("SELECT current_schema()").fetchone()
+        row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
         conn.rollback()
         if row is None or row[0] is None:
+            path = row[1] if row is not None else "?"
             raise StoreError(
-                f"{self._target}: no schema to use: none of the search_path's schemas exists"
+                f"{self._target}: no schema to use: none of the search_path's schemas exists "
+                f"(search_path: {path}); create the one it should use first (CREATE SCHEMA name)"
             )
         return str(row[0])
 

@@ -496,8 +496,12 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "s3cret" not in result.stderr
     bad_schema = with_search_path(require_server(), "no_such_schema_here")
-    with pytest.raises(StoreError, match="no schema to use"):
+    with pytest.raises(StoreError, match="no schema to use") as caught:
         Journal.open(bad_schema)
+    assert str(caught.value).endswith(
+        "no schema to use: none of the search_path's schemas exists (search_path: "
+        "no_such_schema_here); create the one it should use first (CREATE SCHEMA name)"
+    )
 
 
 @pytest.mark.parametrize("size", [1, 3])
