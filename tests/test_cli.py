@@ -699,6 +699,16 @@ BAD_INPUT: dict[str, Case] = {
         "postgresql+psycopg:// is not a journal location: give a SQLite file path or a "
         "postgresql:// URL",
     ),
+    "an empty --db (a shell variable that is not set)": lambda db, f, tmp: (
+        ["sessions", "--db", ""],
+        db,
+        "Invalid value for '--db': empty: give a SQLite file path or a postgresql:// URL",
+    ),
+    "an empty --to (copy)": lambda db, f, tmp: (
+        ["copy", "--from", db, "--to", ""],
+        db,
+        "Invalid value for '--to': empty: give a SQLite file path or a postgresql:// URL",
+    ),
     "export into a missing directory": lambda db, f, tmp: (
         ["export", "s", "--db", db, "-o", tmp / "missing" / "s.jsonl"],
         db,

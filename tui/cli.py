@@ -23,6 +23,7 @@ from .clikit import (
     ErrorBoundaryGroup,
     db_option,
     fail,
+    journal_named,
     json_option,
     meta_option,
     open_existing,
@@ -301,10 +302,20 @@ def init(db: str) -> None:
 @cli.command(short_help="Copy sessions between journals (SQLite, PostgreSQL).")
 @click.argument("session_ids", nargs=-1, metavar="[SESSION]...")
 @click.option(
-    "--from", "source", required=True, metavar="PATH_OR_URL", help="Journal to copy from."
+    "--from",
+    "source",
+    required=True,
+    metavar="PATH_OR_URL",
+    callback=journal_named,
+    help="Journal to copy from.",
 )
 @click.option(
-    "--to", "destination", required=True, metavar="PATH_OR_URL", help="Journal to copy into."
+    "--to",
+    "destination",
+    required=True,
+    metavar="PATH_OR_URL",
+    callback=journal_named,
+    help="Journal to copy into.",
 )
 @time_option("--since", "Only sessions started then or later")
 @click.option("--status", type=click.Choice(STATUSES), help="Only sessions with this status.")
