@@ -401,6 +401,9 @@ def test_d_on_a_session_with_several_replays_names_each_with_its_agent_and_endin
         await press(pilot, "down", "enter")
         assert isinstance(pilot.app.screen, DiffScreen)
         assert pilot.app.screen.b == f"{INCIDENTS}.replay-1"
+        await press(pilot, "q", "d", "j", "k", "j", "enter")  # j and k move as in every list
+        assert isinstance(pilot.app.screen, DiffScreen)
+        assert pilot.app.screen.b == f"{INCIDENTS}.replay-1"
 
     drive(open_app(db, session=INCIDENTS), scenario)
 
