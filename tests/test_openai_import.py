@@ -597,6 +597,22 @@ def test_a_transcript_imported_without_format_openai_is_told_to_add_it(
     assert not db.exists()
 
 
+def test_a_file_refused_for_a_conflict_is_not_reported_as_present(tmp_path: Path) -> None:
+    """Importing again with --error-prefix changes the sessions: the file is refused whole."""
+    db = tmp_path / "j.db"
+    assert run_cli("import", "--format", "openai", SAMPLE, "--db", db).exit_code == 0
+    result = run_cli(
+        "import", "--format", "openai", "--error-prefix", "Error:", SAMPLE, "--db", db, "--json"
+    )
+    assert result.exit_code == 2
+    [item] = json.loads(result.stdout)["files"]
+    assert item["error"].startswith("session airline-task-")
+    assert "exists already with different content" in item["error"]
+    assert result.stderr.splitlines()[0] == (
+        f"not imported {SAMPLE}: 3 sessions, 33 messages, 4 tool calls, 2 failed"
+    )
+
+
 def test_format_options_are_checked(tmp_path: Path) -> None:
     result = run_cli("import", "--error-prefix", "E", SAMPLE, "--db", tmp_path / "j.db")
     assert result.exit_code == 2
