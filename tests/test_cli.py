@@ -110,6 +110,14 @@ def test_the_top_level_help_describes_the_whole_tool_and_its_exit_codes() -> Non
     assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3]
 
 
+def test_the_top_level_overview_keeps_its_lines() -> None:
+    lines = run_cli("--help", env={"COLUMNS": "80"}).stdout.splitlines()
+    record = "    record   the agent loop or the Recorder writes sessions; demo runs examples"
+    assert record in lines
+    assert "    compare  diff aligns two runs and shows the first divergence" in lines
+    assert not any("\\b" in line for line in lines)
+
+
 def test_replay_says_it_takes_a_session_or_a_file() -> None:
     usage = run_cli("replay", "--help").stdout.splitlines()[0]
     assert usage == "Usage: agent-journal replay [OPTIONS] SESSION|FILE.jsonl"

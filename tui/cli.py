@@ -41,30 +41,36 @@ STATUSES: tuple[str, ...] = get_args(SessionStatus)
 _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code}  {what}" for code, what in EXIT_CODES)
 
 
+_OVERVIEW = """Record, replay, diff and browse the sessions of tool-calling AI agents.
+
+A flight recorder: every fact of an agent session (the model's output, each tool call
+and its result, the clock) is a typed event in an append-only, hash-chained journal, a
+SQLite file or PostgreSQL for a fleet.
+
+\b
+  record   the agent loop or the Recorder writes sessions; demo runs examples
+  look     sessions, show, state; search finds events by their words across
+           sessions; tui steps through a timeline, live
+  replay   replay re-runs a session on the recorded model and tools (no API
+           key, no side effects); fork runs on from a seq
+  compare  diff aligns two runs and shows the first divergence
+  freeze   fixture turns a session into a pytest regression test
+  keep     verify checks the chains; export, import and copy move sessions
+           (JSONL, OpenAI transcripts, OTLP); erase removes one for good
+"""
+"""The top-level help. Not the docstring: click keeps a paragraph's lines only after a
+backspace character (``\\b``), which a raw docstring would spell as two characters."""
+
+
 @click.group(
     cls=ErrorBoundaryGroup,
+    help=_OVERVIEW,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=_EPILOG + "\n\nEvery command that reads a journal takes --db (env AGENT_JOURNAL_DB).",
 )
 @click.version_option(package_name="agent-journal")
 def cli() -> None:
-    r"""Record, replay, diff and browse the sessions of tool-calling AI agents.
-
-    A flight recorder: every fact of an agent session (the model's output, each tool call
-    and its result, the clock) is a typed event in an append-only, hash-chained journal, a
-    SQLite file or PostgreSQL for a fleet.
-
-    \b
-      record   the agent loop or the Recorder writes sessions; demo runs examples
-      look     sessions, show, state; search finds events by their words across
-               sessions; tui steps through a timeline, live
-      replay   replay re-runs a session on the recorded model and tools (no API
-               key, no side effects); fork runs on from a seq
-      compare  diff aligns two runs and shows the first divergence
-      freeze   fixture turns a session into a pytest regression test
-      keep     verify checks the chains; export, import and copy move sessions
-               (JSONL, OpenAI transcripts, OTLP); erase removes one for good
-    """
+    """Record, replay, diff and browse the sessions of tool-calling AI agents (`_OVERVIEW`)."""
 
 
 @cli.command(
