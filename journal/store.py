@@ -38,6 +38,7 @@ __all__ = [
     "Journal",
     "SchemaSetup",
     "erasure_bytes",
+    "without_password",
 ]
 
 Durability = Literal["normal", "full"]
@@ -52,6 +53,12 @@ view of its session; the agent runtime compacts large tool results well below it
 
 
 _URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
+_PASSWORD = re.compile(r"(://[^:@/]*):[^@/]*@")
+
+
+def without_password(target: str) -> str:
+    """Return a journal's path or URL as given but for a URL's password (options kept)."""
+    return _PASSWORD.sub(r"\1@", target)
 
 
 class SchemaSetup(BaseModel):

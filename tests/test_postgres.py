@@ -504,6 +504,16 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     )
 
 
+def test_the_demo_prints_its_journal_without_the_password(pg_schema: PgSchema) -> None:
+    scheme, rest = pg_schema.url.split("://", 1)
+    user, _, host = rest.rpartition("@")  # the server trusts the test user: any password does
+    url = f"{scheme}://{user.partition(':')[0]}:s3cret@{host}"
+    result = run_cli("demo", "--db", url, "--sessions", "1", "--no-tui")
+    assert result.exit_code == 0, result.stderr
+    assert f"Journal: {scheme}://{user.partition(':')[0]}@{host}\n" in result.stdout  # options kept
+    assert "s3cret" not in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("size", [1, 3])
 def test_an_append_over_a_taken_seq_is_a_conflict_that_quotes_no_event_data(
     pg_schema: PgSchema, size: int

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from journal import InvalidInputError, Journal
+from journal import InvalidInputError, Journal, without_password
 
 if TYPE_CHECKING:
     from replay import NormalizationRules
@@ -73,10 +73,11 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
         out.print(f"{item.session_id}: {item.scenario.shows}{note}")
     out.print()
     first = ran[0].session_id
-    out.print(f"Journal: {db}")
-    out.print(f"Next: agent-journal show {first} --db {db}")
+    target = without_password(db)
+    out.print(f"Journal: {target}")
+    out.print(f"Next: agent-journal show {first} --db {target}")
     fixed = "agentloop.examples.refund:build_fixed"
-    out.print(f"      agent-journal replay {first} --db {db} --agent {fixed}")
+    out.print(f"      agent-journal replay {first} --db {target} --agent {fixed}")
     if not no_tui and sys.stdin.isatty() and sys.stdout.isatty():
         from .app import JournalApp
 
