@@ -21,7 +21,7 @@ from journal._sqlite_schema import SCHEMA_VERSION as SQLITE_VERSION
 from journal.formats.jsonl import export_session
 from journal.formats.transfer import copy_session
 
-from .helpers import TS0, TickingClock, run_cli, sample_session, short_session
+from .helpers import REPO, TS0, TickingClock, run_cli, sample_session, short_session
 from .stores import PgSchema, downgrade_pg_to_v3
 
 V1_DELETE_TRIGGER = """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
@@ -138,6 +138,48 @@ def test_erase_command_on_both_stores(tmp_path: Path, pg_schema: PgSchema) -> No
         assert run_cli("verify", "--db", target).exit_code == 0
         again = run_cli("erase", "ok-1", "--db", target, "--reason", "x", "--yes")
         assert again.exit_code == 2 and "ok-1" in again.stderr
+
+
+def _erase_at_a_terminal(db: Path, answer: bytes | None) -> tuple[int, str]:
+    """Run erase with a terminal as stdin; answer its question, or press Ctrl-C (None)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    main, terminal = os.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from tui.cli import main; main()", "erase", "ok-1"]
+        + ["--db", str(db), "--reason", "retention"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    os.close(terminal)
+    assert process.stdout is not None
+    asked = b""
+    while b"for good?" not in asked:
+        asked += os.read(process.stdout.fileno(), 1024)
+    if answer is None:
+        time.sleep(0.2)  # inside input()
+        process.send_signal(signal.SIGINT)
+    else:
+        os.write(main, answer)
+    _, errors = process.communicate(timeout=60)
+    os.close(main)
+    return process.returncode, errors.decode()
+
+
+def test_erase_asks_and_neither_no_nor_ctrl_c_reads_as_a_finding(tmp_path: Path) -> None:
+    db = tmp_path / "j.db"
+    _fill(db)
+    assert _erase_at_a_terminal(db, b"n\n") == (2, "agent-journal: session ok-1 not erased\n")
+    assert _erase_at_a_terminal(db, None) == (130, "agent-journal: interrupted\n")
+    with Journal.open(db) as journal:
+        assert journal.summary("ok-1") is not None and journal.erasures() == []
+    assert _erase_at_a_terminal(db, b"y\n")[0] == 0
 
 
 def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: PgSchema) -> None:

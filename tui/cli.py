@@ -379,7 +379,12 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
         if not yes:
             if not sys.stdin.isatty():
                 fail("erasing is permanent: pass --yes to confirm", EXIT_BAD_INPUT)
-            click.confirm(f"erase session {session} from {journal.target} for good?", abort=True)
+            try:
+                sure = click.confirm(f"erase session {session} from {journal.target} for good?")
+            except click.Abort:  # Ctrl-C at the question: as everywhere else, not exit 1
+                raise KeyboardInterrupt from None
+            if not sure:
+                fail(f"session {session} not erased", EXIT_BAD_INPUT)
         erasure = journal.erase(session, reason=reason, erased_by=erased_by)
         target = journal.target
     click.echo(
