@@ -161,7 +161,9 @@ def _erase_at_a_terminal(db: Path, answer: bytes | None) -> tuple[int, str]:
     assert process.stdout is not None
     asked = b""
     while b"for good?" not in asked:
-        asked += os.read(process.stdout.fileno(), 1024)
+        chunk = os.read(process.stdout.fileno(), 1024)
+        assert chunk, (asked, process.communicate(timeout=60))  # it ended without asking
+        asked += chunk
     if answer is None:
         time.sleep(0.2)  # inside input()
         process.send_signal(signal.SIGINT)
