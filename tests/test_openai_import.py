@@ -613,6 +613,20 @@ def test_a_file_refused_for_a_conflict_is_not_reported_as_present(tmp_path: Path
     )
 
 
+def test_an_export_imported_with_format_openai_is_told_to_drop_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"format":"agent-journal","format_version":1,"session_id":"s"}\n'
+        '{"seq":0,"session_id":"s","ts":"2026-11-29T23:00:00.000000Z","type":"session_started",'
+        '"v":1}\n'
+    )
+    line = one_error_line(run_cli("import", "--format", "openai", path, "--db", tmp_path / "j.db"))
+    assert line == (
+        f'agent-journal: {path}:1: message 0 has no "role" (an agent-journal file: import it '
+        "without --format openai)"
+    )
+
+
 def test_format_options_are_checked(tmp_path: Path) -> None:
     result = run_cli("import", "--error-prefix", "E", SAMPLE, "--db", tmp_path / "j.db")
     assert result.exit_code == 2
