@@ -206,6 +206,32 @@ def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: P
         assert journal.require("ok-2").agent == "a:new"
 
 
+def test_import_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: PgSchema) -> None:
+    source = tmp_path / "laptop.db"
+    _fill(source)
+    exports = _exports(source)
+    for name, data in exports.items():
+        (tmp_path / f"{name}.jsonl").write_bytes(data)
+    for target in (tmp_path / "j.db", pg_schema.url):
+        run_cli("copy", "--from", source, "--to", target)
+        with Journal.open(target) as journal:
+            journal.erase("ok-1", reason="user asked")
+        again = run_cli("import", tmp_path / "ok-1.jsonl", tmp_path / "ok-2.jsonl", "--db", target)
+        assert again.exit_code == 0, again.stderr
+        assert again.stderr.splitlines() == [
+            f"skipped ok-1: erased from this journal ({tmp_path / 'ok-1.jsonl'})",
+            f"imported ok-2: already present ({tmp_path / 'ok-2.jsonl'})",
+        ]
+        with Journal.open(target) as journal:
+            assert journal.summary("ok-1") is None and journal.verify().ok
+            journal.erase("ok-2", reason="reuse the id")
+            journal.append("ok-2", [SessionStarted(agent="a:new")])  # another session, same id
+        with Journal.open(source) as journal:
+            assert journal.summary("ok-2") is not None
+        other = run_cli("import", tmp_path / "ok-2.jsonl", "--db", target)
+        assert other.exit_code == 2 and "exists already with different content" in other.stderr
+
+
 ON_EVENTS = ("events_no_update", "events_no_delete", "events_no_overwrite", "erase_requires_audit")
 
 

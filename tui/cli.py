@@ -287,6 +287,11 @@ def import_(
                 click.echo(f"agent-journal: {safe_text(str(e))}", err=True)
                 failed += 1
                 continue
+            if result.erased:
+                click.echo(
+                    f"skipped {result.session_id}: erased from this journal ({path})", err=True
+                )
+                continue
             what = f"{result.new_events} events" if result.new_events else "already present"
             click.echo(f"imported {result.session_id}: {what} ({path})", err=True)
         if failed:
