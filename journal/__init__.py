@@ -83,7 +83,7 @@ from .keys import CAPTURED_WITH_KEY, DEPS_FACTORY_KEY, ENTRY_INPUTS_KEY, REPLAY_
 from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
-from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup
+from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, without_password
 from .upcasting import predated_settings, register_upcaster
 from .verify import Problem, VerifyReport
 
@@ -231,5 +231,6 @@ __all__ = [
     "register_upcaster",
     "system_clock",
     "take_anchor",
+    "without_password",
     "write_jsonl",
 ]

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import re
 import tempfile
 import threading
 import time
@@ -68,11 +67,10 @@ from .errors import (
     UnplannedWriteError,
 )
 from .records import StoredEvent, stored_row
-from .store import DEFAULT_MAX_EVENT_BYTES, Durability
+from .store import DEFAULT_MAX_EVENT_BYTES, Durability, without_password
 
 __all__ = ["PostgresJournal", "describe_url"]
 
-_PASSWORD = re.compile(r"(://[^:@/]*):[^@/]*@")
 _EVENTS = "events(pos, session_id, seq, ts, type, v, body, hash, summary)"
 
 
@@ -81,7 +79,7 @@ def describe_url(url: str) -> str:
     try:
         params = conninfo_to_dict(url)
     except psycopg.Error:
-        return _PASSWORD.sub(r"\1@", url)
+        return without_password(url)
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     user = params.get("user")
@@ -305,11 +303,13 @@ class PostgresJournal(SQLJournal):
             conn.execute("SET synchronous_commit = on")
 
     def _current_schema(self, conn: psycopg.Connection[Any]) -> str:
-        row = conn.execute("SELECT current_schema()").fetchone()
+        row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
         conn.rollback()
         if row is None or row[0] is None:
+            path = row[1] if row is not None else "?"
             raise StoreError(
-                f"{self._target}: no schema to use: none of the search_path's schemas exists"
+                f"{self._target}: no schema to use: none of the search_path's schemas exists "
+                f"(search_path: {path}); create the one it should use first (CREATE SCHEMA name)"
             )
         return str(row[0])
 

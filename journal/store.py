@@ -7,6 +7,7 @@ opens SQLite; a ``postgresql://`` URL opens PostgreSQL. Either is a context mana
 from __future__ import annotations
 
 import functools
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "Journal",
     "SchemaSetup",
     "erasure_bytes",
+    "without_password",
 ]
 
 Durability = Literal["normal", "full"]
@@ -47,6 +49,15 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 without its ``hash``). One runaway payload above it would slow every later read, export and
 view of its session; the agent runtime compacts large tool results well below it
 (`journal.Guardrails.max_result_bytes`)."""
+
+
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
+_PASSWORD = re.compile(r"(://[^:@/]*):[^@/]*@")
+
+
+def without_password(target: str) -> str:
+    """Return a journal's path or URL as given but for a URL's password (options kept)."""
+    return _PASSWORD.sub(r"\1@", target)
 
 
 class SchemaSetup(BaseModel):
@@ -147,6 +158,13 @@ class Journal(ABC):
         """
         text = str(target)
         store: type[Journal]
+        other = _URL_SCHEME.match(text)
+        if other and other[1] not in ("postgresql", "postgres"):
+            # the scheme alone is named: the rest of the URL may hold a password
+            raise StoreError(
+                f"{other[1]}:// is not a journal location: give a SQLite file path or a "
+                "postgresql:// URL"
+            )
         if text.startswith(("postgresql://", "postgres://")):
             try:
                 from .postgres import PostgresJournal

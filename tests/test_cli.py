@@ -111,6 +111,14 @@ def test_the_top_level_help_describes_the_whole_tool_and_its_exit_codes() -> Non
     assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3]
 
 
+def test_the_top_level_overview_keeps_its_lines() -> None:
+    lines = run_cli("--help", env={"COLUMNS": "80"}).stdout.splitlines()
+    record = "    record   the agent loop or the Recorder writes sessions; demo runs examples"
+    assert record in lines
+    assert "    compare  diff aligns two runs and shows the first divergence" in lines
+    assert not any("\\b" in line for line in lines)
+
+
 def test_replay_says_it_takes_a_session_or_a_file() -> None:
     usage = run_cli("replay", "--help").stdout.splitlines()[0]
     assert usage == "Usage: agent-journal replay [OPTIONS] SESSION|FILE.jsonl"
@@ -404,6 +412,12 @@ def test_show_with_from_after_to_is_exit_2(db: Path) -> None:
     assert run_cli("show", "s", "--db", db, "--from", "2", "--to", "2").stdout.count("\n") == 2
 
 
+def test_show_from_a_seq_after_the_session_names_its_range(db: Path) -> None:
+    line = one_error_line(run_cli("show", "s", "--db", db, "--from", "14"))
+    assert line == "agent-journal: session s: --from 14: no such seq (it has seqs 0..13)"
+    assert run_cli("show", "s", "--db", db, "--from", "13", "--to", "99").stdout.count("\n") == 2
+
+
 def test_state_at_a_seq_outside_the_session_names_its_range(db: Path) -> None:
     line = one_error_line(run_cli("state", "s", "--db", db, "--at", "-1"))
     assert line == "agent-journal: session s: --at -1: no such seq (it has seqs 0..13)"
@@ -691,6 +705,27 @@ BAD_INPUT: dict[str, Case] = {
         db,
         f"session nope: not in {db}",
     ),
+    "a URL of another database (sessions)": lambda db, f, tmp: (
+        ["sessions", "--db", "mysql://app:s3cret@db.internal/journals"],
+        db,
+        "mysql:// is not a journal location: give a SQLite file path or a postgresql:// URL",
+    ),
+    "a SQLAlchemy URL (init)": lambda db, f, tmp: (
+        ["init", "--db", "postgresql+psycopg://app@db.internal/journals"],
+        db,
+        "postgresql+psycopg:// is not a journal location: give a SQLite file path or a "
+        "postgresql:// URL",
+    ),
+    "an empty --db (a shell variable that is not set)": lambda db, f, tmp: (
+        ["sessions", "--db", ""],
+        db,
+        "Invalid value for '--db': empty: give a SQLite file path or a postgresql:// URL",
+    ),
+    "an empty --to (copy)": lambda db, f, tmp: (
+        ["copy", "--from", db, "--to", ""],
+        db,
+        "Invalid value for '--to': empty: give a SQLite file path or a postgresql:// URL",
+    ),
     "export into a missing directory": lambda db, f, tmp: (
         ["export", "s", "--db", db, "-o", tmp / "missing" / "s.jsonl"],
         db,
@@ -774,6 +809,30 @@ def test_a_real_process_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -
 def test_a_real_process_reports_findings_with_exit_1(tampered: Path) -> None:
     done = run_process("verify", "--db", tampered, "--json")
     assert (done.returncode, json.loads(done.stdout)["ok"], done.stderr) == (1, False, "")
+
+
+def test_ctrl_c_while_the_console_script_loads_is_one_line_and_exit_130() -> None:
+    """The console script catches an interrupt in its imports (about 0.3 s of a start)."""
+    import tomllib
+
+    script = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = script["agent-journal"].split(":")
+    code = f"""
+import importlib, sys
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "journal":
+            raise KeyboardInterrupt
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["agent-journal", "sessions"]
+getattr(importlib.import_module({module!r}), {function!r})()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (130, "agent-journal: interrupted\n", "")
 
 
 def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:

@@ -112,6 +112,7 @@ PUBLIC: dict[str, list[str]] = {
         "register_upcaster",
         "system_clock",
         "take_anchor",
+        "without_password",
         "write_jsonl",
     ],
     "journal.formats": [

@@ -576,6 +576,57 @@ def test_a_conflicting_file_writes_none_of_its_sessions(tmp_path: Path) -> None:
     assert snapshot(db) == before  # "one" was not written either: the file is all or nothing
 
 
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda path: write_json(path, [{"messages": CONVERSATION}]),  # indented: line 1 is "["
+        lambda path: path.write_text(json.dumps(CONVERSATION) + "\n"),  # one line, an array
+        lambda path: write_jsonl(path, [{"messages": CONVERSATION}]),  # JSONL of conversations
+        lambda path: write_jsonl(path, CONVERSATION),  # JSONL of messages
+    ],
+)
+def test_a_transcript_imported_without_format_openai_is_told_to_add_it(
+    tmp_path: Path, write: Any
+) -> None:
+    path = tmp_path / "transcripts.json"
+    write(path)
+    db = tmp_path / "j.db"
+    line = one_error_line(run_cli("import", path, "--db", db))
+    assert line.startswith(f"agent-journal: {path}:1: not an agent-journal file"), line
+    assert line.endswith("OpenAI chat transcripts import with --format openai)"), line
+    assert not db.exists()
+
+
+def test_a_file_refused_for_a_conflict_is_not_reported_as_present(tmp_path: Path) -> None:
+    """Importing again with --error-prefix changes the sessions: the file is refused whole."""
+    db = tmp_path / "j.db"
+    assert run_cli("import", "--format", "openai", SAMPLE, "--db", db).exit_code == 0
+    result = run_cli(
+        "import", "--format", "openai", "--error-prefix", "Error:", SAMPLE, "--db", db, "--json"
+    )
+    assert result.exit_code == 2
+    [item] = json.loads(result.stdout)["files"]
+    assert item["error"].startswith("session airline-task-")
+    assert "exists already with different content" in item["error"]
+    assert result.stderr.splitlines()[0] == (
+        f"not imported {SAMPLE}: 3 sessions, 33 messages, 4 tool calls, 2 failed"
+    )
+
+
+def test_an_export_imported_with_format_openai_is_told_to_drop_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"format":"agent-journal","format_version":1,"session_id":"s"}\n'
+        '{"seq":0,"session_id":"s","ts":"2026-11-29T23:00:00.000000Z","type":"session_started",'
+        '"v":1}\n'
+    )
+    line = one_error_line(run_cli("import", "--format", "openai", path, "--db", tmp_path / "j.db"))
+    assert line == (
+        f'agent-journal: {path}:1: message 0 has no "role" (an agent-journal file: import it '
+        "without --format openai)"
+    )
+
+
 def test_format_options_are_checked(tmp_path: Path) -> None:
     result = run_cli("import", "--error-prefix", "E", SAMPLE, "--db", tmp_path / "j.db")
     assert result.exit_code == 2

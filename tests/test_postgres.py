@@ -496,8 +496,22 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "s3cret" not in result.stderr
     bad_schema = with_search_path(require_server(), "no_such_schema_here")
-    with pytest.raises(StoreError, match="no schema to use"):
+    with pytest.raises(StoreError, match="no schema to use") as caught:
         Journal.open(bad_schema)
+    assert str(caught.value).endswith(
+        "no schema to use: none of the search_path's schemas exists (search_path: "
+        "no_such_schema_here); create the one it should use first (CREATE SCHEMA name)"
+    )
+
+
+def test_the_demo_prints_its_journal_without_the_password(pg_schema: PgSchema) -> None:
+    scheme, rest = pg_schema.url.split("://", 1)
+    user, _, host = rest.rpartition("@")  # the server trusts the test user: any password does
+    url = f"{scheme}://{user.partition(':')[0]}:s3cret@{host}"
+    result = run_cli("demo", "--db", url, "--sessions", "1", "--no-tui")
+    assert result.exit_code == 0, result.stderr
+    assert f"Journal: {scheme}://{user.partition(':')[0]}@{host}\n" in result.stdout  # options kept
+    assert "s3cret" not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("size", [1, 3])

@@ -159,6 +159,23 @@ def test_bad_input_is_exit_2_with_one_line(demo_db: Path, args: list[str], messa
     assert message in one_error_line(result)
 
 
+@pytest.mark.parametrize("command", ["replay", "diff"])
+def test_a_file_that_is_not_a_jsonl_export_is_named_as_a_file(
+    demo_db: Path, tmp_path: Path, command: str
+) -> None:
+    """A transcript (.json) or a mistyped export path is a file, not an unknown session."""
+    transcript = tmp_path / "transcripts.json"
+    transcript.write_text('[\n {"messages": []}\n]\n')
+    missing = tmp_path / "missing.jsonl"
+    for path, message in [
+        (transcript, f"{transcript}:1: not an agent-journal file (it starts a JSON array; "),
+        (missing, f"{missing}: no such file"),
+    ]:
+        args = [command, path, *([BUGGY] if command == "diff" else [])]
+        line = one_error_line(run_cli(*args, "--db", demo_db))
+        assert line.startswith(f"agent-journal: {message}"), line
+
+
 def test_a_missing_journal_is_exit_2(tmp_path: Path) -> None:
     result = run_cli("replay", BUGGY, "--db", tmp_path / "none.db")
     one_error_line(result)

@@ -335,6 +335,7 @@ def test_cli_search_json_and_filters(db: Path) -> None:
         (["x", "--type", "nonsense"], "--type"),
         (["x", "--status", "nonsense"], "--status"),
         (["x", "--limit", "0"], "--limit"),
+        (["x", "--session", "nope"], "session nope: not in "),
     ],
 )
 def test_cli_search_bad_input_is_one_line_and_exit_2(db: Path, args: list[str], says: str) -> None:

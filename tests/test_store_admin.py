@@ -21,7 +21,7 @@ from journal._sqlite_schema import SCHEMA_VERSION as SQLITE_VERSION
 from journal.formats.jsonl import export_session
 from journal.formats.transfer import copy_session
 
-from .helpers import TS0, TickingClock, run_cli, sample_session, short_session
+from .helpers import REPO, TS0, TickingClock, run_cli, sample_session, short_session
 from .stores import PgSchema, downgrade_pg_to_v3
 
 V1_DELETE_TRIGGER = """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
@@ -140,6 +140,50 @@ def test_erase_command_on_both_stores(tmp_path: Path, pg_schema: PgSchema) -> No
         assert again.exit_code == 2 and "ok-1" in again.stderr
 
 
+def _erase_at_a_terminal(db: Path, answer: bytes | None) -> tuple[int, str]:
+    """Run erase with a terminal as stdin; answer its question, or press Ctrl-C (None)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    main, terminal = os.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from tui.cli import main; main()", "erase", "ok-1"]
+        + ["--db", str(db), "--reason", "retention"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    os.close(terminal)
+    assert process.stdout is not None
+    asked = b""
+    while b"for good?" not in asked:
+        chunk = os.read(process.stdout.fileno(), 1024)
+        assert chunk, (asked, process.communicate(timeout=60))  # it ended without asking
+        asked += chunk
+    if answer is None:
+        time.sleep(0.2)  # inside input()
+        process.send_signal(signal.SIGINT)
+    else:
+        os.write(main, answer)
+    _, errors = process.communicate(timeout=60)
+    os.close(main)
+    return process.returncode, errors.decode()
+
+
+def test_erase_asks_and_neither_no_nor_ctrl_c_reads_as_a_finding(tmp_path: Path) -> None:
+    db = tmp_path / "j.db"
+    _fill(db)
+    assert _erase_at_a_terminal(db, b"n\n") == (2, "agent-journal: session ok-1 not erased\n")
+    assert _erase_at_a_terminal(db, None) == (130, "agent-journal: interrupted\n")
+    with Journal.open(db) as journal:
+        assert journal.summary("ok-1") is not None and journal.erasures() == []
+    assert _erase_at_a_terminal(db, b"y\n")[0] == 0
+
+
 def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: PgSchema) -> None:
     source = tmp_path / "laptop.db"
     _fill(source)
@@ -160,6 +204,32 @@ def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: P
     with Journal.open(pg_schema.url) as journal:
         assert journal.summary("ok-1") is None
         assert journal.require("ok-2").agent == "a:new"
+
+
+def test_import_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: PgSchema) -> None:
+    source = tmp_path / "laptop.db"
+    _fill(source)
+    exports = _exports(source)
+    for name, data in exports.items():
+        (tmp_path / f"{name}.jsonl").write_bytes(data)
+    for target in (tmp_path / "j.db", pg_schema.url):
+        run_cli("copy", "--from", source, "--to", target)
+        with Journal.open(target) as journal:
+            journal.erase("ok-1", reason="user asked")
+        again = run_cli("import", tmp_path / "ok-1.jsonl", tmp_path / "ok-2.jsonl", "--db", target)
+        assert again.exit_code == 0, again.stderr
+        assert again.stderr.splitlines() == [
+            f"skipped ok-1: erased from this journal ({tmp_path / 'ok-1.jsonl'})",
+            f"imported ok-2: already present ({tmp_path / 'ok-2.jsonl'})",
+        ]
+        with Journal.open(target) as journal:
+            assert journal.summary("ok-1") is None and journal.verify().ok
+            journal.erase("ok-2", reason="reuse the id")
+            journal.append("ok-2", [SessionStarted(agent="a:new")])  # another session, same id
+        with Journal.open(source) as journal:
+            assert journal.summary("ok-2") is not None
+        other = run_cli("import", tmp_path / "ok-2.jsonl", "--db", target)
+        assert other.exit_code == 2 and "exists already with different content" in other.stderr
 
 
 ON_EVENTS = ("events_no_update", "events_no_delete", "events_no_overwrite", "erase_requires_audit")

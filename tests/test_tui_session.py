@@ -179,6 +179,18 @@ def test_search_and_failures_respect_the_type_filter(db: Path) -> None:
     drive(open_app(db, session=INCIDENTS), scenario)
 
 
+def test_searching_back_in_a_filter_that_shows_nothing_finds_nothing(db: Path) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await type_in(pilot, "f", "repair_applied")  # the session has none
+        assert timeline(pilot).seq == -1
+        await type_in(pilot, "slash", "search_incidents")
+        await press(pilot, "N")
+        await settle(pilot)
+        assert [n.message for n in pilot.app._notifications] == ["not found: search_incidents"] * 2
+
+    drive(open_app(db, session=INCIDENTS), scenario)
+
+
 def test_colon_goes_to_a_seq(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await type_in(pilot, "colon", "12")
@@ -279,6 +291,26 @@ def test_a_recorded_agent_off_the_trust_list_asks_which_agent_to_run(db: Path) -
     drive(open_app(db, session="untrusted"), scenario)
 
 
+def test_a_session_without_an_agent_reference_asks_which_agent_to_run(db: Path) -> None:
+    """An imported transcript names no agent: r asks for one instead of failing."""
+    with Journal.open(db) as journal:
+        events = [item.event for item in journal.events(INCIDENTS)]
+        journal.append("imported", [events[0].model_copy(update={"agent": None}), *events[1:]])
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "r")
+        assert isinstance(pilot.app.screen, PromptScreen)
+        messages = [n.message for n in pilot.app._notifications]
+        assert messages[-1] == "session imported records no agent reference: name the agent to run"
+        pilot.app.screen.query_one(Input).value = "agentloop.examples.incidents:build"
+        await press(pilot, "enter")
+        dialog = pilot.app.screen
+        assert isinstance(dialog, ChoiceScreen)
+        assert dialog.question.splitlines()[1] == "saved as imported.replay-1"
+
+    drive(open_app(db, session="imported"), scenario)
+
+
 def test_a_replay_that_is_not_saved_says_why_and_offers_no_diff(db: Path) -> None:
     with Journal.open(db) as journal:
         events = [item.event for item in journal.events(INCIDENTS)]
@@ -367,6 +399,9 @@ def test_d_on_a_session_with_several_replays_names_each_with_its_agent_and_endin
         text = screen_text(pilot.app)  # type: ignore[arg-type]
         assert all(line in text for _, label in dialog.answers for line in label.split("\n"))
         await press(pilot, "down", "enter")
+        assert isinstance(pilot.app.screen, DiffScreen)
+        assert pilot.app.screen.b == f"{INCIDENTS}.replay-1"
+        await press(pilot, "q", "d", "j", "k", "j", "enter")  # j and k move as in every list
         assert isinstance(pilot.app.screen, DiffScreen)
         assert pilot.app.screen.b == f"{INCIDENTS}.replay-1"
 

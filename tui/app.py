@@ -203,18 +203,23 @@ class JournalApp(App[None]):
     def start_replay(self, session_id: str, agent: str | None = None) -> None:
         """Replay ``session_id`` with the current code in a worker, then offer the diff.
 
-        The recorded agent runs only when the trust list allows it; otherwise a prompt asks
-        for the agent to run (``agent``, given by the user, runs as given).
+        The recorded agent runs only when the trust list allows it; otherwise, or when the
+        session records none (an imported transcript), a prompt asks for the agent to run
+        (``agent``, given by the user, runs as given).
         """
         self.notify(f"replaying {safe_text(session_id)}…", markup=False)
         self._replay(session_id, agent)
 
     @work(thread=True, exclusive=True, group="replay", exit_on_error=False)
     def _replay(self, session_id: str, agent: str | None) -> None:
-        from agentloop import UntrustedReferenceError
+        from agentloop import AgentLoadError, UntrustedReferenceError
         from replay import Replayer
 
-        def run() -> ReplayResult | UntrustedReferenceError:
+        def run() -> ReplayResult | AgentLoadError:
+            if agent is None and self.journal.require(session_id).agent is None:
+                return AgentLoadError(
+                    f"session {session_id} records no agent reference: name the agent to run"
+                )
             try:
                 return Replayer(agent=agent, save=True).replay(self.journal, session_id)
             except UntrustedReferenceError as refused:

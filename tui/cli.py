@@ -12,7 +12,7 @@ from typing import get_args
 import click
 import orjson
 
-from journal import JournalError, SessionDetails, SessionStatus
+from journal import InvalidInputError, JournalError, SessionDetails, SessionStatus
 
 from .cli_capture import drain
 from .cli_replay import demo, diff, fixture, fork, replay, state
@@ -25,6 +25,7 @@ from .clikit import (
     ErrorBoundaryGroup,
     db_option,
     fail,
+    journal_named,
     json_option,
     meta_option,
     open_existing,
@@ -42,30 +43,36 @@ STATUSES: tuple[str, ...] = get_args(SessionStatus)
 _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code}  {what}" for code, what in EXIT_CODES)
 
 
+_OVERVIEW = """Record, replay, diff and browse the sessions of tool-calling AI agents.
+
+A flight recorder: every fact of an agent session (the model's output, each tool call
+and its result, the clock) is a typed event in an append-only, hash-chained journal, a
+SQLite file or PostgreSQL for a fleet.
+
+\b
+  record   the agent loop or the Recorder writes sessions; demo runs examples
+  look     sessions, show, state; search finds events by their words across
+           sessions; tui steps through a timeline, live
+  replay   replay re-runs a session on the recorded model and tools (no API
+           key, no side effects); fork runs on from a seq
+  compare  diff aligns two runs and shows the first divergence
+  freeze   fixture turns a session into a pytest regression test
+  keep     verify checks the chains; export, import and copy move sessions
+           (JSONL, OpenAI transcripts, OTLP); erase removes one for good
+"""
+"""The top-level help. Not the docstring: click keeps a paragraph's lines only after a
+backspace character (``\\b``), which a raw docstring would spell as two characters."""
+
+
 @click.group(
     cls=ErrorBoundaryGroup,
+    help=_OVERVIEW,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=_EPILOG + "\n\nEvery command that reads a journal takes --db (env AGENT_JOURNAL_DB).",
 )
 @click.version_option(package_name="agent-journal")
 def cli() -> None:
-    r"""Record, replay, diff and browse the sessions of tool-calling AI agents.
-
-    A flight recorder: every fact of an agent session (the model's output, each tool call
-    and its result, the clock) is a typed event in an append-only, hash-chained journal, a
-    SQLite file or PostgreSQL for a fleet.
-
-    \b
-      record   the agent loop or the Recorder writes sessions; demo runs examples
-      look     sessions, show, state; search finds events by their words across
-               sessions; tui steps through a timeline, live
-      replay   replay re-runs a session on the recorded model and tools (no API
-               key, no side effects); fork runs on from a seq
-      compare  diff aligns two runs and shows the first divergence
-      freeze   fixture turns a session into a pytest regression test
-      keep     verify checks the chains; export, import and copy move sessions
-               (JSONL, OpenAI transcripts, OTLP); erase removes one for good
-    """
+    """Record, replay, diff and browse the sessions of tool-calling AI agents (`_OVERVIEW`)."""
 
 
 @cli.command(
@@ -140,6 +147,11 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
         raise click.BadParameter(f"{stop} is before --from {start}", param_hint="'--to'")
     with open_existing(db) as journal:
         summary = journal.require(session)
+        if start > summary.last_seq:
+            raise InvalidInputError(
+                f"session {session}: --from {start}: no such seq "
+                f"(it has seqs 0..{summary.last_seq})"
+            )
         rows = journal.stored_events(session, start=start, stop=None if stop is None else stop + 1)
         if as_json:
             out = sys.stdout.buffer
@@ -277,6 +289,11 @@ def import_(
                 click.echo(f"agent-journal: {safe_text(str(e))}", err=True)
                 failed += 1
                 continue
+            if result.erased:
+                click.echo(
+                    f"skipped {result.session_id}: erased from this journal ({path})", err=True
+                )
+                continue
             what = f"{result.new_events} events" if result.new_events else "already present"
             click.echo(f"imported {result.session_id}: {what} ({path})", err=True)
         if failed:
@@ -319,10 +336,20 @@ def init(db: str) -> None:
 @cli.command(short_help="Copy sessions between journals (SQLite, PostgreSQL).")
 @click.argument("session_ids", nargs=-1, metavar="[SESSION]...")
 @click.option(
-    "--from", "source", required=True, metavar="PATH_OR_URL", help="Journal to copy from."
+    "--from",
+    "source",
+    required=True,
+    metavar="PATH_OR_URL",
+    callback=journal_named,
+    help="Journal to copy from.",
 )
 @click.option(
-    "--to", "destination", required=True, metavar="PATH_OR_URL", help="Journal to copy into."
+    "--to",
+    "destination",
+    required=True,
+    metavar="PATH_OR_URL",
+    callback=journal_named,
+    help="Journal to copy into.",
 )
 @time_option("--since", "Only sessions started then or later")
 @click.option("--status", type=click.Choice(STATUSES), help="Only sessions with this status.")
@@ -380,7 +407,12 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
         if not yes:
             if not sys.stdin.isatty():
                 fail("erasing is permanent: pass --yes to confirm", EXIT_BAD_INPUT)
-            click.confirm(f"erase session {session} from {journal.target} for good?", abort=True)
+            try:
+                sure = click.confirm(f"erase session {session} from {journal.target} for good?")
+            except click.Abort:  # Ctrl-C at the question: as everywhere else, not exit 1
+                raise KeyboardInterrupt from None
+            if not sure:
+                fail(f"session {session} not erased", EXIT_BAD_INPUT)
         erasure = journal.erase(session, reason=reason, erased_by=erased_by)
         target = journal.target
     click.echo(

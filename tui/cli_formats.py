@@ -64,11 +64,14 @@ def _print_report(report: ImportReport, as_json: bool) -> None:
         what = (
             f"{item['sessions']} sessions ({new} new, {item['new_events']} events)"
             if new
+            else f"{item['sessions']} sessions"
+            if item["error"]
             else f"{item['sessions']} sessions, already present"
         )
         _echo(
-            f"imported {item['path']}: {what}, {item['messages']} messages, "
-            f"{item['tool_calls']} tool calls, {item['failed_calls']} failed"
+            f"{'not imported' if item['error'] else 'imported'} {item['path']}: {what}, "
+            f"{item['messages']} messages, {item['tool_calls']} tool calls, "
+            f"{item['failed_calls']} failed"
         )
     if not as_json:
         if report.unmapped.total:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from journal import InvalidInputError, Journal
+from journal import InvalidInputError, Journal, without_password
 
 if TYPE_CHECKING:
     from replay import NormalizationRules
@@ -73,10 +73,11 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
         out.print(f"{item.session_id}: {item.scenario.shows}{note}")
     out.print()
     first = ran[0].session_id
-    out.print(f"Journal: {db}")
-    out.print(f"Next: agent-journal show {first} --db {db}")
+    target = without_password(db)
+    out.print(f"Journal: {target}")
+    out.print(f"Next: agent-journal show {first} --db {target}")
     fixed = "agentloop.examples.refund:build_fixed"
-    out.print(f"      agent-journal replay {first} --db {db} --agent {fixed}")
+    out.print(f"      agent-journal replay {first} --db {target} --agent {fixed}")
     if not no_tui and sys.stdin.isatty() and sys.stdout.isatty():
         from .app import JournalApp
 
@@ -222,7 +223,7 @@ def replay(
         live_model=live_model,
         allow_side_effects=allow_side_effects,
     )
-    if session.endswith(".jsonl") and Path(session).is_file():
+    if _is_file(session):
         if save:
             raise click.UsageError("--save needs a session of a journal, not a file")
         from journal import import_file
@@ -300,17 +301,21 @@ def fork(
     )
 
 
+def _is_file(run: str) -> bool:
+    """Whether a run given to replay or diff is a file: it ends in .jsonl or is a file."""
+    return run.endswith(".jsonl") or Path(run).is_file()
+
+
 def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, Any]]]:
     """Load a run as flat records, as replay reads them: a JSONL file, or a session."""
     from replay import session_records
 
-    if source.endswith(".jsonl") or (journal is None and Path(source).exists()):
+    if _is_file(source):
         from journal import import_file
 
         with Journal.open(":memory:") as scratch:
             return source, session_records(scratch, import_file(scratch, source).session_id)
-    if journal is None:
-        raise InvalidInputError(f"{source}: no such file, and no journal to find a session in")
+    assert journal is not None  # diff opens the journal unless both runs are files
     journal.require(source)
     return source, session_records(journal, source)
 
@@ -329,7 +334,7 @@ def diff(a: str, b: str, db: str, ignore: Sequence[str], as_json: bool) -> None:
     """
     from replay import diff_records
 
-    needs_journal = not (a.endswith(".jsonl") and b.endswith(".jsonl"))
+    needs_journal = not (_is_file(a) and _is_file(b))
     journal = open_existing(db) if needs_journal else None
     try:
         name_a, records_a = _records(journal, a)

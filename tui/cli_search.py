@@ -96,6 +96,8 @@ def search(
         session_id=session_id,
     )
     with open_existing(db) as journal:
+        if session_id is not None:
+            journal.require(session_id)  # a mistyped id is an error, not "no matches"
         hits = journal.search(query, filters, limit=limit)
     if as_json:
         print_json([hit.model_dump(mode="json") for hit in hits])

@@ -29,6 +29,7 @@ __all__ = [
     "db_option",
     "db_option_with",
     "fail",
+    "journal_named",
     "json_option",
     "meta_option",
     "moment",
@@ -166,6 +167,13 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def journal_named(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--db`` as given; an empty one (``--db "$UNSET"``) is bad usage (an option's callback)."""
+    if not value.strip():
+        raise click.BadParameter("empty: give a SQLite file path or a postgresql:// URL")
+    return value
+
+
 def db_option_with(help_text: str) -> Callable[[F], F]:
     """``--db PATH_OR_URL`` (env ``AGENT_JOURNAL_DB``) with its own help text."""
     return click.option(
@@ -175,6 +183,7 @@ def db_option_with(help_text: str) -> Callable[[F], F]:
         default=DEFAULT_DB,
         show_default=True,
         metavar="PATH_OR_URL",
+        callback=journal_named,
         help=help_text,
     )
 

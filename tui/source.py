@@ -134,7 +134,7 @@ class RowSource:
         (or after ``stop``). ``cancelled`` is asked between pages, so a worker stops soon.
         """
         if backward:
-            low = -1 if stop is None else stop
+            low = -1 if stop is None else max(stop, -1)  # a view with no line asks from -2
             upper = start + 1
             while upper > low + 1 and not cancelled():
                 lower = max(low + 1, upper - self.page)

@@ -242,12 +242,25 @@ def _file_type(mode: int) -> str:
     return "special file"
 
 
+_TRANSCRIPT_HINT = "OpenAI chat transcripts import with --format openai"
+
+
 def _header(raw: bytes, name: str) -> dict[str, Any]:
-    """Parse and check a JSONL file's first line, its header."""
+    """Parse and check a JSONL file's first line, its header.
+
+    A file that starts a JSON array, or whose first object is a chat message or
+    conversation, is a transcript: the error says which format reads it.
+    """
+    if raw.lstrip()[:1] == b"[":
+        raise InvalidInputError(
+            f"{name}:1: not an agent-journal file (it starts a JSON array; {_TRANSCRIPT_HINT})"
+        )
     header = _parse_line(raw, f"{name}:1")
     if header.get("format") != FORMAT:
+        hint = f"; {_TRANSCRIPT_HINT}" if "messages" in header or "role" in header else ""
         raise InvalidInputError(
-            f'{name}:1: not an agent-journal file (header "format" is {header.get("format")!r})'
+            f"{name}:1: not an agent-journal file "
+            f'(header "format" is {header.get("format")!r}{hint})'
         )
     version = header.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
@@ -322,11 +335,47 @@ def _lines(file: BinaryIO, name: str) -> Iterator[bytes]:
 
 @dataclass(frozen=True)
 class ImportResult:
-    """What one imported file did: the session and how many events were new (0: a no-op)."""
+    """What one imported file did: the session and how many events were new (0: a no-op).
+
+    ``erased``: the file holds a session this journal erased, so nothing was imported.
+    """
 
     path: str
     session_id: str
     new_events: int
+    erased: bool = False
+
+
+class _Erased(Exception):
+    """The file's chain reaches the head of an erased session (aborts its import)."""
+
+
+def _unless_erased(
+    records: Iterable[ImportRecord], journal: Journal, session_id: str
+) -> Iterable[ImportRecord]:
+    """The records, unless they are a session the journal erased (or a longer copy of it).
+
+    As `journal.formats.transfer.erased_in` for a copy: importing must not undo a retention
+    or right-to-erasure request. Only a session not in the journal is looked at.
+    """
+    if journal.summary(session_id) is not None:
+        return records
+    heads = {erasure.events - 1: erasure.head_hash for erasure in journal.erasures(session_id)}
+    if not heads:
+        return records
+
+    def checked() -> Iterator[ImportRecord]:
+        for at, record in records:
+            fields, claimed = (
+                (record.fields, record.hash)
+                if isinstance(record, CanonicalRecord)
+                else (record, record.get("hash"))
+            )
+            if heads.get(fields["seq"]) == claimed:
+                raise _Erased
+            yield at, record
+
+    return checked()
 
 
 def _status_check(name: str, header: dict[str, Any]) -> Callable[[SessionState], None] | None:
@@ -365,15 +414,19 @@ def import_file(journal: Journal, path: str | Path, *, whole: bool = False) -> I
         EventTooLargeError: an event is larger than the journal's ``max_event_bytes``
             (names file:line, the session, the seq and the size).
         SessionConflictError: the session exists with different content.
+
+    A session the journal erased is not brought back (``erased`` in the result).
     """
     name = str(path)
     with _open_input(path, "a JSONL file") as file:
         header = _header(_first_line(file, name), name)
         session_id = str(header["session_id"])
-        records = _records(_lines(file, name), name)
+        records = _unless_erased(_records(_lines(file, name), name), journal, session_id)
         check = _status_check(name, header) if whole else None
         try:
             new = journal.import_records(session_id, records, check_new=check)
+        except _Erased:
+            return ImportResult(path=name, session_id=session_id, new_events=0, erased=True)
         except SessionConflictError as e:
             raise SessionConflictError(f"{name}: {e}") from e
         except EventTooLargeError:

@@ -566,11 +566,13 @@ def import_converted(journal: Journal, converted: Sequence[ConvertedFile]) -> Im
     for item in converted:
         report.unmapped.merge(item.unmapped)
         report.notes.merge(item.notes)
+        error: str | None = None
         try:
             counts = journal.import_sessions(
                 [(session.session_id, session.records()) for session in item.sessions]
             )
         except SessionConflictError as e:
+            error = str(e)
             report.errors.append(f"{item.path}: {e}")
             counts = []
         except InvalidEventError as e:
@@ -585,6 +587,7 @@ def import_converted(journal: Journal, converted: Sequence[ConvertedFile]) -> Im
                 "tool_calls": item.tool_calls,
                 "failed_calls": item.failed_calls,
                 "session_ids": [session.session_id for session in item.sessions],
+                "error": error,
             }
         )
     return report

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..canonical import loads_strict
 from ..errors import InvalidInputError
-from .jsonl import read_input
+from .jsonl import FORMAT, read_input
 
 __all__ = ["Conversation", "TranscriptFile", "read_transcripts"]
 
@@ -216,7 +216,9 @@ def _conversation(
             )
         role = message.get("role")
         if not isinstance(role, str) or not role:
-            raise InvalidInputError(f'{at((*key, number))}: message {number} has no "role"')
+            ours = message.get("format") == FORMAT  # an export's header line
+            hint = " (an agent-journal file: import it without --format openai)" * ours
+            raise InvalidInputError(f'{at((*key, number))}: message {number} has no "role"{hint}')
     return Conversation(index, messages, metadata, extra, line, path, key)
 
 

@@ -175,6 +175,8 @@ class ChoiceScreen(ModalScreen[str | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         bind("escape,q", "cancel", "cancel", "choice.cancel"),
+        bind("j", "move(1)", "next answer", "choice.next"),
+        bind("k", "move(-1)", "previous answer", "choice.previous"),
     ]
 
     def __init__(self, question: str, answers: Sequence[tuple[str, str]]) -> None:
@@ -194,6 +196,14 @@ class ChoiceScreen(ModalScreen[str | None]):
         """Answer with the chosen id."""
         event.stop()
         self.dismiss(event.option.id)
+
+    def action_move(self, step: int) -> None:
+        """Highlight the next (1) or previous (-1) answer, as the arrows do."""
+        answers = self.query_one(OptionList)
+        if step > 0:
+            answers.action_cursor_down()
+        else:
+            answers.action_cursor_up()
 
     def action_cancel(self) -> None:
         """Answer nothing."""
