@@ -10,6 +10,7 @@ open write transaction.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import sqlite3
 import tempfile
@@ -283,6 +284,25 @@ def test_drain_names_a_bad_spool_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["drain", str(spool), "--db", str(tmp_path / "j.db")])
     assert result.exit_code == 2
     assert f"{spool}.draining-" in result.output and ":1: not JSON" in result.output
+
+
+def test_drain_with_nothing_spooled_creates_no_journal(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.db"
+    nothing = CliRunner().invoke(cli, ["drain", "--db", str(typo), "--json"])
+    assert nothing.exit_code == 0, nothing.output
+    assert json.loads(nothing.output) == {
+        "spool": f"{typo}.spool",
+        "sessions": 0,
+        "events": 0,
+        "left": {},
+    }
+    named = tmp_path / "nowhere.spool"
+    said = CliRunner().invoke(cli, ["drain", str(named), "--db", str(typo)])
+    assert (said.exit_code, said.output) == (
+        0,
+        f"drained 0 sessions (0 new events) from {named}; 0 left in the spool\n",
+    )
+    assert list(tmp_path.iterdir()) == []  # no journal made for nothing to drain
 
 
 # -- redaction ---------------------------------------------------------------------------

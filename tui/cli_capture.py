@@ -22,16 +22,21 @@ def drain(spool: Path | None, db: str, as_json: bool) -> None:
     Captured code that could not write to its journal (busy, disk full, PostgreSQL down)
     wrote to a spool file instead (default: beside the journal, DB.spool). Running drain
     twice writes nothing twice. A session the journal refuses (a conflict) stays in the
-    spool, named on stderr, and the exit code is 1.
+    spool, named on stderr, and the exit code is 1. With nothing spooled (no spool file, or
+    one drained before) the journal is not opened, nor created.
     """
-    from journal.capture import Spool, spool_path_for
+    from journal.capture import DrainReport, Spool, spool_path_for
     from journal.capture import drain as drain_spool
 
     path = spool if spool is not None else spool_path_for(db)
     if path is None:
         raise click.UsageError("an in-memory journal has no spool: name the spool file")
-    with open_for_writing(db) as journal:
-        report = drain_spool(journal, Spool.at(path))
+    spooled = Spool.at(path)
+    if spooled.empty():  # a spool drained before is gone: nothing to do, not an error
+        report = DrainReport(0, 0, {})
+    else:
+        with open_for_writing(db) as journal:
+            report = drain_spool(journal, spooled)
     if as_json:
         print_json(
             {"spool": str(path), "sessions": report.sessions, "events": report.events}

@@ -184,6 +184,18 @@ class Spool:
                 os.close(fd)
         return sorted(self.path.parent.glob(f"{self.path.name}{_DRAINING}*"))
 
+    def empty(self) -> bool:
+        """Whether nothing waits to be drained.
+
+        No spool file (or an empty one) and no file a drain left.
+        """
+        try:
+            if self.path.stat().st_size:
+                return False
+        except FileNotFoundError:
+            pass
+        return not any(self.path.parent.glob(f"{self.path.name}{_DRAINING}*"))
+
     def pending(self) -> dict[str, int]:
         """Events waiting in the spool (and in files a drain left), by session."""
         counts: dict[str, int] = defaultdict(int)
