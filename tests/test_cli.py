@@ -29,7 +29,7 @@ from journal import (
 )
 from journal.sqlite import SQLiteJournal
 from tui.cli import cli
-from tui.clikit import EXIT_CODES
+from tui.clikit import EXIT_CODES, counted
 from tui.columns import COLUMNS
 
 from .helpers import (
@@ -852,3 +852,12 @@ def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
     assert process.wait(timeout=30) == 0
     assert b"Traceback" not in process.stderr.read()
     process.stderr.close()
+
+
+def test_counts_in_messages_are_plural_but_for_one() -> None:
+    assert [counted(n, "session") for n in (0, 1, 2, 1000)] == [
+        "0 sessions",
+        "1 session",
+        "2 sessions",
+        "1000 sessions",
+    ]

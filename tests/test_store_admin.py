@@ -79,11 +79,11 @@ def test_copy_filters_by_session_status_and_time(tmp_path: Path, pg_schema: PgSc
     source = tmp_path / "src.db"
     _fill(source)
     failed = run_cli("copy", "--from", source, "--to", pg_schema.url, "--status", "failed")
-    assert failed.exit_code == 0 and "copied 1 sessions" in failed.stdout
+    assert failed.exit_code == 0 and "copied 1 session " in failed.stdout
     recent = run_cli("copy", "--from", source, "--to", tmp_path / "r.db", "--since", "2027-01-01")
     assert recent.exit_code == 0 and set(_exports(tmp_path / "r.db")) == {"ok-2"}
     named = run_cli("copy", "ok-1", "--from", source, "--to", pg_schema.url)
-    assert "copied 1 sessions" in named.stdout
+    assert "copied 1 session " in named.stdout
     assert set(_exports(pg_schema.url)) == {"failed-1", "ok-1"}
     missing = run_cli("copy", "nope", "--from", source, "--to", pg_schema.url)
     assert missing.exit_code == 2 and missing.stderr.count("\n") == 1
@@ -104,7 +104,7 @@ def test_copy_extends_a_grown_session_and_reports_conflicts(
         head = journal.head_position()
     result = run_cli("copy", "--from", source, "--to", pg_schema.url)
     assert result.exit_code == 2
-    assert "1 new events" in result.stdout and "1 failed" in result.stdout
+    assert "1 new event," in result.stdout and "1 failed" in result.stdout
     assert result.stderr.startswith("agent-journal: session clash: exists already")
     assert result.stderr.count("\n") == 1
     with Journal.open(pg_schema.url) as journal:
@@ -200,7 +200,7 @@ def test_copy_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema: P
     with Journal.open(pg_schema.url) as journal:
         journal.erase("ok-2", reason="retention")
     third = run_cli("copy", "ok-1", "ok-2", "--from", source, "--to", pg_schema.url)
-    assert "copied 1 sessions" in third.stdout and "1 skipped (erased there)" in third.stdout
+    assert "copied 1 session " in third.stdout and "1 skipped (erased there)" in third.stdout
     with Journal.open(pg_schema.url) as journal:
         assert journal.summary("ok-1") is None
         assert journal.require("ok-2").agent == "a:new"

@@ -23,6 +23,7 @@ from .clikit import (
     EXIT_BAD_INPUT,
     EXIT_CODES,
     ErrorBoundaryGroup,
+    counted,
     db_option,
     fail,
     journal_named,
@@ -382,8 +383,9 @@ def copy(
         for error in result.errors:
             click.echo(f"agent-journal: {safe_text(error)}", err=True)
         click.echo(
-            f"copied {result.sessions} sessions {where}: {result.new_events} new events, "
-            f"{result.unchanged} sessions already up to date"
+            f"copied {counted(result.sessions, 'session')} {where}: "
+            f"{counted(result.new_events, 'new event')}, "
+            f"{counted(result.unchanged, 'session')} already up to date"
             + (f", {len(result.erased)} skipped (erased there)" if result.erased else "")
             + (f", {len(result.errors)} failed" if result.errors else "")
         )

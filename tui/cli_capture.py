@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from .clikit import EXIT_FINDING, db_option, json_option, open_for_writing, print_json
+from .clikit import (
+    EXIT_FINDING,
+    counted,
+    db_option,
+    json_option,
+    open_for_writing,
+    print_json,
+)
 
 __all__ = ["drain"]
 
@@ -44,7 +51,8 @@ def drain(spool: Path | None, db: str, as_json: bool) -> None:
         )
     else:
         click.echo(
-            f"drained {report.sessions} sessions ({report.events} new events) from {path}; "
+            f"drained {counted(report.sessions, 'session')} "
+            f"({counted(report.events, 'new event')}) from {path}; "
             f"{len(report.left)} left in the spool"
         )
         for session_id, why in report.left.items():

@@ -16,7 +16,7 @@ import click
 if TYPE_CHECKING:
     from journal.formats import ImportReport
 
-from .clikit import EXIT_BAD_INPUT, open_existing, open_for_writing, print_json
+from .clikit import EXIT_BAD_INPUT, counted, open_existing, open_for_writing, print_json
 
 __all__ = ["export_otlp", "import_openai_files"]
 
@@ -60,13 +60,13 @@ def _print_report(report: ImportReport, as_json: bool) -> None:
     if as_json:
         print_json(document)
     for item in report.files:
-        new = item["new_sessions"]
+        new, sessions = item["new_sessions"], counted(item["sessions"], "session")
         what = (
-            f"{item['sessions']} sessions ({new} new, {item['new_events']} events)"
+            f"{sessions} ({new} new, {counted(item['new_events'], 'event')})"
             if new
-            else f"{item['sessions']} sessions"
+            else sessions
             if item["error"]
-            else f"{item['sessions']} sessions, already present"
+            else f"{sessions}, already present"
         )
         _echo(
             f"{'not imported' if item['error'] else 'imported'} {item['path']}: {what}, "

@@ -26,6 +26,7 @@ __all__ = [
     "EXIT_FINDING",
     "EXIT_INTERNAL",
     "ErrorBoundaryGroup",
+    "counted",
     "db_option",
     "db_option_with",
     "fail",
@@ -157,6 +158,11 @@ def meta_option(function: F) -> F:
         help="Only sessions whose metadata has KEY with VALUE (a string, or a number or "
         "boolean written as JSON: 3, true). Repeatable: all must hold.",
     )(function)
+
+
+def counted(number: int, noun: str) -> str:
+    """``number`` and ``noun``, plural but for one: "1 session", "0 sessions"."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def fail(message: str, code: int) -> None:
