@@ -295,7 +295,10 @@ def test_a_session_without_an_agent_reference_asks_which_agent_to_run(db: Path) 
     """An imported transcript names no agent: r asks for one instead of failing."""
     with Journal.open(db) as journal:
         events = [item.event for item in journal.events(INCIDENTS)]
-        journal.append("imported", [events[0].model_copy(update={"agent": None}), *events[1:]])
+        head = events[0].model_copy(
+            update={"agent": None, "metadata": {"imported_from": "openai"}}  # as an importer
+        )
+        journal.append("imported", [head, *events[1:]])
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "r")
