@@ -45,6 +45,7 @@ import inspect
 import json
 import sys
 import time
+import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -52,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
 from ..canonical import canonical_bytes
 from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
@@ -344,7 +345,11 @@ class CapturedSession:
             self._order.add(call_id, write)
 
     def call_tool(
-        self, info: ToolInfo, args: dict[str, Any], run: Callable[[], Any], returns: Any
+        self,
+        info: ToolInfo,
+        args: dict[str, Any],
+        run: Callable[[], Any],
+        returns: Callable[[], Any],
     ) -> Any:
         """Run (or replay) one call of a decorated tool, and journal it."""
         self.start()
@@ -363,7 +368,11 @@ class CapturedSession:
         return result
 
     async def acall_tool(
-        self, info: ToolInfo, args: dict[str, Any], run: Callable[[], Any], returns: Any
+        self,
+        info: ToolInfo,
+        args: dict[str, Any],
+        run: Callable[[], Any],
+        returns: Callable[[], Any],
     ) -> Any:
         """`call_tool` for a coroutine function."""
         self.start()
@@ -398,12 +407,14 @@ class CapturedSession:
             return ToolPlay(live=True)
         return self.player.tool(info.name, args, side_effects=info.side_effects)
 
-    def _served(self, info: ToolInfo, args: dict[str, Any], play: ToolPlay, returns: Any) -> Any:
+    def _served(
+        self, info: ToolInfo, args: dict[str, Any], play: ToolPlay, returns: Callable[[], Any]
+    ) -> Any:
         if play.error is not None:
             self._journal_outcome(info.name, args, error=play.error)
             raise rebuilt(play.error)
         self._journal_outcome(info.name, args, result=play.result)
-        return _typed(play.result, returns)
+        return _typed(play.result, returns())
 
     def _since(self, started: float) -> float:
         return round((self.timer() - started) * 1000, 3)
@@ -415,8 +426,20 @@ def _typed(value: Any, returns: Any) -> Any:
         return value
     try:
         return TypeAdapter(returns).validate_python(value)
-    except (ValidationError, TypeError, NameError):
+    except (ValidationError, PydanticUserError, TypeError, NameError):
         return value
+
+
+def _return_type(function: Callable[..., Any]) -> Any:
+    """A function's declared return type, a string annotation resolved in its module.
+
+    ``from __future__ import annotations`` makes every annotation a string; one that does
+    not resolve (a name defined nowhere) counts as none.
+    """
+    try:
+        return typing.get_type_hints(function).get("return", inspect.Signature.empty)
+    except Exception:  # a name not defined, an annotation that is not a type
+        return inspect.Signature.empty
 
 
 class Capture:
@@ -494,7 +517,8 @@ class Capture:
             info = ToolInfo(name or function.__name__, side_effects)
             self.tools[info.name] = info
             signature = inspect.signature(function)
-            returns = signature.return_annotation
+            # resolved at the first served result: a later class may be named before it exists
+            returns = functools.cache(functools.partial(_return_type, function))
             receiver = next(iter(signature.parameters)) if is_method(function) else None
 
             def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,108 @@
+"""The replay verdict under single changes to captured code: a mutation matrix.
+
+One session of `tests.verdict_app` (a plain loop over the openai client, four tools, a
+model served from a thread) is recorded; each case edits the code in one way
+(`verdict_app.CHANGE`) and replays it with the server still up but never asked. No change,
+or one that leaves behaviour alone, must be *identical*; every other change must diverge
+at the seq where it happens, naming what changed.
+
+The recording (seq: event): 0 started, 1 user input, 2 proposed get_weather x2, 3-4 their
+results, 5 proposed to_fahrenheit + station_info, 6-7 results, 8 proposed stats, 9 its
+result, 10 the final text, 11 completed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+
+import pytest
+
+from journal import Journal
+from replay import replay_entry
+
+from . import verdict_app
+
+openai = pytest.importorskip("openai")
+
+
+@pytest.fixture(scope="module")
+def recorded() -> Iterator[tuple[Journal, str]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), verdict_app.VerdictModel)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    with Journal.open(":memory:") as journal:
+        verdict_app.bind(journal, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+        try:
+            assert verdict_app.answer(verdict_app.QUESTION) == "70.7°F and 39.2°F."
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+        (summary,) = journal.sessions()
+        yield journal, summary.session_id
+
+
+@pytest.fixture
+def change() -> Iterator[None]:
+    yield
+    verdict_app.CHANGE = ""
+
+
+SAME = [
+    ("", False),
+    ("", True),
+    ("tool result refactored", True),
+    ("default left out", True),
+    ("tuple as list", True),
+]
+
+DIVERGES = [
+    ("system prompt", False, 2, 'messages[0].content: "You report the weather." ->'),
+    ("tool description", False, 2, "tools[0].function.description"),
+    ("tool schema", False, 2, "tools[0].function.parameters.properties.city.minLength"),
+    ("model", False, 2, 'model: "gpt-4.1" -> "gpt-4.1-mini"'),
+    ("temperature", False, 2, "temperature: 0.0 -> 0.2"),
+    ("max_tokens", False, 2, "max_tokens: (absent) -> 100"),
+    ("tool result", True, 4, "result.celsius"),
+    ("float noise", True, 3, "result.celsius"),
+    ("NFD", True, 7, "result.name"),
+    ("None left out", True, 9, "result.none"),
+    ("arguments", False, 6, "to_fahrenheit({'celsius': 21.0})"),
+    ("drop a call", False, 4, "asked for model output at seq 4"),
+    ("add a call", False, 10, "get_weather({'city': 'Lisbon'})"),
+    ("a call twice", False, 7, "to_fahrenheit({'celsius': 21.5})"),
+    # outcomes are journaled in the order the model proposed the calls (docs/capture.md):
+    # a swap shows where the results reach the model
+    ("swap two calls", False, 5, "messages[3].content"),
+    ("history: drop a message", False, 8, "messages[1].content"),
+    ("history: reorder", False, 8, "messages[2].content"),
+    ("history: one char", False, 8, 'messages[1].content: "Weather in Lisbon and Oslo, in °F?" ->'),
+    ("raise at step 1", False, 6, "RuntimeError: boom at step 1"),
+]
+
+
+@pytest.mark.parametrize(("name", "live"), SAME)
+def test_a_change_that_keeps_behaviour_replays_identical(
+    recorded: tuple[Journal, str], change: None, name: str, live: bool
+) -> None:
+    journal, session = recorded
+    verdict_app.CHANGE = name
+    result = replay_entry(journal, session, verdict_app.answer, live_tools=live)
+    assert result.identical, result.first_divergence
+
+
+@pytest.mark.parametrize(("name", "live", "seq", "named"), DIVERGES)
+def test_a_change_diverges_where_it_happens_and_names_it(
+    recorded: tuple[Journal, str], change: None, name: str, live: bool, seq: int, named: str
+) -> None:
+    journal, session = recorded
+    verdict_app.CHANGE = name
+    result = replay_entry(journal, session, verdict_app.answer, live_tools=live)
+    assert result.verdict == "diverged"
+    divergence = result.first_divergence
+    assert divergence is not None
+    assert divergence.seq == seq, divergence.reason
+    assert named in divergence.reason + "".join(c.path for c in divergence.changes)
