@@ -40,6 +40,7 @@ __all__ = [
     "check_ts",
     "dumps_canonical",
     "format_ts",
+    "loads_exact",
     "loads_strict",
     "parse_ts",
     "plainly_canonical",
@@ -313,16 +314,36 @@ def loads_strict(text: str | bytes) -> Any:
         ValueError: invalid JSON, invalid UTF-8 (lone surrogates included), duplicate keys,
             integers outside int64, NaN or Infinity, or nesting deeper than `MAX_DEPTH`.
     """
+    return _loads(text, exact=False)
+
+
+def loads_exact(text: str | bytes) -> Any:
+    """`loads_strict`, but keeping NaN, Infinity and integers of any size as Python has them.
+
+    For the text of a value as code gave it (`journal.events.ActionCommitted.result_text`),
+    which canonical JSON could only hold as strings.
+
+    Raises:
+        ValueError: invalid JSON, invalid UTF-8, duplicate keys, nesting deeper than
+            `MAX_DEPTH`, or an integer longer than Python parses.
+    """
+    return _loads(text, exact=True)
+
+
+def _loads(text: str | bytes, *, exact: bool) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8")
+    checks: dict[str, Any] = (
+        {}
+        if exact
+        else {
+            "parse_int": _checked_int,
+            "parse_float": _checked_float,
+            "parse_constant": _reject_constant,
+        }
+    )
     try:
-        value = json.loads(
-            text,
-            parse_int=_checked_int,
-            parse_float=_checked_float,
-            parse_constant=_reject_constant,
-            object_pairs_hook=_unique_object,
-        )
+        value = json.loads(text, object_pairs_hook=_unique_object, **checks)
     except RecursionError as e:
         raise ValueError("nested too deeply") from e
     _check_depth(value)

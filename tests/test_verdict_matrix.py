@@ -13,13 +13,15 @@ result, 10 the final text, 11 completed.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 
 import pytest
 
-from journal import Journal
+from journal import ActionCommitted, Journal
+from journal.formats import Redactor
 from replay import replay_entry
 
 from . import verdict_app
@@ -106,3 +108,44 @@ def test_a_change_diverges_where_it_happens_and_names_it(
     assert divergence is not None
     assert divergence.seq == seq, divergence.reason
     assert named in divergence.reason + "".join(c.path for c in divergence.changes)
+
+
+@pytest.mark.parametrize("redacted", [False, True])
+def test_a_tool_result_canonical_json_cannot_hold_is_journaled_and_given_back(
+    change: None, redacted: bool
+) -> None:
+    destination = verdict_app.capture.destination
+    destination.redactor = Redactor() if redacted else None
+    with Journal.open(":memory:") as journal:
+        verdict_app.bind(journal, None)
+        try:
+            # NaN and integers past 64 bits: the user's call goes on, as capture promises
+            said = verdict_app.measured("Oslo")
+        finally:
+            destination.redactor = None
+        assert said == f"nan {2**70} {-(2**64)}"
+        (summary,) = journal.sessions()
+        committed = list(journal.events(summary.session_id))[1].event
+        assert isinstance(committed, ActionCommitted)
+        assert committed.result == {
+            "big": str(2**70),
+            "city": "Oslo",
+            "ratio": "NaN",
+            "small": str(-(2**64)),
+        }
+        assert math.isnan(committed.given_result["ratio"])
+        assert committed.given_result["big"] == 2**70
+
+        for live in (False, True):  # the code gets the value back exactly, or makes it again
+            result = replay_entry(
+                journal, summary.session_id, verdict_app.measured, live_tools=live
+            )
+            assert result.identical, result.first_divergence
+
+        verdict_app.CHANGE = "NaN to Infinity"
+        result = replay_entry(journal, summary.session_id, verdict_app.measured, live_tools=True)
+        assert result.first_divergence is not None
+        assert result.first_divergence.seq == 1
+        assert [(c.path, c.expected, c.actual) for c in result.first_divergence.changes] == [
+            ("result.ratio", "NaN", "Infinity")
+        ]

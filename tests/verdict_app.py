@@ -78,6 +78,19 @@ def stats(city: str) -> dict[str, Any]:
     return found
 
 
+@capture.tool
+def reading(city: str) -> dict[str, Any]:
+    ratio = float("inf") if CHANGE == "NaN to Infinity" else float("nan")
+    return {"city": city, "ratio": ratio, "big": 2**70, "small": -(2**64)}
+
+
+@capture.entry
+def measured(city: str) -> str:
+    """One tool call, no model: its result is what canonical JSON cannot hold."""
+    found = reading(city)
+    return f"{found['ratio']!r} {found['big']!r} {found['small']!r}"
+
+
 TOOLS = [
     {
         "type": "function",

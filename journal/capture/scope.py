@@ -324,7 +324,12 @@ class CapturedSession:
         def write() -> None:
             if error is None:
                 recorder.tool_result(
-                    call_id, jsonable(result), tool=tool, args=args, duration_ms=duration_ms
+                    call_id,
+                    jsonable(result),
+                    tool=tool,
+                    args=args,
+                    duration_ms=duration_ms,
+                    exact=True,
                 )
             elif isinstance(error, dict):
                 recorder.tool_failure(
