@@ -21,6 +21,8 @@ aligned rows (equal, changed, inserted, removed) with the field paths that chang
 from __future__ import annotations
 
 import difflib
+import json
+import unicodedata
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -94,9 +96,12 @@ class Change:
 
         The cut starts shortly before the first character where the two differ, so a
         change at the end of a long value is what shows; ``(absent)`` stands for a side
-        without the field.
+        without the field. Sides that would read the same (NFC against NFD, an invisible
+        character) are written with JSON's ASCII escapes, so the difference shows.
         """
         before, after = (_json_text(side) for side in self.sides())
+        if before != after and _looks_alike(before) == _looks_alike(after):
+            before, after = (_json_text(side, escaped=True) for side in self.sides())
         if len(before) <= width and len(after) <= width:
             return before, after
         same = 0
@@ -119,10 +124,17 @@ ABSENT: Any = _Absent()
 """`Change.sides` of a field that exists on one side only."""
 
 
-def _json_text(value: Any) -> str:
+def _json_text(value: Any, *, escaped: bool = False) -> str:
     if value is ABSENT:
         return "(absent)"
+    if escaped:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _looks_alike(text: str) -> str:
+    """``text`` as a reader sees it: composed (NFC), without invisible format characters."""
+    return "".join(c for c in unicodedata.normalize("NFC", text) if unicodedata.category(c) != "Cf")
 
 
 def _window_text(text: str, start: int, width: int) -> str:

@@ -110,6 +110,17 @@ def test_a_change_diverges_where_it_happens_and_names_it(
     assert named in divergence.reason + "".join(c.path for c in divergence.changes)
 
 
+def test_a_change_a_reader_cannot_see_is_shown_escaped(
+    recorded: tuple[Journal, str], change: None
+) -> None:
+    journal, session = recorded
+    verdict_app.CHANGE = "NFD"  # the same letters, decomposed
+    result = replay_entry(journal, session, verdict_app.answer, live_tools=True)
+    assert result.first_divergence is not None
+    (changed,) = result.first_divergence.changes
+    assert changed.shown(60) == ('"Lisbo\\u00e3 Portela"', '"Lisboa\\u0303 Portela"')
+
+
 @pytest.mark.parametrize("redacted", [False, True])
 def test_a_tool_result_canonical_json_cannot_hold_is_journaled_and_given_back(
     change: None, redacted: bool
