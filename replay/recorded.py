@@ -283,6 +283,11 @@ class RecordedTools:
                 return outcome
         return None
 
+    def times_ran(self, tool: str, args: Any) -> int:
+        """How many outcomes of ``tool`` with ``args`` the recording holds, used or not."""
+        key = call_key(tool, args)
+        return sum(1 for outcome in self._outcomes if outcome.key == key)
+
     async def execute(
         self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
     ) -> ToolOutcome:

@@ -72,10 +72,10 @@ DIVERGES = [
     ("float noise", True, 3, "result.celsius"),
     ("NFD", True, 7, "result.name"),
     ("None left out", True, 9, "result.none"),
-    ("arguments", False, 6, "to_fahrenheit({'celsius': 21.0})"),
     ("drop a call", False, 4, "asked for model output at seq 4"),
-    ("add a call", False, 10, "get_weather({'city': 'Lisbon'})"),
-    ("a call twice", False, 7, "to_fahrenheit({'celsius': 21.5})"),
+    ("add a call", False, 10, "get_weather({'city': 'Lisbon'}), which the recording ran only 1"),
+    ("a call twice", False, 7, "to_fahrenheit({'celsius': 21.5}), which the recording ran only"),
+    ("arguments", False, 6, "to_fahrenheit({'celsius': 21.0}), which the recording never ran"),
     # outcomes are journaled in the order the model proposed the calls (docs/capture.md):
     # a swap shows where the results reach the model
     ("swap two calls", False, 5, "messages[3].content"),
