@@ -59,6 +59,7 @@ SAME = [
     ("tool result refactored", True),
     ("default left out", True),
     ("tuple as list", True),
+    ("a set built the other way", True),
 ]
 
 DIVERGES = [
@@ -72,6 +73,7 @@ DIVERGES = [
     ("float noise", True, 3, "result.celsius"),
     ("NFD", True, 7, "result.name"),
     ("None left out", True, 9, "result.none"),
+    ("a set member changed", True, 9, "result.ids[1]"),
     ("drop a call", False, 4, "asked for model output at seq 4"),
     ("add a call", False, 10, "get_weather({'city': 'Lisbon'}), which the recording ran only 1"),
     ("a call twice", False, 7, "to_fahrenheit({'celsius': 21.5}), which the recording ran only"),

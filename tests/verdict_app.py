@@ -75,6 +75,10 @@ def stats(city: str) -> dict[str, Any]:
     if CHANGE == "None left out":
         del found["none"]
     found["flags"] = {flag: True for flag in {"x", "y", "z"}}  # a set's order: the hash seed's
+    # 8 and 16 share a slot: the set iterates them in the order they were added
+    found["ids"] = set([16, 8] if CHANGE == "a set built the other way" else [8, 16])
+    if CHANGE == "a set member changed":
+        found["ids"] = {8, 24}
     return found
 
 
@@ -131,7 +135,7 @@ def _tools() -> list[dict[str, Any]]:
 def _text(result: Any) -> str:
     if isinstance(result, BaseModel):
         return result.model_dump_json()
-    return json.dumps(result, sort_keys=True)
+    return json.dumps(result, sort_keys=True, default=sorted)
 
 
 def _sent(messages: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:

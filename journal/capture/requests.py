@@ -16,6 +16,7 @@ to the fields of ``action_proposed``.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -42,11 +43,33 @@ def jsonable(value: object) -> Any:
     """A value as JSON: models and dataclasses as their fields, anything else as its repr.
 
     A one-shot iterator (a generator, sync or async) is named, never read: reading it would
-    leave nothing for the code it was handed to.
+    leave nothing for the code it was handed to. A set (or frozenset) in plain dicts, lists
+    and tuples is a list in a fixed order: its own order follows the hash seed and what was
+    added and removed, so two runs of the same code would journal two orders.
     """
     if isinstance(value, Iterator | AsyncIterator):
         return f"<{type(value).__name__}>"
-    return to_jsonable_python(value, fallback=repr)
+    return to_jsonable_python(_sets_ordered(value), fallback=repr)
+
+
+def _sets_ordered(value: Any) -> Any:
+    """``value`` with the sets in its plain containers as sorted lists (itself if none)."""
+    kind = type(value)
+    if kind is dict:
+        fields = {key: _sets_ordered(item) for key, item in value.items()}
+        changed = any(fields[key] is not item for key, item in value.items())
+        return fields if changed else value
+    if kind is list or kind is tuple:
+        found = [_sets_ordered(item) for item in value]
+        changed = any(new is not old for new, old in zip(found, value, strict=True))
+        return found if changed else value
+    if kind is set or kind is frozenset:
+        members = [jsonable(item) for item in value]
+        try:
+            return sorted(members)  # strings, numbers: their own order, as sorted() gives
+        except TypeError:  # mixed or unorderable members: by their JSON text
+            return sorted(members, key=lambda item: json.dumps(item, sort_keys=True, default=repr))
+    return value
 
 
 def _messages_key(body: Mapping[str, Any]) -> str:
