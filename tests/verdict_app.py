@@ -74,6 +74,8 @@ def stats(city: str) -> dict[str, Any]:
     found = {"city": city, "big": 2**62, "ratio": 0.1 + 0.2, "pair": pair, "none": None}
     if CHANGE == "None left out":
         del found["none"]
+    found["delta"] = -0.0 if CHANGE == "a zero's sign" else 0.0
+    found["count"] = {"int as float": 1.0, "int as bool": True}.get(CHANGE, 1)
     found["flags"] = {flag: True for flag in {"x", "y", "z"}}  # a set's order: the hash seed's
     # 8 and 16 share a slot: the set iterates them in the order they were added
     found["ids"] = set([16, 8] if CHANGE == "a set built the other way" else [8, 16])
