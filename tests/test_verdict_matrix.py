@@ -60,6 +60,8 @@ SAME = [
     ("default left out", True),
     ("tuple as list", True),
     ("a set built the other way", True),
+    ("max_tokens: NOT_GIVEN", False),
+    ("max_tokens: omit", False),
 ]
 
 DIVERGES = [

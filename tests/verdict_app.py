@@ -13,6 +13,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import openai
 from pydantic import BaseModel
 
 from journal import Journal
@@ -171,6 +172,10 @@ def answer(question: str) -> str:
     params["temperature"] = 0.2 if CHANGE == "temperature" else 0.0
     if CHANGE == "max_tokens":
         params["max_tokens"] = 100
+    if CHANGE == "max_tokens: NOT_GIVEN":  # the client leaves it out: the same request
+        params["max_tokens"] = openai.NOT_GIVEN
+    if CHANGE == "max_tokens: omit":
+        params["max_tokens"] = openai.omit
     step = 0
     while True:
         reply = client.chat.completions.create(

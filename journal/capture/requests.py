@@ -33,6 +33,7 @@ __all__ = [
     "jsonable",
     "proposal_of",
     "request_record",
+    "sent_parameters",
 ]
 
 UNCOMPARED_PARAMETERS = frozenset({"timeout", "extra_headers", "extra_query"})
@@ -70,6 +71,20 @@ def _sets_ordered(value: Any) -> Any:
         except TypeError:  # mixed or unorderable members: by their JSON text
             return sorted(members, key=lambda item: json.dumps(item, sort_keys=True, default=repr))
     return value
+
+
+def sent_parameters(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a request sends: ``kwargs`` without the client's "leave it out" markers.
+
+    ``openai.NOT_GIVEN`` and ``openai.omit`` mean the parameter is not sent at all, so a
+    request that passes one is the request that leaves the parameter out.
+    """
+    return {key: value for key, value in kwargs.items() if not _left_out(value)}
+
+
+def _left_out(value: object) -> bool:
+    kind = type(value)
+    return kind.__module__.split(".")[0] == "openai" and kind.__name__ in {"NotGiven", "Omit"}
 
 
 def _messages_key(body: Mapping[str, Any]) -> str:

@@ -65,7 +65,7 @@ from .order import InProposalOrder
 from .output import Destination, Sampling
 from .play import Player, ToolPlay, replay_target
 from .recorder import HaltSession, Recorder
-from .requests import jsonable, proposal_of, request_record
+from .requests import jsonable, proposal_of, request_record, sent_parameters
 from .spool import Spool
 
 __all__ = [
@@ -231,6 +231,7 @@ class CapturedSession:
         take.
         """
         self.settle()
+        kwargs = sent_parameters(kwargs)
         self.start(kwargs)
         record, messages = request_record(kwargs, self._messages)
         self._messages = messages
