@@ -45,6 +45,7 @@ __all__ = [
     "parse_ts",
     "plainly_canonical",
     "prefix_hash",
+    "sets_ordered",
     "valid_session_id",
 ]
 
@@ -139,6 +140,32 @@ def _check_json_walk(value: Any, path: str, depth: int) -> None:
             _check_json_walk(item, f"{path}[{index}]", depth + 1)
     else:
         raise InvalidEventError(f"{path}: {type(value).__name__} is not a JSON value")
+
+
+def sets_ordered(value: Any) -> Any:
+    """``value`` with the sets in its plain dicts, lists and tuples as sorted lists.
+
+    A set's iteration order follows the hash seed and what was added and removed, so two
+    runs of the same code would journal two orders of it. Members are sorted as ``sorted``
+    sorts them, or by their JSON text when they do not compare. ``value`` itself when it
+    holds no set.
+    """
+    kind = type(value)
+    if kind is dict:
+        fields = {key: sets_ordered(item) for key, item in value.items()}
+        changed = any(fields[key] is not item for key, item in value.items())
+        return fields if changed else value
+    if kind is list or kind is tuple:
+        found = [sets_ordered(item) for item in value]
+        changed = any(new is not old for new, old in zip(found, value, strict=True))
+        return found if changed else value
+    if kind is set or kind is frozenset:
+        members = [sets_ordered(item) for item in value]
+        try:
+            return sorted(members)
+        except TypeError:  # mixed or unorderable members
+            return sorted(members, key=lambda item: json.dumps(item, sort_keys=True, default=repr))
+    return value
 
 
 def dumps_canonical(value: Any, fields: Callable[[Any], Any] | None = None) -> bytes:

@@ -17,12 +17,18 @@ import math
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
+from pathlib import Path
+from random import Random
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from agentloop import Agent, AgentRuntime, ModelResponse, Tool
+from agentloop.examples.scripted import ScriptedLLM, Turn, call, reply
 from journal import ActionCommitted, Journal
 from journal.formats import Redactor
-from replay import replay_entry
+from replay import Replayer, replay_entry
 
 from . import verdict_app
 
@@ -167,3 +173,52 @@ def test_a_tool_result_canonical_json_cannot_hold_is_journaled_and_given_back(
         assert [(c.path, c.expected, c.actual) for c in result.first_divergence.changes] == [
             ("result.ratio", "NaN", "Infinity")
         ]
+
+
+_ADDED = [8, 16]
+"""The order the runtime agent's tool adds its set's members in (8 and 16 share a slot)."""
+
+
+def _runtime_agent() -> Agent:
+    def policy(turn: Turn, rng: Random) -> ModelResponse:
+        del rng
+        if not turn.results:
+            return reply(None, call(turn, "ids", {"city": "Oslo"}))
+        return reply("done")
+
+    def ids(args: City) -> dict[str, Any]:
+        return {"city": args.city, "ids": set(_ADDED)}
+
+    return Agent(
+        name="ids",
+        system_prompt="List ids.",
+        tools=[Tool("ids", ids, "Ids of a city.", City)],
+        llm=ScriptedLLM(policy),
+    )
+
+
+class City(BaseModel):
+    city: str
+
+
+def test_a_set_in_a_runtime_tools_result_replays_identical_whatever_its_order(
+    tmp_path: Path,
+) -> None:
+    with Journal.open(tmp_path / "runtime.db") as journal:
+        session = AgentRuntime(_runtime_agent(), journal).run("ids of Oslo?").session_id
+        _ADDED.reverse()  # the same set, iterated 16, 8
+        try:
+            result = Replayer(agent=_runtime_agent(), live_tools=True).replay(journal, session)
+        finally:
+            _ADDED.reverse()
+        assert result.identical, result.first_divergence
+        assert result.live_differences == ()
+
+        _ADDED.append(24)  # another member: the live difference is JSON, as journaled
+        try:
+            result = Replayer(agent=_runtime_agent(), live_tools=True).replay(journal, session)
+        finally:
+            _ADDED.remove(24)
+        assert result.first_divergence is not None and result.first_divergence.seq == 3
+        (live,) = result.live_differences
+        assert live.live == {"city": "Oslo", "ids": [8, 16, 24]}

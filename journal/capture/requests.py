@@ -16,13 +16,12 @@ to the fields of ``action_proposed``.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from ..canonical import canonical_bytes
+from ..canonical import canonical_bytes, sets_ordered
 from ..events import ActionProposed
 from ..formats.openai_messages import proposal_from_completion, proposal_from_response
 
@@ -50,27 +49,7 @@ def jsonable(value: object) -> Any:
     """
     if isinstance(value, Iterator | AsyncIterator):
         return f"<{type(value).__name__}>"
-    return to_jsonable_python(_sets_ordered(value), fallback=repr)
-
-
-def _sets_ordered(value: Any) -> Any:
-    """``value`` with the sets in its plain containers as sorted lists (itself if none)."""
-    kind = type(value)
-    if kind is dict:
-        fields = {key: _sets_ordered(item) for key, item in value.items()}
-        changed = any(fields[key] is not item for key, item in value.items())
-        return fields if changed else value
-    if kind is list or kind is tuple:
-        found = [_sets_ordered(item) for item in value]
-        changed = any(new is not old for new, old in zip(found, value, strict=True))
-        return found if changed else value
-    if kind is set or kind is frozenset:
-        members = [jsonable(item) for item in value]
-        try:
-            return sorted(members)  # strings, numbers: their own order, as sorted() gives
-        except TypeError:  # mixed or unorderable members: by their JSON text
-            return sorted(members, key=lambda item: json.dumps(item, sort_keys=True, default=repr))
-    return value
+    return to_jsonable_python(sets_ordered(value), fallback=repr)
 
 
 def sent_parameters(kwargs: Mapping[str, Any]) -> dict[str, Any]:
