@@ -49,6 +49,7 @@ __all__ = [
     "VerificationStage",
     "arguments_text",
     "event_json_schema",
+    "json_stand_in",
     "ordered_text",
     "result_record",
 ]
@@ -230,10 +231,19 @@ def result_record(value: Any) -> tuple[Any, str | None]:
     still shows; ``result_text`` then keeps the exact value (`ActionCommitted.given_result`
     hands it back as it was). Otherwise the text is `ordered_text`.
     """
-    stood_in = _stand_in(value)
-    if stood_in is _UNCHANGED:
+    stood_in = json_stand_in(value)
+    if stood_in is value:
         return value, ordered_text(value)
     return stood_in, _as_given(value)
+
+
+def json_stand_in(value: Any) -> Any:
+    """``value`` with what canonical JSON cannot hold written as strings (see `result_record`).
+
+    ``value`` itself when it holds none.
+    """
+    stood_in = _stand_in(value)
+    return value if stood_in is _UNCHANGED else stood_in
 
 
 _UNCHANGED: Any = object()

@@ -151,6 +151,7 @@ def test_a_tool_result_canonical_json_cannot_hold_is_journaled_and_given_back(
         (summary,) = journal.sessions()
         committed = list(journal.events(summary.session_id))[1].event
         assert isinstance(committed, ActionCommitted)
+        assert committed.args == {"city": "Oslo", "ref": str(2**65)}
         assert committed.result == {
             "big": str(2**70),
             "city": "Oslo",

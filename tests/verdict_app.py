@@ -86,7 +86,7 @@ def stats(city: str) -> dict[str, Any]:
 
 
 @capture.tool
-def reading(city: str) -> dict[str, Any]:
+def reading(city: str, ref: int = 0) -> dict[str, Any]:
     ratio = float("inf") if CHANGE == "NaN to Infinity" else float("nan")
     return {"city": city, "ratio": ratio, "big": 2**70, "small": -(2**64)}
 
@@ -94,7 +94,7 @@ def reading(city: str) -> dict[str, Any]:
 @capture.entry
 def measured(city: str) -> str:
     """One tool call, no model: its result is what canonical JSON cannot hold."""
-    found = reading(city)
+    found = reading(city, ref=2**65)  # an argument past 64 bits, as a model may send
     return f"{found['ratio']!r} {found['big']!r} {found['small']!r}"
 
 

@@ -56,6 +56,7 @@ from typing import Any, TypeVar, overload
 from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
 from ..canonical import canonical_bytes
+from ..events import json_stand_in
 from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
 from ..formats.redact import Redactor
 from ..keys import ENTRY_INPUTS_KEY
@@ -529,8 +530,10 @@ class Capture:
 
             def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
                 bound = signature.bind(*args, **kwargs)
+                # (NaN or an integer past 64 bits, as a model may send, as strings: the
+                # call goes on, and pairs with its recorded outcome in a replay)
                 return {
-                    key: jsonable(value)
+                    key: json_stand_in(jsonable(value))
                     for key, value in bound.arguments.items()
                     if key != receiver
                 }
