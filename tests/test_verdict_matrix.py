@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from agentloop import Agent, AgentRuntime, ModelResponse, Tool
 from agentloop.examples.scripted import ScriptedLLM, Turn, call, reply
-from journal import ActionCommitted, Journal
+from journal import ActionCommitted, AgentCompleted, Journal
 from journal.formats import Redactor
 from replay import Replayer, replay_entry
 
@@ -178,6 +178,17 @@ def test_a_tool_result_canonical_json_cannot_hold_is_journaled_and_given_back(
 
 _ADDED = [8, 16]
 """The order the runtime agent's tool adds its set's members in (8 and 16 share a slot)."""
+
+
+def test_an_answer_canonical_json_cannot_hold_is_journaled(change: None) -> None:
+    with Journal.open(":memory:") as journal:
+        verdict_app.bind(journal, None)
+        assert math.isnan(verdict_app.measured_whole("Oslo")["ratio"])  # the call went on
+        (summary,) = journal.sessions()
+        completed = list(journal.events(summary.session_id))[-1].event
+        assert isinstance(completed, AgentCompleted)
+        assert '"ratio":"NaN"' in completed.answer
+        assert replay_entry(journal, summary.session_id, verdict_app.measured_whole).identical
 
 
 def _runtime_agent() -> Agent:

@@ -98,6 +98,12 @@ def measured(city: str) -> str:
     return f"{found['ratio']!r} {found['big']!r} {found['small']!r}"
 
 
+@capture.entry
+def measured_whole(city: str) -> dict[str, Any]:
+    """The tool's result is the entry's answer."""
+    return reading(city)
+
+
 TOOLS = [
     {
         "type": "function",

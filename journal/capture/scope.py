@@ -212,8 +212,9 @@ class CapturedSession:
         self.settle()
         if not given:
             result = self._last_text or ""
-        answer = result if isinstance(result, str) else canonical_bytes(jsonable(result)).decode()
-        self.recorder.final(answer)
+        if not isinstance(result, str):  # as JSON (NaN, huge integers as strings)
+            result = canonical_bytes(json_stand_in(jsonable(result))).decode()
+        self.recorder.final(result)
 
     def fail(self, error: BaseException) -> None:
         """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s)."""
