@@ -69,6 +69,10 @@ def station_info(city: str) -> Station:
     return Station(name=name, elevation=114.0, tags=["airport"], note=None)
 
 
+class Handle:
+    """A plain object: journaled as its repr."""
+
+
 @capture.tool
 def stats(city: str) -> dict[str, Any]:
     pair: Any = (1, 2) if CHANGE != "tuple as list" else [1, 2]
@@ -76,6 +80,7 @@ def stats(city: str) -> dict[str, Any]:
     if CHANGE == "None left out":
         del found["none"]
     found["delta"] = -0.0 if CHANGE == "a zero's sign" else 0.0
+    found["handle"] = Handle()  # a new object, at a new address, at every run
     found["count"] = {"int as float": 1.0, "int as bool": True}.get(CHANGE, 1)
     found["flags"] = {flag: True for flag in {"x", "y", "z"}}  # a set's order: the hash seed's
     # 8 and 16 share a slot: the set iterates them in the order they were added
@@ -144,7 +149,8 @@ def _tools() -> list[dict[str, Any]]:
 def _text(result: Any) -> str:
     if isinstance(result, BaseModel):
         return result.model_dump_json()
-    return json.dumps(result, sort_keys=True, default=sorted)
+    sent = {key: value for key, value in result.items() if key != "handle"}
+    return json.dumps(sent, sort_keys=True, default=sorted)
 
 
 def _sent(messages: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ to the fields of ``action_proposed``.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ UNCOMPARED_PARAMETERS = frozenset({"timeout", "extra_headers", "extra_query"})
 def jsonable(value: object) -> Any:
     """A value as JSON: models and dataclasses as their fields, anything else as its repr.
 
+    A repr loses its memory address (``<app.Handle object>``): it changes at every run.
     A one-shot iterator (a generator, sync or async) is named, never read: reading it would
     leave nothing for the code it was handed to. A set (or frozenset) in plain dicts, lists
     and tuples is a list in a fixed order: its own order follows the hash seed and what was
@@ -49,7 +51,16 @@ def jsonable(value: object) -> Any:
     """
     if isinstance(value, Iterator | AsyncIterator):
         return f"<{type(value).__name__}>"
-    return to_jsonable_python(sets_ordered(value), fallback=repr)
+    return to_jsonable_python(sets_ordered(value), fallback=_repr)
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+"""The memory address in a default repr (``<app.Handle object at 0x7f...>``)."""
+
+
+def _repr(value: object) -> str:
+    """``repr(value)`` without a memory address: it changes at every run."""
+    return _ADDRESS.sub("", repr(value))
 
 
 def sent_parameters(kwargs: Mapping[str, Any]) -> dict[str, Any]:
