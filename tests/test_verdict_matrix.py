@@ -68,6 +68,7 @@ SAME = [
     ("a set built the other way", True),
     ("max_tokens: NOT_GIVEN", False),
     ("max_tokens: omit", False),
+    ("a tool raises", False),  # served from the recording: its code does not run
 ]
 
 DIVERGES = [
@@ -96,6 +97,8 @@ DIVERGES = [
     ("history: reorder", False, 8, "messages[2].content"),
     ("history: one char", False, 8, 'messages[1].content: "Weather in Lisbon and Oslo, in °F?" ->'),
     ("raise at step 1", False, 6, "RuntimeError: boom at step 1"),
+    ("the answer", False, 11, "answer"),
+    ("a tool raises", True, 4, "expected action_committed, got action_failed"),
 ]
 
 

@@ -44,6 +44,8 @@ class Station(BaseModel):
 
 @capture.tool
 def get_weather(city: str) -> dict[str, Any]:
+    if CHANGE == "a tool raises" and city == "Oslo":
+        raise LookupError("no station in Oslo")
     celsius = _CELSIUS[city]
     if CHANGE == "tool result" and city == "Oslo":
         celsius = 5.0
@@ -197,7 +199,7 @@ def answer(question: str) -> str:
         if step == 1 and CHANGE == "raise at step 1":
             raise RuntimeError("boom at step 1")
         if not message.tool_calls:
-            return str(message.content)
+            return str(message.content) + ("!" if CHANGE == "the answer" else "")
         messages.append(message.model_dump(exclude_none=True))
         results = []
         for call in _calls(list(message.tool_calls), step):
