@@ -78,6 +78,7 @@ DIVERGES = [
     ("model", False, 2, 'model: "gpt-4.1" -> "gpt-4.1-mini"'),
     ("temperature", False, 2, "temperature: 0.0 -> 0.2"),
     ("max_tokens", False, 2, "max_tokens: (absent) -> 100"),
+    ("seed past 64 bits", False, 2, 'seed: (absent) -> "1180591620717411303424"'),
     ("tool result", True, 4, "result.celsius"),
     ("float noise", True, 3, "result.celsius"),
     ("NFD", True, 7, "result.name"),

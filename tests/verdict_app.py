@@ -190,6 +190,8 @@ def answer(question: str) -> str:
         params["max_tokens"] = openai.NOT_GIVEN
     if CHANGE == "max_tokens: omit":
         params["max_tokens"] = openai.omit
+    if CHANGE == "seed past 64 bits":
+        params["seed"] = 2**70
     step = 0
     while True:
         reply = client.chat.completions.create(

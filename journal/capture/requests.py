@@ -23,7 +23,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from ..canonical import canonical_bytes, sets_ordered
-from ..events import ActionProposed
+from ..events import ActionProposed, json_stand_in
 from ..formats.openai_messages import proposal_from_completion, proposal_from_response
 
 __all__ = [
@@ -90,7 +90,11 @@ def request_record(
         kwargs: what the code passed to ``create``.
         previous: the messages of the session's previous request (``[]`` at the first).
     """
-    body = {k: jsonable(v) for k, v in kwargs.items() if k not in UNCOMPARED_PARAMETERS}
+    body = {
+        key: json_stand_in(jsonable(value))  # NaN, huge integers: as strings (see events)
+        for key, value in kwargs.items()
+        if key not in UNCOMPARED_PARAMETERS
+    }
     key = _messages_key(body)
     given = body.pop(key, [])
     messages = list(given) if isinstance(given, list) else [given]

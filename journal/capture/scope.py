@@ -191,7 +191,9 @@ class CapturedSession:
             model=request.get("model"),
             system_prompt=prompt if isinstance(prompt, str) else "",
             tools=[tool for tool in request.get("tools") or () if isinstance(tool, Mapping)],
-            model_settings={k: request[k] for k in MODEL_SETTINGS if k in request},
+            model_settings={
+                k: json_stand_in(jsonable(request[k])) for k in MODEL_SETTINGS if k in request
+            },
             metadata={**self.metadata, ENTRY_INPUTS_KEY: self.inputs},
             captured_with=CAPTURED_WITH,
         )
