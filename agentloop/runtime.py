@@ -79,6 +79,7 @@ from journal import (
     failure_message,
     format_ts,
     loads_strict,
+    sets_ordered,
 )
 
 from .agent import Agent, default_code_version
@@ -728,7 +729,7 @@ def _outcome_event(
     call = accepted.call
     if outcome.ok:
         try:
-            result = to_jsonable_python(outcome.result)
+            result = to_jsonable_python(sets_ordered(outcome.result))
             check_json(result)
             result = compact_result(result, max_result_bytes)
         except (InvalidEventError, ValueError, TypeError) as error:

@@ -21,6 +21,7 @@ from .canonical import (
     loads_strict,
     parse_ts,
     prefix_hash,
+    sets_ordered,
 )
 from .clock import Clock, system_clock
 from .errors import (
@@ -229,6 +230,7 @@ __all__ = [
     "query_parts",
     "read_jsonl",
     "register_upcaster",
+    "sets_ordered",
     "system_clock",
     "take_anchor",
     "without_password",

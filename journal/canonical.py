@@ -40,10 +40,12 @@ __all__ = [
     "check_ts",
     "dumps_canonical",
     "format_ts",
+    "loads_exact",
     "loads_strict",
     "parse_ts",
     "plainly_canonical",
     "prefix_hash",
+    "sets_ordered",
     "valid_session_id",
 ]
 
@@ -138,6 +140,32 @@ def _check_json_walk(value: Any, path: str, depth: int) -> None:
             _check_json_walk(item, f"{path}[{index}]", depth + 1)
     else:
         raise InvalidEventError(f"{path}: {type(value).__name__} is not a JSON value")
+
+
+def sets_ordered(value: Any) -> Any:
+    """``value`` with the sets in its plain dicts, lists and tuples as sorted lists.
+
+    A set's iteration order follows the hash seed and what was added and removed, so two
+    runs of the same code would journal two orders of it. Members are sorted as ``sorted``
+    sorts them, or by their JSON text when they do not compare. ``value`` itself when it
+    holds no set.
+    """
+    kind = type(value)
+    if kind is dict:
+        fields = {key: sets_ordered(item) for key, item in value.items()}
+        changed = any(fields[key] is not item for key, item in value.items())
+        return fields if changed else value
+    if kind is list or kind is tuple:
+        found = [sets_ordered(item) for item in value]
+        changed = any(new is not old for new, old in zip(found, value, strict=True))
+        return found if changed else value
+    if kind is set or kind is frozenset:
+        members = [sets_ordered(item) for item in value]
+        try:
+            return sorted(members)
+        except TypeError:  # mixed or unorderable members
+            return sorted(members, key=lambda item: json.dumps(item, sort_keys=True, default=repr))
+    return value
 
 
 def dumps_canonical(value: Any, fields: Callable[[Any], Any] | None = None) -> bytes:
@@ -313,16 +341,36 @@ def loads_strict(text: str | bytes) -> Any:
         ValueError: invalid JSON, invalid UTF-8 (lone surrogates included), duplicate keys,
             integers outside int64, NaN or Infinity, or nesting deeper than `MAX_DEPTH`.
     """
+    return _loads(text, exact=False)
+
+
+def loads_exact(text: str | bytes) -> Any:
+    """`loads_strict`, but keeping NaN, Infinity and integers of any size as Python has them.
+
+    For the text of a value as code gave it (`journal.events.ActionCommitted.result_text`),
+    which canonical JSON could only hold as strings.
+
+    Raises:
+        ValueError: invalid JSON, invalid UTF-8, duplicate keys, nesting deeper than
+            `MAX_DEPTH`, or an integer longer than Python parses.
+    """
+    return _loads(text, exact=True)
+
+
+def _loads(text: str | bytes, *, exact: bool) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8")
+    checks: dict[str, Any] = (
+        {}
+        if exact
+        else {
+            "parse_int": _checked_int,
+            "parse_float": _checked_float,
+            "parse_constant": _reject_constant,
+        }
+    )
     try:
-        value = json.loads(
-            text,
-            parse_int=_checked_int,
-            parse_float=_checked_float,
-            parse_constant=_reject_constant,
-            object_pairs_hook=_unique_object,
-        )
+        value = json.loads(text, object_pairs_hook=_unique_object, **checks)
     except RecursionError as e:
         raise ValueError("nested too deeply") from e
     _check_depth(value)

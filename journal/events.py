@@ -12,12 +12,13 @@ languages rely on them. `event_json_schema` gives the JSON Schema of the whole u
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
-from .canonical import loads_strict
+from .canonical import INT64_MAX, INT64_MIN, loads_exact, loads_strict
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -48,7 +49,9 @@ __all__ = [
     "VerificationStage",
     "arguments_text",
     "event_json_schema",
+    "json_stand_in",
     "ordered_text",
+    "result_record",
 ]
 
 RepairLevel = Literal["flatten", "scavenge", "truncation", "storm"]
@@ -219,6 +222,53 @@ def ordered_text(value: Any) -> str | None:
 _SCALARS = frozenset({str, int, float, bool})
 
 
+def result_record(value: Any) -> tuple[Any, str | None]:
+    """The ``result`` and ``result_text`` of an `ActionCommitted` for a tool's JSON value.
+
+    ``value`` as produced by ``pydantic_core.to_jsonable_python``. What canonical JSON cannot
+    hold is written as a string in ``result`` (NaN, ``"Infinity"``, ``"-Infinity"``, an
+    integer past signed 64 bits as its digits), so a tool may return it and a change of it
+    still shows; ``result_text`` then keeps the exact value (`ActionCommitted.given_result`
+    hands it back as it was). Otherwise the text is `ordered_text`.
+    """
+    stood_in = json_stand_in(value)
+    if stood_in is value:
+        return value, ordered_text(value)
+    return stood_in, _as_given(value)
+
+
+def json_stand_in(value: Any) -> Any:
+    """``value`` with what canonical JSON cannot hold written as strings (see `result_record`).
+
+    ``value`` itself when it holds none.
+    """
+    stood_in = _stand_in(value)
+    return value if stood_in is _UNCHANGED else stood_in
+
+
+_UNCHANGED: Any = object()
+
+
+def _stand_in(value: Any) -> Any:
+    """``value`` with its non-finite floats and huge integers as strings, or `_UNCHANGED`."""
+    kind = type(value)
+    if kind is float and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if kind is int and not INT64_MIN <= value <= INT64_MAX:
+        return str(value)
+    if kind is dict:
+        items = {key: _stand_in(item) for key, item in value.items()}
+        if all(item is _UNCHANGED for item in items.values()):
+            return _UNCHANGED
+        return {key: value[key] if item is _UNCHANGED else item for key, item in items.items()}
+    if kind is list:
+        found = [_stand_in(item) for item in value]
+        if all(item is _UNCHANGED for item in found):
+            return _UNCHANGED
+        return [old if new is _UNCHANGED else new for old, new in zip(value, found, strict=True)]
+    return _UNCHANGED
+
+
 def _key_order(value: Any) -> Literal["sorted", "unsorted", "unsure"]:
     """Whether the objects in ``value`` all have their string keys in sorted order.
 
@@ -337,9 +387,11 @@ class ActionCommitted(EventModel):
     """A tool ran with validated ``args`` and returned ``result``.
 
     ``result_text`` (v2): the result's JSON text in the order the tool gave its keys, kept
-    when that order is not the sorted one of the canonical bytes (so only then): code that
-    serialises a result into its next model request sends, in a replay, what it sent. A
-    tool is handed back `given_result`. A v1 record upcasts without it.
+    when that order is not the sorted one of the canonical bytes, or when ``result`` holds
+    strings for what canonical JSON cannot (NaN, Infinity, integers past 64 bits:
+    `result_record`), so only then: code that serialises a result into its next model
+    request sends, in a replay, what it sent. A tool is handed back `given_result`. A v1
+    record upcasts without it.
     """
 
     VERSION: ClassVar[int] = 2
@@ -357,7 +409,7 @@ class ActionCommitted(EventModel):
 
         ``result_text`` parsed (its key order) when it was kept, else ``result``.
         """
-        return self.result if self.result_text is None else loads_strict(self.result_text)
+        return self.result if self.result_text is None else loads_exact(self.result_text)
 
 
 class ActionFailed(EventModel):

@@ -21,7 +21,10 @@ aligned rows (equal, changed, inserted, removed) with the field paths that chang
 from __future__ import annotations
 
 import difflib
-from collections.abc import Hashable, Mapping, Sequence
+import json
+import math
+import unicodedata
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -94,9 +97,12 @@ class Change:
 
         The cut starts shortly before the first character where the two differ, so a
         change at the end of a long value is what shows; ``(absent)`` stands for a side
-        without the field.
+        without the field. Sides that would read the same (NFC against NFD, an invisible
+        character) are written with JSON's ASCII escapes, so the difference shows.
         """
         before, after = (_json_text(side) for side in self.sides())
+        if before != after and _looks_alike(before) == _looks_alike(after):
+            before, after = (_json_text(side, escaped=True) for side in self.sides())
         if len(before) <= width and len(after) <= width:
             return before, after
         same = 0
@@ -119,10 +125,17 @@ ABSENT: Any = _Absent()
 """`Change.sides` of a field that exists on one side only."""
 
 
-def _json_text(value: Any) -> str:
+def _json_text(value: Any, *, escaped: bool = False) -> str:
     if value is ABSENT:
         return "(absent)"
+    if escaped:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _looks_alike(text: str) -> str:
+    """``text`` as a reader sees it: composed (NFC), without invisible format characters."""
+    return "".join(c for c in unicodedata.normalize("NFC", text) if unicodedata.category(c) != "Cf")
 
 
 def _window_text(text: str, start: int, width: int) -> str:
@@ -174,11 +187,15 @@ def _path(deepdiff_path: str) -> str:
 
 
 def field_changes(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> tuple[Change, ...]:
-    """The field-level differences between two normalised records (deepdiff)."""
+    """The field-level differences between two normalised records (deepdiff).
+
+    A zero that changed sign counts too: deepdiff takes ``0.0 == -0.0``, but the canonical
+    bytes (and the JSON code sends on) differ.
+    """
     from deepdiff import DeepDiff
 
     delta = DeepDiff(dict(expected), dict(actual), verbose_level=2, threshold_to_diff_deeper=0)
-    changes: list[Change] = []
+    changes = list(_signed_zeros(expected, actual, ""))
     for path, item in delta.get("values_changed", {}).items():
         changes.append(Change(_path(path), "changed", item["old_value"], item["new_value"]))
     for path, item in delta.get("type_changes", {}).items():
@@ -190,6 +207,19 @@ def field_changes(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> tup
         for path, value in delta.get(key, {}).items():
             changes.append(Change(_path(path), "removed", value, None))
     return tuple(sorted(changes, key=lambda change: change.path))
+
+
+def _signed_zeros(expected: Any, actual: Any, path: str) -> Iterator[Change]:
+    """The places where both sides hold a float zero, of opposite signs."""
+    if type(expected) is float and type(actual) is float:
+        if expected == actual == 0 and math.copysign(1, expected) != math.copysign(1, actual):
+            yield Change(path, "changed", expected, actual)
+    elif isinstance(expected, Mapping) and isinstance(actual, Mapping):
+        for key in expected.keys() & actual.keys():
+            yield from _signed_zeros(expected[key], actual[key], f"{path}.{key}".lstrip("."))
+    elif isinstance(expected, list) and isinstance(actual, list):
+        for index, (old, new) in enumerate(zip(expected, actual, strict=False)):
+            yield from _signed_zeros(old, new, f"{path}[{index}]")
 
 
 def _configured(start: Mapping[str, Any] | None) -> bool:

@@ -183,10 +183,15 @@ class EntryPlayer(Player):
                 if side_effects
                 else "--live-tool runs it for real"
             )
+            ran = self.tools.times_ran(tool, args)
+            never = (
+                f"which the recording ran only {ran} time{'s' * (ran > 1)}, every outcome "
+                "given already"
+                if ran
+                else "which the recording never ran"
+            )
             stop = HaltSession(
-                REPLAY_STOPPED,
-                f"replay stopped: the code called {tool}({args}), which the recording never "
-                f"ran ({how})",
+                REPLAY_STOPPED, f"replay stopped: the code called {tool}({args}), {never} ({how})"
             )
             if canonical_bytes([tool, args]) in self._unfinished:
                 return ToolPlay(unfinished=stop)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from agentloop import (
     LiveToolExecutor,
     LLMProvider,
@@ -41,6 +43,7 @@ from journal import (
     ToolCall,
     call_key,
     parse_ts,
+    sets_ordered,
 )
 
 from ._follow import RecordingFollower
@@ -283,6 +286,11 @@ class RecordedTools:
                 return outcome
         return None
 
+    def times_ran(self, tool: str, args: Any) -> int:
+        """How many outcomes of ``tool`` with ``args`` the recording holds, used or not."""
+        key = call_key(tool, args)
+        return sum(1 for outcome in self._outcomes if outcome.key == key)
+
     async def execute(
         self, tool: Tool, call: ToolCall, args: Any, state: SessionState, timeout_s: float
     ) -> ToolOutcome:
@@ -309,7 +317,12 @@ class RecordedTools:
         """Note a live outcome that differs from the recorded one in `live_differences`."""
         event = recorded.event
         was = event.result if isinstance(event, ActionCommitted) else {"error": event.message}
-        now = live.result if live.ok else {"error": live.message}
+        # as the runtime journals a result (sets in a fixed order), and never unprintable
+        now = (
+            to_jsonable_python(sets_ordered(live.result), fallback=repr)
+            if live.ok
+            else {"error": live.message}
+        )
         if was != now:
             self.live_differences.append(LiveDifference(tool, args, was, now, recorded.seq))
 

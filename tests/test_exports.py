@@ -110,6 +110,7 @@ PUBLIC: dict[str, list[str]] = {
         "query_parts",
         "read_jsonl",
         "register_upcaster",
+        "sets_ordered",
         "system_clock",
         "take_anchor",
         "without_password",

@@ -53,6 +53,7 @@ from ..formats.openai_messages import (
 from ..store import Journal
 from .output import Destination
 from .recorder import Recorder
+from .requests import sent_parameters
 
 __all__ = ["JournaledOpenAI"]
 
@@ -188,7 +189,7 @@ class JournaledOpenAI:
         """Call ``chat.completions.create`` on the wrapped client and journal the exchange."""
         if request.get("stream"):
             raise ValueError("JournaledOpenAI does not capture streamed responses (stream=True)")
-        self._before(request)
+        self._before(sent_parameters(request))
         started = self.timer()
         response = self.client.chat.completions.create(**request)
         latency = (self.timer() - started) * 1000

@@ -55,9 +55,10 @@ from typing import Any
 import orjson
 from pydantic import JsonValue
 
+from ..canonical import loads_exact
 from ..clock import utc_now
 from ..errors import StoreError
-from ..events import AgentEvent, AgentHalted, ordered_text
+from ..events import AgentEvent, AgentHalted, result_record
 from ..fold import SessionState
 from ..formats.redact import Redactor
 from ..store import Journal
@@ -376,10 +377,13 @@ def _to_journal(journal: Journal, session_id: str, items: Sequence[Written]) -> 
 def _redacted(redactor: Redactor, session_id: str, event: AgentEvent) -> AgentEvent:
     """``event`` with every string that matches a rule replaced (`Redactor.redact_payload`).
 
-    A tool result's text (``result_text``) is its redacted value's text again, so a
-    secret found by its key, not its shape, does not stay in it.
+    A tool result's text (``result_text``) is its value redacted the same way, so a secret
+    found by its key, not its shape, does not stay in it (and NaN or a huge integer it kept
+    exactly stays exact).
     """
     payload: dict[str, Any] = redactor.redact_payload(session_id, event.model_dump(mode="json"))
-    if payload.get("result_text") is not None:
-        payload["result_text"] = ordered_text(payload.get("result"))
+    original = getattr(event, "result_text", None)
+    if original is not None:
+        given = redactor.redact_payload(session_id, {"result": loads_exact(original)})["result"]
+        payload["result_text"] = result_record(given)[1]
     return type(event).model_validate(payload)

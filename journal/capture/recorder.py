@@ -69,6 +69,7 @@ from ..events import (
     VerificationFailed,
     VerificationStage,
     ordered_text,
+    result_record,
 )
 from ..fold import SessionState, apply
 from ..formats.openai_messages import tool_specs_of
@@ -237,6 +238,19 @@ def _json(value: object, what: str) -> JsonValue:
     except (PydanticSerializationError, InvalidEventError, ValueError, TypeError) as error:
         raise InvalidEventError(f"{what} is not JSON: {_one_line(str(error))}") from error
     return converted
+
+
+def _exact_json(value: object, what: str) -> tuple[JsonValue, str | None]:
+    """A tool's result as `ActionCommitted`'s ``result`` and ``result_text``.
+
+    NaN, Infinity and integers past 64 bits are kept (`journal.events.result_record`).
+    """
+    try:
+        converted = to_jsonable_python(value)
+    except (PydanticSerializationError, ValueError, TypeError) as error:
+        raise InvalidEventError(f"{what} is not JSON: {_one_line(str(error))}") from error
+    result, text = result_record(converted)
+    return _json(result, what), text
 
 
 def _json_object(values: Mapping[str, Any] | None, what: str) -> dict[str, JsonValue]:
@@ -530,13 +544,16 @@ class Recorder:
         tool: str | None = None,
         args: Mapping[str, Any] | None = None,
         duration_ms: float | None = None,
+        exact: bool = False,
     ) -> ActionCommitted | ActionFailed:
         """Record a tool's result (``action_committed``) for a waiting call.
 
         ``result`` is any JSON value (pydantic models, dataclasses and dates are converted);
         an exception is recorded as a failure, as `tool_failure` would. ``args`` default to
         the arguments the model proposed. ``call_id`` None records a call the code made on
-        its own (``tool`` names it).
+        its own (``tool`` names it). ``exact`` keeps NaN, Infinity and integers past 64 bits
+        instead of refusing them (`journal.events.result_record`), as captured code's tools
+        get: the call that returned them must go on.
 
         Raises:
             RecordingOrderError: no waiting call has this id (never proposed, or answered).
@@ -545,14 +562,19 @@ class Recorder:
         if isinstance(result, BaseException):
             return self.tool_failure(call_id, result, tool=tool, args=args, duration_ms=duration_ms)
         call = self._answered("a tool result", call_id, tool)
-        value = _json(result, f"the result of {call.tool}")
+        what = f"the result of {call.tool}"
+        if exact:
+            value, text = _exact_json(result, what)
+        else:
+            value = _json(result, what)
+            text = ordered_text(value)
         event = ActionCommitted(
             call_id=call.call_id,
             tool=call.tool,
             args=self._args(call, args),
             result=value,
             duration_ms=duration_ms,
-            result_text=ordered_text(value),
+            result_text=text,
         )
         self._write(event)
         return event

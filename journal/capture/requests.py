@@ -16,13 +16,14 @@ to the fields of ``action_proposed``.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from ..canonical import canonical_bytes
-from ..events import ActionProposed
+from ..canonical import canonical_bytes, sets_ordered
+from ..events import ActionProposed, json_stand_in
 from ..formats.openai_messages import proposal_from_completion, proposal_from_response
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "jsonable",
     "proposal_of",
     "request_record",
+    "sent_parameters",
 ]
 
 UNCOMPARED_PARAMETERS = frozenset({"timeout", "extra_headers", "extra_query"})
@@ -41,12 +43,38 @@ UNCOMPARED_PARAMETERS = frozenset({"timeout", "extra_headers", "extra_query"})
 def jsonable(value: object) -> Any:
     """A value as JSON: models and dataclasses as their fields, anything else as its repr.
 
+    A repr loses its memory address (``<app.Handle object>``): it changes at every run.
     A one-shot iterator (a generator, sync or async) is named, never read: reading it would
-    leave nothing for the code it was handed to.
+    leave nothing for the code it was handed to. A set (or frozenset) in plain dicts, lists
+    and tuples is a list in a fixed order: its own order follows the hash seed and what was
+    added and removed, so two runs of the same code would journal two orders.
     """
     if isinstance(value, Iterator | AsyncIterator):
         return f"<{type(value).__name__}>"
-    return to_jsonable_python(value, fallback=repr)
+    return to_jsonable_python(sets_ordered(value), fallback=_repr)
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+"""The memory address in a default repr (``<app.Handle object at 0x7f...>``)."""
+
+
+def _repr(value: object) -> str:
+    """``repr(value)`` without a memory address: it changes at every run."""
+    return _ADDRESS.sub("", repr(value))
+
+
+def sent_parameters(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a request sends: ``kwargs`` without the client's "leave it out" markers.
+
+    ``openai.NOT_GIVEN`` and ``openai.omit`` mean the parameter is not sent at all, so a
+    request that passes one is the request that leaves the parameter out.
+    """
+    return {key: value for key, value in kwargs.items() if not _left_out(value)}
+
+
+def _left_out(value: object) -> bool:
+    kind = type(value)
+    return kind.__module__.split(".")[0] == "openai" and kind.__name__ in {"NotGiven", "Omit"}
 
 
 def _messages_key(body: Mapping[str, Any]) -> str:
@@ -62,7 +90,11 @@ def request_record(
         kwargs: what the code passed to ``create``.
         previous: the messages of the session's previous request (``[]`` at the first).
     """
-    body = {k: jsonable(v) for k, v in kwargs.items() if k not in UNCOMPARED_PARAMETERS}
+    body = {
+        key: json_stand_in(jsonable(value))  # NaN, huge integers: as strings (see events)
+        for key, value in kwargs.items()
+        if key not in UNCOMPARED_PARAMETERS
+    }
     key = _messages_key(body)
     given = body.pop(key, [])
     messages = list(given) if isinstance(given, list) else [given]

@@ -45,6 +45,7 @@ import inspect
 import json
 import sys
 import time
+import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -52,9 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
 from ..canonical import canonical_bytes
+from ..events import json_stand_in
 from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
 from ..formats.redact import Redactor
 from ..keys import ENTRY_INPUTS_KEY
@@ -64,7 +66,7 @@ from .order import InProposalOrder
 from .output import Destination, Sampling
 from .play import Player, ToolPlay, replay_target
 from .recorder import HaltSession, Recorder
-from .requests import jsonable, proposal_of, request_record
+from .requests import jsonable, proposal_of, request_record, sent_parameters
 from .spool import Spool
 
 __all__ = [
@@ -189,7 +191,9 @@ class CapturedSession:
             model=request.get("model"),
             system_prompt=prompt if isinstance(prompt, str) else "",
             tools=[tool for tool in request.get("tools") or () if isinstance(tool, Mapping)],
-            model_settings={k: request[k] for k in MODEL_SETTINGS if k in request},
+            model_settings={
+                k: json_stand_in(jsonable(request[k])) for k in MODEL_SETTINGS if k in request
+            },
             metadata={**self.metadata, ENTRY_INPUTS_KEY: self.inputs},
             captured_with=CAPTURED_WITH,
         )
@@ -210,8 +214,9 @@ class CapturedSession:
         self.settle()
         if not given:
             result = self._last_text or ""
-        answer = result if isinstance(result, str) else canonical_bytes(jsonable(result)).decode()
-        self.recorder.final(answer)
+        if not isinstance(result, str):  # as JSON (NaN, huge integers as strings)
+            result = canonical_bytes(json_stand_in(jsonable(result))).decode()
+        self.recorder.final(result)
 
     def fail(self, error: BaseException) -> None:
         """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s)."""
@@ -230,6 +235,7 @@ class CapturedSession:
         take.
         """
         self.settle()
+        kwargs = sent_parameters(kwargs)
         self.start(kwargs)
         record, messages = request_record(kwargs, self._messages)
         self._messages = messages
@@ -323,7 +329,12 @@ class CapturedSession:
         def write() -> None:
             if error is None:
                 recorder.tool_result(
-                    call_id, jsonable(result), tool=tool, args=args, duration_ms=duration_ms
+                    call_id,
+                    jsonable(result),
+                    tool=tool,
+                    args=args,
+                    duration_ms=duration_ms,
+                    exact=True,
                 )
             elif isinstance(error, dict):
                 recorder.tool_failure(
@@ -344,7 +355,11 @@ class CapturedSession:
             self._order.add(call_id, write)
 
     def call_tool(
-        self, info: ToolInfo, args: dict[str, Any], run: Callable[[], Any], returns: Any
+        self,
+        info: ToolInfo,
+        args: dict[str, Any],
+        run: Callable[[], Any],
+        returns: Callable[[], Any],
     ) -> Any:
         """Run (or replay) one call of a decorated tool, and journal it."""
         self.start()
@@ -363,7 +378,11 @@ class CapturedSession:
         return result
 
     async def acall_tool(
-        self, info: ToolInfo, args: dict[str, Any], run: Callable[[], Any], returns: Any
+        self,
+        info: ToolInfo,
+        args: dict[str, Any],
+        run: Callable[[], Any],
+        returns: Callable[[], Any],
     ) -> Any:
         """`call_tool` for a coroutine function."""
         self.start()
@@ -398,12 +417,14 @@ class CapturedSession:
             return ToolPlay(live=True)
         return self.player.tool(info.name, args, side_effects=info.side_effects)
 
-    def _served(self, info: ToolInfo, args: dict[str, Any], play: ToolPlay, returns: Any) -> Any:
+    def _served(
+        self, info: ToolInfo, args: dict[str, Any], play: ToolPlay, returns: Callable[[], Any]
+    ) -> Any:
         if play.error is not None:
             self._journal_outcome(info.name, args, error=play.error)
             raise rebuilt(play.error)
         self._journal_outcome(info.name, args, result=play.result)
-        return _typed(play.result, returns)
+        return _typed(play.result, returns())
 
     def _since(self, started: float) -> float:
         return round((self.timer() - started) * 1000, 3)
@@ -415,8 +436,20 @@ def _typed(value: Any, returns: Any) -> Any:
         return value
     try:
         return TypeAdapter(returns).validate_python(value)
-    except (ValidationError, TypeError, NameError):
+    except (ValidationError, PydanticUserError, TypeError, NameError):
         return value
+
+
+def _return_type(function: Callable[..., Any]) -> Any:
+    """A function's declared return type, a string annotation resolved in its module.
+
+    ``from __future__ import annotations`` makes every annotation a string; one that does
+    not resolve (a name defined nowhere) counts as none.
+    """
+    try:
+        return typing.get_type_hints(function).get("return", inspect.Signature.empty)
+    except Exception:  # a name not defined, an annotation that is not a type
+        return inspect.Signature.empty
 
 
 class Capture:
@@ -494,13 +527,16 @@ class Capture:
             info = ToolInfo(name or function.__name__, side_effects)
             self.tools[info.name] = info
             signature = inspect.signature(function)
-            returns = signature.return_annotation
+            # resolved at the first served result: a later class may be named before it exists
+            returns = functools.cache(functools.partial(_return_type, function))
             receiver = next(iter(signature.parameters)) if is_method(function) else None
 
             def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
                 bound = signature.bind(*args, **kwargs)
+                # (NaN or an integer past 64 bits, as a model may send, as strings: the
+                # call goes on, and pairs with its recorded outcome in a replay)
                 return {
-                    key: jsonable(value)
+                    key: json_stand_in(jsonable(value))
                     for key, value in bound.arguments.items()
                     if key != receiver
                 }
