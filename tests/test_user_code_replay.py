@@ -444,15 +444,20 @@ def test_journal_update_writes_the_fixture_redacted(shop: Shop, tmp_path: Path) 
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+def _trusted_package(root: Path) -> Path:
+    """A project at ``root`` trusting its package ``pkg``: the path of ``pkg/app.py``."""
+    (root / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    return root / "pkg" / "app.py"
+
+
 def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root(
     tmp_path: Path,
 ) -> None:
     """``python pkg/app.py`` runs ``pkg.app`` as ``__main__``: the reference names the module
     as the project root imports it (``pkg.app``), not the file's stem (``app``)."""
-    (tmp_path / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "app.py").write_text(
+    _trusted_package(tmp_path).write_text(
         "from journal.capture import Capture\n"
         "capture = Capture('app.db')\n\n\n"
         "@capture.tool\n"
@@ -477,10 +482,7 @@ def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root
 
 def test_an_entry_that_is_a_method_is_refused_in_one_line(tmp_path: Path) -> None:
     """A replay cannot rebuild the instance a method ran on: exit 2, never 'diverged'."""
-    (tmp_path / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "app.py").write_text(
+    _trusted_package(tmp_path).write_text(
         "from journal.capture import Capture\n"
         "capture = Capture('app.db')\n\n\n"
         "class Bot:\n"
