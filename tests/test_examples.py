@@ -154,3 +154,12 @@ def test_cli_demo_refuses_zero_sessions(tmp_path: Path) -> None:
     result = run_cli("demo", "--db", tmp_path / "demo.db", "--no-tui", "--sessions", 0)
     assert result.exit_code == 2
     assert not (tmp_path / "demo.db").exists()
+
+
+def test_cli_demo_in_memory_offers_no_next_command_on_a_journal_that_is_gone() -> None:
+    result = run_cli("demo", "--db", ":memory:", "--no-tui", "--sessions", 1)
+    assert result.exit_code == 0, result.output
+    assert "Journal: :memory:, gone with this command (--db FILE keeps the sessions)" in (
+        result.output
+    )
+    assert "Next:" not in result.output

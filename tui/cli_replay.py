@@ -74,6 +74,9 @@ def demo(db: str, seed: int, count: int | None, no_tui: bool) -> None:
     out.print()
     first = ran[0].session_id
     target = without_password(db)
+    if db == ":memory:":  # nothing to show next, nor to open in the terminal UI
+        out.print("Journal: :memory:, gone with this command (--db FILE keeps the sessions)")
+        return
     out.print(f"Journal: {target}")
     out.print(f"Next: agent-journal show {first} --db {target}")
     fixed = "agentloop.examples.refund:build_fixed"
