@@ -444,12 +444,14 @@ def test_journal_update_writes_the_fixture_redacted(shop: Shop, tmp_path: Path) 
     assert again.returncode == 0, again.stdout + again.stderr
 
 
-def _trusted_package(root: Path) -> Path:
-    """A project at ``root`` trusting its package ``pkg``: the path of ``pkg/app.py``."""
+def _package_project(root: Path, app: str) -> Shop:
+    """A project at ``root`` trusting its package ``pkg``, whose ``pkg/app.py`` is ``app``."""
     (root / "pyproject.toml").write_text('[tool.agent-journal]\nagents = ["pkg.*"]\n')
     (root / "pkg").mkdir()
     (root / "pkg" / "__init__.py").write_text("")
-    return root / "pkg" / "app.py"
+    (root / "pkg" / "app.py").write_text(app)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
+    return Shop(root, env)
 
 
 def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root(
@@ -457,7 +459,8 @@ def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root
 ) -> None:
     """``python pkg/app.py`` runs ``pkg.app`` as ``__main__``: the reference names the module
     as the project root imports it (``pkg.app``), not the file's stem (``app``)."""
-    _trusted_package(tmp_path).write_text(
+    project = _package_project(
+        tmp_path,
         "from journal.capture import Capture\n"
         "capture = Capture('app.db')\n\n\n"
         "@capture.tool\n"
@@ -467,10 +470,8 @@ def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root
         "def run(n: int) -> str:\n"
         "    return str(double(n))\n\n\n"
         "if __name__ == '__main__':\n"
-        "    print(run(21))\n"
+        "    print(run(21))\n",
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
-    project = Shop(tmp_path, env)
     ran = project.run(sys.executable, "pkg/app.py")
     assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
     (session,) = project.sessions_of("app.db")
@@ -482,7 +483,8 @@ def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root
 
 def test_an_entry_that_is_a_method_is_refused_in_one_line(tmp_path: Path) -> None:
     """A replay cannot rebuild the instance a method ran on: exit 2, never 'diverged'."""
-    _trusted_package(tmp_path).write_text(
+    project = _package_project(
+        tmp_path,
         "from journal.capture import Capture\n"
         "capture = Capture('app.db')\n\n\n"
         "class Bot:\n"
@@ -490,10 +492,8 @@ def test_an_entry_that_is_a_method_is_refused_in_one_line(tmp_path: Path) -> Non
         "    def run(self, n: int) -> str:\n"
         "        return str(2 * n)\n\n\n"
         "if __name__ == '__main__':\n"
-        "    print(Bot().run(21))\n"
+        "    print(Bot().run(21))\n",
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_JOURNAL_TRUST")}
-    project = Shop(tmp_path, env)
     ran = project.run(sys.executable, "-m", "pkg.app")
     assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
     (session,) = project.sessions_of("app.db")
