@@ -151,14 +151,17 @@ def sets_ordered(value: Any) -> Any:
     holds no set.
     """
     kind = type(value)
-    if kind is dict:
-        fields = {key: sets_ordered(item) for key, item in value.items()}
-        changed = any(fields[key] is not item for key, item in value.items())
-        return fields if changed else value
+    if kind is dict:  # copied only where a set was found (a tool's result, on a hot path)
+        changed = {k: new for k, item in value.items() if (new := sets_ordered(item)) is not item}
+        return {**value, **changed} if changed else value
     if kind is list or kind is tuple:
-        found = [sets_ordered(item) for item in value]
-        changed = any(new is not old for new, old in zip(found, value, strict=True))
-        return found if changed else value
+        moved = {i: new for i, item in enumerate(value) if (new := sets_ordered(item)) is not item}
+        if not moved:
+            return value
+        found = list(value)
+        for index, new in moved.items():
+            found[index] = new
+        return found
     if kind is set or kind is frozenset:
         members = [sets_ordered(item) for item in value]
         try:

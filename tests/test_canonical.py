@@ -33,7 +33,7 @@ from journal import (
     loads_strict,
     parse_ts,
 )
-from journal.canonical import INT64_MAX, INT64_MIN, MAX_DEPTH
+from journal.canonical import INT64_MAX, INT64_MIN, MAX_DEPTH, sets_ordered
 
 from .helpers import TS0, dump_tables, foreign, make_journal, sample_session, write_lines
 from .strategies import events, json_trees, json_values, texts, timestamps
@@ -364,3 +364,33 @@ def test_stored_body_of_any_event_is_canonical_and_chained(event: Any, ts: str) 
         "v": type(event).VERSION,
     }
     assert record == event.model_dump(mode="json", exclude={"type"})
+
+
+_with_sets = st.recursive(
+    st.integers(-5, 5) | st.text(alphabet="ab", max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(alphabet="xyz", max_size=2), inner, max_size=3)
+        | st.frozensets(st.integers(-5, 5), max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _sorted_sets(value: Any) -> Any:
+    """What `sets_ordered` gives, rebuilt all the way down (no sharing)."""
+    if isinstance(value, dict):
+        return {key: _sorted_sets(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_sorted_sets(item) for item in value]
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return value
+
+
+@given(_with_sets)
+def test_sets_ordered_sorts_every_set_and_copies_nothing_without_one(value: Any) -> None:
+    found = sets_ordered(value)
+    assert found == _sorted_sets(value)
+    if found == value:  # no set anywhere (a set never equals a list)
+        assert found is value
