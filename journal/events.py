@@ -392,9 +392,16 @@ class ActionCommitted(EventModel):
     `result_record`), so only then: code that serialises a result into its next model
     request sends, in a replay, what it sent. A tool is handed back `given_result`. A v1
     record upcasts without it.
+
+    ``ran_after`` (v3): the order the code ran its calls in, where the loop tells it
+    (captured code does): the positions, in the step's ``action_proposed`` calls, of the
+    calls that had finished before this one started; None when none had, or when the loop
+    did not say (the runtime, a v2 record). Outcomes are journaled in the order the model
+    proposed the calls, so this is what tells a run that sent the email before charging the
+    card from one that charged first.
     """
 
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     type: Literal["action_committed"] = "action_committed"
     call_id: str
     tool: str
@@ -402,6 +409,7 @@ class ActionCommitted(EventModel):
     result: Json = None
     duration_ms: float | None = None
     result_text: str | None = None
+    ran_after: list[int] | None = None
 
     @property
     def given_result(self) -> Any:
@@ -423,9 +431,12 @@ class ActionFailed(EventModel):
     ``error`` (v3): the exception a tool of captured code raised (its type, MRO, args and
     attributes: `journal.capture.exception_record`), so a replay raises it again as its
     own type; None for failures that were not exceptions, and in a v2 record.
+
+    ``ran_after`` (v4): as `ActionCommitted`'s: the calls of the step that had finished
+    before this one started.
     """
 
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     type: Literal["action_failed"] = "action_failed"
     call_id: str
     tool: str
@@ -435,6 +446,7 @@ class ActionFailed(EventModel):
     duration_ms: float | None = None
     abandoned: bool = False
     error: dict[str, Json] | None = None
+    ran_after: list[int] | None = None
 
 
 class CircuitOpened(EventModel):

@@ -12,12 +12,13 @@ The project's own steps, registered here:
   an empty reply taken as the answer, tool results recorded whole. So an old session,
   resumed or replayed, behaves as it did, while new sessions get the new defaults.
 * ``action_failed`` v1 -> v2: ``abandoned`` is False (v1 did not record it); v2 -> v3:
-  no ``error`` record (None).
+  no ``error`` record (None); v3 -> v4: no ``ran_after`` (None: the order was not told).
 * ``action_proposed`` v1 -> v2: each call's ``arguments`` text is written from its
   ``args`` (a v1 record kept only the object, its keys sorted by the canonical bytes);
   ``request`` and ``response`` are absent (None).
 * ``agent_halted`` v1 -> v2: no ``error`` record (None).
-* ``action_committed`` v1 -> v2: no ``result_text`` (None).
+* ``action_committed`` v1 -> v2: no ``result_text`` (None); v2 -> v3: no ``ran_after``
+  (None).
 """
 
 from __future__ import annotations
@@ -172,7 +173,9 @@ def _action_proposed_v2(payload: dict[str, Any]) -> dict[str, Any]:
 
 @register_upcaster("agent_halted", 1)
 @register_upcaster("action_failed", 2)
+@register_upcaster("action_failed", 3)
 @register_upcaster("action_committed", 1)
+@register_upcaster("action_committed", 2)
 def _fields_added_empty(payload: dict[str, Any]) -> dict[str, Any]:
     """A step whose new fields are absent: their defaults (None) say "not recorded"."""
     return payload

@@ -313,5 +313,20 @@ def _reason(
         elif kind == "agent_halted":
             detail = f" ({actual.get('rule')}: {actual.get('reason')})"
         return f"expected {expected.get('type')}, got {kind}{detail}"
+    if [change.path for change in changes] == ["ran_after"]:
+        return _reordered(actual)
     paths = ", ".join(change.path for change in changes[:5])
     return f"{kind} differs in {paths}"
+
+
+def _reordered(actual: dict[str, Any]) -> str:
+    """The reason for an outcome whose call ran after calls the recording ran it before."""
+    positions = actual.get("ran_after") or ()
+    before = " and ".join(f"#{position + 1}" for position in positions)
+    which = "calls" if len(positions) > 1 else "call"
+    it = "one of them" if len(positions) > 1 else "it"
+    return (
+        f"the calls ran in another order: {actual.get('tool')} ({actual.get('call_id')}) "
+        f"started after {which} {before} of its model output had finished; the recording "
+        f"ran it before {it}"
+    )

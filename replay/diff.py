@@ -190,11 +190,14 @@ def field_changes(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> tup
     """The field-level differences between two normalised records (deepdiff).
 
     A zero that changed sign counts too: deepdiff takes ``0.0 == -0.0``, but the canonical
-    bytes (and the JSON code sends on) differ.
+    bytes (and the JSON code sends on) differ. A field one side does not have and the other
+    leaves empty (None: not recorded), as records of two types may, is no change.
     """
     from deepdiff import DeepDiff
 
-    delta = DeepDiff(dict(expected), dict(actual), verbose_level=2, threshold_to_diff_deeper=0)
+    expected = {k: v for k, v in expected.items() if v is not None or k in actual}
+    actual = {k: v for k, v in actual.items() if v is not None or k in expected}
+    delta = DeepDiff(expected, actual, verbose_level=2, threshold_to_diff_deeper=0)
     changes = list(_signed_zeros(expected, actual, ""))
     for path, item in delta.get("values_changed", {}).items():
         changes.append(Change(_path(path), "changed", item["old_value"], item["new_value"]))

@@ -42,6 +42,7 @@ from journal import (
 )
 from journal.capture import (
     Player,
+    RecordedOrder,
     ReplayTarget,
     ToolPlay,
     full_requests,
@@ -114,6 +115,7 @@ class EntryPlayer(Player):
         self.live_model = live_model
         self._recorded = recorded
         self._unfinished = _unfinished_calls(recorded)
+        self._order = RecordedOrder(recorded)
         asked = [
             (item.seq, item.event.request)
             for item in recorded
@@ -161,6 +163,10 @@ class EntryPlayer(Player):
             REPLAY_STOPPED,
             f"replay stopped at seq {seq}: {why}; no live model to go on with (--live-model)",
         )
+
+    def ran_after(self, seq: int, observed: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """The recording's order of the calls, unless the replay ran two the other way round."""
+        return self._order.ran_after(seq, observed)
 
     def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
         """The recorded outcome of a call, or a live run where allowed; see the module."""

@@ -158,6 +158,7 @@ PUBLIC: dict[str, list[str]] = {
         "JournaledOpenAI",
         "ModelOutput",
         "Player",
+        "RecordedOrder",
         "Recorder",
         "ReplayTarget",
         "ReplayedException",

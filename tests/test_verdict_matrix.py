@@ -91,9 +91,11 @@ DIVERGES = [
     ("add a call", False, 10, "get_weather({'city': 'Lisbon'}), which the recording ran only 1"),
     ("a call twice", False, 7, "to_fahrenheit({'celsius': 21.5}), which the recording ran only"),
     ("arguments", False, 6, "to_fahrenheit({'celsius': 21.0}), which the recording never ran"),
-    # outcomes are journaled in the order the model proposed the calls (docs/capture.md):
-    # a swap shows where the results reach the model
-    ("swap two calls", False, 5, "messages[3].content"),
+    # outcomes are journaled in the order the model proposed the calls (docs/capture.md),
+    # each with the calls that had finished before it started: a swap shows at the first
+    # call that ran late, whether or not the results reach the model in another order
+    ("swap two calls", False, 3, "ran_after"),
+    ("swap two calls, results as proposed", False, 3, "get_weather (call_0_0) started after call #2"),
     ("history: drop a message", False, 8, "messages[1].content"),
     ("history: reorder", False, 8, "messages[2].content"),
     ("history: one char", False, 8, 'messages[1].content: "Weather in Lisbon and Oslo, in °F?" ->'),

@@ -169,7 +169,7 @@ def _sent(messages: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
 def _calls(calls: list[Any], step: int) -> list[Any]:
     if step == 0 and CHANGE == "drop a call":
         return calls[:1]
-    if step == 0 and CHANGE == "swap two calls":
+    if step == 0 and CHANGE in ("swap two calls", "swap two calls, results as proposed"):
         return calls[::-1]
     return calls
 
@@ -214,6 +214,8 @@ def answer(question: str) -> str:
             results.append((call, result))
         if step == 2 and CHANGE == "add a call":
             results.append((message.tool_calls[0], get_weather("Lisbon")))
+        if CHANGE == "swap two calls, results as proposed":
+            results.reverse()
         for call, result in results:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": _text(result)})
         step += 1

@@ -17,7 +17,7 @@ types (`exception_record`, `rebuilt`).
 
 from .exceptions import ReplayedException, exception_record, rebuilt
 from .openai_client import JournaledOpenAI
-from .order import InProposalOrder
+from .order import InProposalOrder, RecordedOrder
 from .output import Destination, Sampling, SessionOutput
 from .play import Player, ReplayTarget, ToolPlay, replay_target, replaying
 from .recorder import (
@@ -45,6 +45,7 @@ __all__ = [
     "JournaledOpenAI",
     "ModelOutput",
     "Player",
+    "RecordedOrder",
     "Recorder",
     "ReplayTarget",
     "ReplayedException",

@@ -1,17 +1,32 @@
-"""Tool outcomes journaled in the order the model proposed the calls, whatever order they finish in.
+"""Tool outcomes journaled in the order the model proposed the calls, with the order they ran in.
 
 Frameworks and user code run the calls of one response concurrently; their outcomes are
 journaled in proposal order (as the agentloop runtime commits them), so a capture and
-its replay write the same sequence whichever call finishes first.
+its replay write the same sequence whichever call finishes first. The order the code ran
+them in is a fact of its own: each outcome keeps ``ran_after``, the positions of the
+step's calls that had finished before it started (`journal.ActionCommitted`). Calls that
+overlapped constrain nothing; a call that started after another finished says the code
+runs them in that order.
+
+A replay journals the recording's ``ran_after`` wherever what it saw agrees with it
+(`RecordedOrder`): a recording of concurrent calls, whose timing is the machine's, and a
+replay whose stand-ins answer at once then write the same events, while a replay that
+ran two calls the other way round, one after the other, writes what it saw and diverges
+there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
+from ..events import ActionCommitted, ActionFailed, ActionProposed
+from ..records import RecordedEvent
 from .recorder import Recorder
 
-__all__ = ["InProposalOrder"]
+__all__ = ["InProposalOrder", "RecordedOrder"]
+
+Positions = tuple[int, ...]
 
 
 class InProposalOrder:
@@ -20,22 +35,57 @@ class InProposalOrder:
     ``add`` takes a call's write (a result, a failure, a rejection) when the call finishes
     and writes every waiting outcome whose earlier calls are journaled already; ``flush``
     (when the step ends) writes the rest, skipping calls that never ran (an unknown tool,
-    a final-output call).
+    a final-output call). ``finished`` (taken when a call starts) and ``add``'s
+    ``started_after`` give an outcome its ``ran_after``.
     """
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self._waiting: dict[str, list[Callable[[], object]]] = {}
+        self._finished: set[int] = set()
 
-    def add(self, call_id: str, write: Callable[[], object]) -> None:
-        """Queue the write that answers ``call_id``; write what is in order now."""
-        self._waiting.setdefault(call_id, []).append(write)
+    def finished(self) -> frozenset[int]:
+        """Positions of the step's calls whose outcome is in (a call starting now ran after them)."""
+        return frozenset(self._finished)
+
+    def add(
+        self,
+        call_id: str,
+        write: Callable[..., object],
+        *,
+        started_after: Collection[int] | None = None,
+    ) -> None:
+        """Queue the write that answers ``call_id``; write what is in order now.
+
+        With ``started_after`` (what `finished` said when the call started), ``write`` is
+        called with ``ran_after``: those positions sorted, or None when there are none.
+        """
+        position = self._position(call_id)
+        if position is not None:
+            self._finished.add(position)
+        if started_after is not None:
+            ran_after = tuple(sorted(started_after)) or None
+            self._waiting.setdefault(call_id, []).append(lambda: write(ran_after=ran_after))
+        else:
+            self._waiting.setdefault(call_id, []).append(write)
         self._write(complete=False)
 
     def flush(self) -> None:
-        """Write every queued outcome, in proposal order."""
+        """Write every queued outcome, in proposal order; the next step starts afresh."""
         self._write(complete=True)
         self._waiting.clear()
+        self._finished.clear()
+
+    def _position(self, call_id: str) -> int | None:
+        """The first position of ``call_id`` in the model output not yet finished."""
+        return next(
+            (
+                i
+                for i, call in enumerate(self.recorder.proposal)
+                if call.call_id == call_id and i not in self._finished
+            ),
+            None,
+        )
 
     def _write(self, *, complete: bool) -> None:
         for call in self.recorder.pending:
@@ -45,3 +95,53 @@ class InProposalOrder:
                     continue
                 return
             writes.pop(0)()
+
+
+class RecordedOrder:
+    """The order a recording's calls ran in, to judge the order a replay ran them in.
+
+    Args:
+        recording: the recorded session, by seq.
+    """
+
+    def __init__(self, recording: Sequence[RecordedEvent]) -> None:
+        self._at: dict[int, tuple[int, dict[int, Positions]]] = {}
+        """For each outcome's seq: its call's position and the ``ran_after`` of its step."""
+        step: dict[int, Positions] = {}
+        calls: list[Any] = []
+        taken: set[int] = set()
+        for item in recording:
+            event = item.event
+            if isinstance(event, ActionProposed):
+                step, calls, taken = {}, list(event.calls), set()
+            elif isinstance(event, (ActionCommitted, ActionFailed)):
+                position = next(
+                    (
+                        i
+                        for i, call in enumerate(calls)
+                        if call.call_id == event.call_id and i not in taken
+                    ),
+                    None,
+                )
+                if position is None:
+                    continue
+                taken.add(position)
+                step[position] = tuple(event.ran_after or ())
+                self._at[item.seq] = (position, step)
+
+    def ran_after(self, seq: int, observed: Positions | None) -> Positions | None:
+        """The ``ran_after`` to journal at ``seq`` for a replayed outcome that saw ``observed``.
+
+        The recording's, unless the replay ran this call after one that the recording ran
+        after it (the two ran the other way round, one after the other): then ``observed``,
+        and the replay diverges at ``seq``. Also ``observed`` where the recording holds no
+        outcome at ``seq``.
+        """
+        found = self._at.get(seq)
+        if found is None:
+            return observed
+        position, step = found
+        reversed_pair = any(position in step.get(other, ()) for other in observed or ())
+        if reversed_pair:
+            return observed
+        return step.get(position) or None

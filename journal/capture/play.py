@@ -66,6 +66,14 @@ class Player(Protocol):
         """
         ...
 
+    def ran_after(self, seq: int, observed: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """The ``ran_after`` to journal for the outcome at ``seq``, whose call saw ``observed``.
+
+        The recording's where the replay ran its calls in an order the recording allows
+        (`journal.capture.RecordedOrder`).
+        """
+        ...
+
 
 @dataclass(frozen=True)
 class ReplayTarget:

@@ -40,7 +40,7 @@ folded the event as written (one fold, not two), else the recorder's.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, get_args
 
@@ -174,6 +174,11 @@ def _recordable(error: BaseException | str) -> TypeGuard[BaseException]:
     A `ReplayedFailure` stands in for a failure recorded without one: it gets none either.
     """
     return isinstance(error, BaseException) and not isinstance(error, ReplayedFailure)
+
+
+def _positions(ran_after: Collection[int] | None) -> list[int] | None:
+    """Call positions as an event keeps them: sorted, None for none."""
+    return sorted(ran_after) if ran_after else None
 
 
 def _one_line(text: str) -> str:
@@ -310,7 +315,7 @@ class Recorder:
         self.clock = clock
         self.replay_of = replay_of
         self._state = SessionState()
-        self._proposed: frozenset[str] = frozenset()
+        self._proposal: tuple[ToolCall, ...] = ()
         self._output = self.destination.session(self.session_id)
 
     @property
@@ -334,7 +339,7 @@ class Recorder:
         for item in journal.events(session_id):
             recorder._state = apply(recorder._state, item)
             if isinstance(item.event, ActionProposed):
-                recorder._proposed = frozenset(call.call_id for call in item.event.calls)
+                recorder._proposal = tuple(item.event.calls)
         if recorder._state.events == 0:
             raise SessionNotFoundError(f"session {session_id}: not in {journal.target}")
         return recorder
@@ -350,6 +355,11 @@ class Recorder:
     def next_seq(self) -> int:
         """The seq the next event will take."""
         return self._state.last_seq + 1
+
+    @property
+    def proposal(self) -> tuple[ToolCall, ...]:
+        """The calls of the last model output, in the order the model proposed them."""
+        return self._proposal
 
     @property
     def pending(self) -> tuple[ToolCall, ...]:
@@ -505,7 +515,7 @@ class Recorder:
                 }
             )
         self._write(event)
-        self._proposed = frozenset(call.call_id for call in event.calls)
+        self._proposal = tuple(event.calls)
         return event
 
     def _answered(self, what: str, call_id: str | None, tool: str | None) -> ToolCall:
@@ -522,7 +532,8 @@ class Recorder:
         for call in self._state.pending_calls:
             if call.call_id == call_id and (tool is None or call.tool == tool):
                 return call
-        if call_id in self._proposed and all(c.call_id != call_id for c in self.pending):
+        proposed = any(c.call_id == call_id for c in self._proposal)
+        if proposed and all(c.call_id != call_id for c in self.pending):
             raise self._refuse(what, f"call {call_id!r} was answered already")
         waiting = ", ".join(f"{c.call_id} ({c.tool})" for c in self.pending) or "none"
         named = "" if tool is None else f" of tool {tool!r}"
@@ -545,6 +556,7 @@ class Recorder:
         args: Mapping[str, Any] | None = None,
         duration_ms: float | None = None,
         exact: bool = False,
+        ran_after: Collection[int] | None = None,
     ) -> ActionCommitted | ActionFailed:
         """Record a tool's result (``action_committed``) for a waiting call.
 
@@ -553,14 +565,18 @@ class Recorder:
         the arguments the model proposed. ``call_id`` None records a call the code made on
         its own (``tool`` names it). ``exact`` keeps NaN, Infinity and integers past 64 bits
         instead of refusing them (`journal.events.result_record`), as captured code's tools
-        get: the call that returned them must go on.
+        get: the call that returned them must go on. ``ran_after`` gives the positions, in
+        the model output, of the calls that had finished before this one started (the
+        order the code ran them in; see `ActionCommitted`).
 
         Raises:
             RecordingOrderError: no waiting call has this id (never proposed, or answered).
             InvalidEventError: the result is not JSON (NaN, an object); nothing written.
         """
         if isinstance(result, BaseException):
-            return self.tool_failure(call_id, result, tool=tool, args=args, duration_ms=duration_ms)
+            return self.tool_failure(
+                call_id, result, tool=tool, args=args, duration_ms=duration_ms, ran_after=ran_after
+            )
         call = self._answered("a tool result", call_id, tool)
         what = f"the result of {call.tool}"
         if exact:
@@ -575,6 +591,7 @@ class Recorder:
             result=value,
             duration_ms=duration_ms,
             result_text=text,
+            ran_after=_positions(ran_after),
         )
         self._write(event)
         return event
@@ -589,12 +606,13 @@ class Recorder:
         args: Mapping[str, Any] | None = None,
         duration_ms: float | None = None,
         record: Mapping[str, Any] | None = None,
+        ran_after: Collection[int] | None = None,
     ) -> ActionFailed:
         """Record that a waiting call's tool failed (``action_failed``).
 
         The kind and the one-line message are those of `failure_of`. An exception is kept
         as its `exception_record` (``record`` gives one already made), so a replay can
-        raise it again as its own type.
+        raise it again as its own type. ``ran_after`` as for `tool_result`.
         """
         call = self._answered("a tool failure", call_id, tool)
         kind, message = failure_of(error, kind)
@@ -608,6 +626,7 @@ class Recorder:
             args=self._args(call, args),
             duration_ms=duration_ms,
             error=None if record is None else _json_object(record, "the error"),
+            ran_after=_positions(ran_after),
         )
         self._write(event)
         return event

@@ -322,11 +322,15 @@ class CapturedSession:
         result: Any = None,
         error: BaseException | dict[str, Any] | None = None,
         duration_ms: float | None = None,
+        started_after: frozenset[int],
     ) -> None:
         call_id = self._pair(tool, args)
         recorder = self.recorder
+        player = self.player
 
-        def write() -> None:
+        def write(ran_after: tuple[int, ...] | None = None) -> None:
+            if player is not None:
+                ran_after = player.ran_after(recorder.next_seq, ran_after)
             if error is None:
                 recorder.tool_result(
                     call_id,
@@ -335,6 +339,7 @@ class CapturedSession:
                     args=args,
                     duration_ms=duration_ms,
                     exact=True,
+                    ran_after=ran_after,
                 )
             elif isinstance(error, dict):
                 recorder.tool_failure(
@@ -344,15 +349,23 @@ class CapturedSession:
                     args=args,
                     duration_ms=duration_ms,
                     record=error,
+                    ran_after=ran_after,
                 )
             else:
-                recorder.tool_failure(call_id, error, tool=tool, args=args, duration_ms=duration_ms)
+                recorder.tool_failure(
+                    call_id,
+                    error,
+                    tool=tool,
+                    args=args,
+                    duration_ms=duration_ms,
+                    ran_after=ran_after,
+                )
 
         if call_id is None:  # a call no model output proposed: journaled where it happens
             self.settle()
             write()
         else:
-            self._order.add(call_id, write)
+            self._order.add(call_id, write, started_after=started_after)
 
     def call_tool(
         self,
@@ -363,18 +376,19 @@ class CapturedSession:
     ) -> Any:
         """Run (or replay) one call of a decorated tool, and journal it."""
         self.start()
+        after = self._order.finished()
         play = self._play(info, args)
         if play.unfinished is not None:
             raise play.unfinished
         if not play.live:
-            return self._served(info, args, play, returns)
+            return self._served(info, args, play, returns, after)
         started = self.timer()
         try:
             result = run()
         except Exception as error:
-            self._journal_outcome(info.name, args, error=error, duration_ms=self._since(started))
+            self._ran(info, args, started, after, error=error)
             raise
-        self._journal_outcome(info.name, args, result=result, duration_ms=self._since(started))
+        self._ran(info, args, started, after, result=result)
         return result
 
     async def acall_tool(
@@ -386,18 +400,19 @@ class CapturedSession:
     ) -> Any:
         """`call_tool` for a coroutine function."""
         self.start()
+        after = self._order.finished()
         play = self._play(info, args)
         if play.unfinished is not None:
             await self._still_running(play.unfinished)
         if not play.live:
-            return self._served(info, args, play, returns)
+            return self._served(info, args, play, returns, after)
         started = self.timer()
         try:
             result = await run()
         except Exception as error:
-            self._journal_outcome(info.name, args, error=error, duration_ms=self._since(started))
+            self._ran(info, args, started, after, error=error)
             raise
-        self._journal_outcome(info.name, args, result=result, duration_ms=self._since(started))
+        self._ran(info, args, started, after, result=result)
         return result
 
     async def _still_running(self, stop: BaseException) -> None:
@@ -418,16 +433,34 @@ class CapturedSession:
         return self.player.tool(info.name, args, side_effects=info.side_effects)
 
     def _served(
-        self, info: ToolInfo, args: dict[str, Any], play: ToolPlay, returns: Callable[[], Any]
+        self,
+        info: ToolInfo,
+        args: dict[str, Any],
+        play: ToolPlay,
+        returns: Callable[[], Any],
+        after: frozenset[int],
     ) -> Any:
         if play.error is not None:
-            self._journal_outcome(info.name, args, error=play.error)
+            self._journal_outcome(info.name, args, error=play.error, started_after=after)
             raise rebuilt(play.error)
-        self._journal_outcome(info.name, args, result=play.result)
+        self._journal_outcome(info.name, args, result=play.result, started_after=after)
         return _typed(play.result, returns())
 
-    def _since(self, started: float) -> float:
-        return round((self.timer() - started) * 1000, 3)
+    def _ran(
+        self,
+        info: ToolInfo,
+        args: dict[str, Any],
+        started: float,
+        after: frozenset[int],
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Journal the outcome of a call that ran for real, started at ``started``."""
+        duration_ms = round((self.timer() - started) * 1000, 3)
+        self._journal_outcome(
+            info.name, args, result=result, error=error, duration_ms=duration_ms, started_after=after
+        )
 
 
 def _typed(value: Any, returns: Any) -> Any:

@@ -1,0 +1,202 @@
+"""The order captured code runs its tool calls in is journaled, and a replay is judged on it.
+
+Outcomes are journaled in the order the model proposed the calls; each keeps ``ran_after``,
+the calls of its step that had finished before it started. A replay that runs two calls
+the other way round, one after the other, diverges at the call that ran late, even where
+the results reach the model in the same order; concurrent calls, whose timing is the
+machine's, constrain nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from typing import Any
+
+import openai
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from journal import ActionCommitted, ActionProposed, Journal, RecordedEvent, ToolCall
+from journal.capture import Capture, RecordedOrder
+from replay import replay_entry
+
+from .verdict_app import VerdictModel
+
+capture = Capture(Journal.open(":memory:"))
+client: Any = None
+MODE = "in order"
+"""How the entry runs the calls of a response: in order, reversed, gather."""
+PAUSE = {"Lisbon": 0.0, "Oslo": 0.0}
+
+
+class TwoCalls(VerdictModel):
+    """A model that asks for two weather reports at once, then answers."""
+
+    PLAN = [[("get_weather", {"city": "Lisbon"}), ("get_weather", {"city": "Oslo"})]]
+
+
+@capture.tool(side_effects=True)
+async def get_weather(city: str) -> dict[str, Any]:
+    await asyncio.sleep(PAUSE[city])
+    return {"city": city}
+
+
+@capture.entry
+async def answer(question: str) -> str:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+    while True:
+        reply = await client.chat.completions.create(model="gpt-4.1", messages=messages)
+        message = reply.choices[0].message
+        if not message.tool_calls:
+            return str(message.content)
+        messages.append(message.model_dump(exclude_none=True))
+        calls = list(message.tool_calls)
+
+        async def run(call: Any) -> Any:
+            return await get_weather(**json.loads(call.function.arguments))
+
+        if MODE == "gather":
+            results = await asyncio.gather(*(run(call) for call in calls))
+        elif MODE == "reversed":  # the results still go back in the model's order
+            results = [await run(call) for call in reversed(calls)][::-1]
+        else:
+            results = [await run(call) for call in calls]
+        for call, result in zip(calls, results, strict=True):
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), TwoCalls)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture(autouse=True)
+def as_written() -> Iterator[None]:
+    yield
+    global MODE
+    MODE = "in order"
+    PAUSE.update(Lisbon=0.0, Oslo=0.0)
+
+
+def record(url: str, mode: str, **pause: float) -> tuple[Journal, str]:
+    """Capture one session with the calls run as ``mode`` says."""
+    global MODE, client
+    MODE = mode
+    PAUSE.update(pause)
+    journal = Journal.open(":memory:")
+    capture.journal = journal
+    client = capture.openai(openai.AsyncOpenAI(base_url=url, api_key="local", max_retries=0))
+    asyncio.run(answer("Weather in Lisbon and Oslo?"))
+    (summary,) = journal.sessions()
+    return journal, summary.session_id
+
+
+def ran_after(journal: Journal, session: str) -> dict[str, list[int] | None]:
+    return {
+        item.event.args["city"]: item.event.ran_after
+        for item in journal.events(session)
+        if isinstance(item.event, ActionCommitted)
+    }
+
+
+def replayed(journal: Journal, session: str, mode: str) -> Any:
+    global MODE
+    MODE = mode
+    PAUSE.update(Lisbon=0.0, Oslo=0.0)
+    return replay_entry(journal, session, answer)
+
+
+def test_each_outcome_keeps_the_calls_that_finished_before_it_started(url: str) -> None:
+    journal, session = record(url, "in order")
+    assert ran_after(journal, session) == {"Lisbon": None, "Oslo": [0]}
+    journal, session = record(url, "reversed")
+    assert ran_after(journal, session) == {"Lisbon": [1], "Oslo": None}
+    journal, session = record(url, "gather", Lisbon=0.05, Oslo=0.01)
+    assert ran_after(journal, session) == {"Lisbon": None, "Oslo": None}
+
+
+def test_calls_run_the_other_way_round_diverge_at_the_call_that_ran_late(url: str) -> None:
+    journal, session = record(url, "in order")
+    result = replayed(journal, session, "reversed")
+    assert result.verdict == "diverged"
+    assert result.first_divergence is not None
+    assert result.first_divergence.seq == 3  # Lisbon's outcome: it ran after Oslo now
+    assert result.first_divergence.reason.startswith(
+        "the calls ran in another order: get_weather (call_0_0) started after call #2"
+    )
+    journal, session = record(url, "reversed")
+    result = replayed(journal, session, "in order")
+    assert result.first_divergence is not None
+    assert result.first_divergence.seq == 4  # Oslo's: it ran after Lisbon now
+
+
+@pytest.mark.parametrize("mode", ["in order", "gather"])
+def test_an_order_the_recording_allows_replays_identical(url: str, mode: str) -> None:
+    journal, session = record(url, "in order")
+    result = replayed(journal, session, mode)  # gather: instant stand-ins run one by one
+    assert result.identical, result.first_divergence
+
+
+@pytest.mark.parametrize("mode", ["in order", "reversed", "gather"])
+def test_calls_that_overlapped_in_the_recording_replay_identical_in_any_order(
+    url: str, mode: str
+) -> None:
+    journal, session = record(url, "gather", Lisbon=0.05, Oslo=0.01)
+    result = replayed(journal, session, mode)
+    assert result.identical, result.first_divergence
+
+
+# -- RecordedOrder against interval orders ---------------------------------------------
+
+
+def _ran_after(spans: list[tuple[int, int]]) -> list[tuple[int, ...]]:
+    """For each call (start, end), the calls that ended before it started."""
+    return [
+        tuple(other for other, (_, end) in enumerate(spans) if end < start)
+        for start, _ in spans
+    ]
+
+
+def _recording(ran: list[tuple[int, ...]]) -> list[RecordedEvent]:
+    calls = [ToolCall(call_id=f"c{i}", tool="t") for i in range(len(ran))]
+    events: list[Any] = [ActionProposed(calls=calls)]
+    events += [
+        ActionCommitted(call_id=f"c{i}", tool="t", ran_after=list(after) or None)
+        for i, after in enumerate(ran)
+    ]
+    return [RecordedEvent("s", seq, "", 1, "", event) for seq, event in enumerate(events)]
+
+
+def _spans(n: int) -> st.SearchStrategy[list[tuple[int, int]]]:
+    """``n`` intervals with distinct end points, as runs of calls on one clock."""
+    return st.permutations(range(2 * n)).map(
+        lambda ticks: [tuple(sorted(ticks[2 * i : 2 * i + 2])) for i in range(n)]
+    )
+
+
+@given(st.integers(1, 5).flatmap(lambda n: st.tuples(_spans(n), _spans(n))))
+def test_a_replay_writes_the_recorded_order_exactly_when_no_two_calls_swapped(
+    runs: tuple[list[tuple[int, int]], list[tuple[int, int]]],
+) -> None:
+    recorded_spans, replayed_spans = runs
+    recorded, seen = _ran_after(recorded_spans), _ran_after(replayed_spans)
+    order = RecordedOrder(_recording(recorded))
+    for call, observed in enumerate(seen):
+        swapped = any(call in recorded[other] for other in observed)
+        written = order.ran_after(call + 1, observed or None)
+        assert written == (observed or None if swapped else recorded[call] or None)
+    same = RecordedOrder(_recording(recorded))  # the recording's own order: written as is
+    assert [same.ran_after(i + 1, r or None) for i, r in enumerate(recorded)] == [
+        r or None for r in recorded
+    ]
