@@ -115,7 +115,6 @@ class EntryPlayer(Player):
         self.live_model = live_model
         self._recorded = recorded
         self._unfinished = _unfinished_calls(recorded)
-        self._order = RecordedOrder(recorded)
         asked = [
             (item.seq, item.event.request)
             for item in recorded
@@ -163,10 +162,6 @@ class EntryPlayer(Player):
             REPLAY_STOPPED,
             f"replay stopped at seq {seq}: {why}; no live model to go on with (--live-model)",
         )
-
-    def ran_after(self, seq: int, observed: tuple[int, ...] | None) -> tuple[int, ...] | None:
-        """The recording's order of the calls, unless the replay ran two the other way round."""
-        return self._order.ran_after(seq, observed)
 
     def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
         """The recorded outcome of a call, or a live run where allowed; see the module."""
@@ -329,6 +324,7 @@ def replay_entry(
             replay_of=session_id,
             clock=RecordedClock(recorded),
             player=player,
+            order=RecordedOrder(recorded),
         )
 
         def run() -> object:

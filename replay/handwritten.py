@@ -44,7 +44,7 @@ from journal import (
     UserInput,
     failure_of,
 )
-from journal.capture import rebuilt
+from journal.capture import RecordedOrder, rebuilt
 
 from ._follow import RecordingFollower
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
@@ -295,7 +295,13 @@ def replay_loop(
         started: SessionStarted,
     ) -> Drive:
         inputs = [item.event.text for item in recorded if isinstance(item.event, UserInput)]
-        recorder = Recorder(scratch, replay_id, clock=RecordedClock(recorded), replay_of=session_id)
+        recorder = Recorder(
+            scratch,
+            replay_id,
+            clock=RecordedClock(recorded),
+            replay_of=session_id,
+            order=RecordedOrder(recorded),
+        )
         llm = RecordedModel(recorded, recorder, follower=follower, live=live_model)
         tools = RecordedToolPort(
             recorded,

@@ -21,9 +21,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from journal import ActionCommitted, ActionProposed, Journal, RecordedEvent, ToolCall
+from agentloop import ModelResponse
+from journal import ActionCommitted, ActionProposed, Journal, RecordedEvent, Recorder, ToolCall
 from journal.capture import Capture, RecordedOrder
-from replay import replay_entry
+from replay import replay_entry, replay_loop
 
 from .verdict_app import VerdictModel
 
@@ -67,7 +68,8 @@ async def answer(question: str) -> str:
         else:
             results = [await run(call) for call in calls]
         for call, result in zip(calls, results, strict=True):
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+            content = json.dumps(result)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
 
 @pytest.fixture(scope="module")
@@ -157,14 +159,63 @@ def test_calls_that_overlapped_in_the_recording_replay_identical_in_any_order(
     assert result.identical, result.first_divergence
 
 
+# -- a hand-written loop that says the order it ran its calls in ---------------------
+
+
+def loop(llm: Any, tools: Any, recorder: Recorder, inputs: list[str]) -> None:
+    """Runs each response's calls as ``MODE`` says, telling the recorder the order."""
+    recorder.start(agent="tests.test_call_order:loop")
+    for text in inputs:
+        recorder.user_input(text)
+        reply = recorder.model_output(llm([]))
+        while reply.calls:
+            order = range(len(reply.calls))
+            finished: list[int] = []
+            outcomes: dict[int, tuple[Any, list[int]]] = {}
+            for position in reversed(order) if MODE == "reversed" else order:
+                call = reply.calls[position]
+                outcomes[position] = (tools(call.tool, call.args), list(finished))
+                finished.append(position)
+            for position in order:  # journaled in the model's order, as the results go back
+                result, after = outcomes[position]
+                recorder.tool_result(reply.calls[position].call_id, result, ran_after=after)
+            reply = recorder.model_output(llm([]))
+        recorder.final(reply.text or "")
+
+
+def test_a_hand_written_loop_is_judged_on_the_order_it_says() -> None:
+    outputs = iter(
+        [
+            ModelResponse(
+                calls=[
+                    ToolCall(call_id="a", tool="send", args={"to": "ana"}),
+                    ToolCall(call_id="b", tool="charge", args={"amount": 5}),
+                ]
+            ),
+            ModelResponse(text="done"),
+        ]
+    )
+    journal = Journal.open(":memory:")
+    with Recorder(journal, "loop") as recorder:
+        loop(lambda _: next(outputs), lambda name, args: {"ok": name}, recorder, ["go"])
+    written = [i.event.ran_after for i in journal.events("loop") if i.type == "action_committed"]
+    assert written == [None, [0]]
+    assert replay_loop(journal, "loop", loop).identical
+    global MODE
+    MODE = "reversed"
+    result = replay_loop(journal, "loop", loop)
+    assert result.first_divergence is not None
+    assert result.first_divergence.seq == 3  # send: it ran after charge now
+    assert "send (a) started after call #2" in result.first_divergence.reason
+
+
 # -- RecordedOrder against interval orders ---------------------------------------------
 
 
 def _ran_after(spans: list[tuple[int, int]]) -> list[tuple[int, ...]]:
     """For each call (start, end), the calls that ended before it started."""
     return [
-        tuple(other for other, (_, end) in enumerate(spans) if end < start)
-        for start, _ in spans
+        tuple(other for other, (_, end) in enumerate(spans) if end < start) for start, _ in spans
     ]
 
 

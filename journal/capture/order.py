@@ -18,11 +18,13 @@ there.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import ActionCommitted, ActionFailed, ActionProposed
 from ..records import RecordedEvent
-from .recorder import Recorder
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
 
 __all__ = ["InProposalOrder", "RecordedOrder"]
 
@@ -45,7 +47,7 @@ class InProposalOrder:
         self._finished: set[int] = set()
 
     def finished(self) -> frozenset[int]:
-        """Positions of the step's calls whose outcome is in (a call starting now ran after them)."""
+        """Positions of the step's calls that have finished (a call starting now ran after them)."""
         return frozenset(self._finished)
 
     def add(

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from ..clock import Clock
 from ..store import Journal
+from .order import RecordedOrder
 
 __all__ = ["Player", "ReplayTarget", "ToolPlay", "replay_target", "replaying"]
 
@@ -66,24 +67,21 @@ class Player(Protocol):
         """
         ...
 
-    def ran_after(self, seq: int, observed: tuple[int, ...] | None) -> tuple[int, ...] | None:
-        """The ``ran_after`` to journal for the outcome at ``seq``, whose call saw ``observed``.
-
-        The recording's where the replay ran its calls in an order the recording allows
-        (`journal.capture.RecordedOrder`).
-        """
-        ...
-
 
 @dataclass(frozen=True)
 class ReplayTarget:
-    """Where a replayed entry journals, and who decides its outcomes."""
+    """Where a replayed entry journals, and who decides its outcomes.
+
+    ``order`` is the recording's order of the calls, which the replay journals wherever
+    it ran them in an order the recording allows (`journal.capture.RecordedOrder`).
+    """
 
     journal: Journal
     session_id: str
     replay_of: str
     clock: Clock
     player: Player
+    order: RecordedOrder | None = None
 
 
 _TARGET: ContextVar[ReplayTarget | None] = ContextVar("agent_journal_replay", default=None)

@@ -77,6 +77,7 @@ from ..keys import CAPTURED_WITH_KEY
 from ..records import RecordedEvent
 from ..store import Journal
 from .exceptions import exception_record
+from .order import RecordedOrder
 from .output import Destination
 
 __all__ = [
@@ -174,11 +175,6 @@ def _recordable(error: BaseException | str) -> TypeGuard[BaseException]:
     A `ReplayedFailure` stands in for a failure recorded without one: it gets none either.
     """
     return isinstance(error, BaseException) and not isinstance(error, ReplayedFailure)
-
-
-def _positions(ran_after: Collection[int] | None) -> list[int] | None:
-    """Call positions as an event keeps them: sorted, None for none."""
-    return sorted(ran_after) if ran_after else None
 
 
 def _one_line(text: str) -> str:
@@ -296,6 +292,8 @@ class Recorder:
         session_id: the session to write (default: a new ``session-<hex>`` id).
         clock: the time of each event by seq (default: the journal's clock).
         replay_of: recorded in ``session_started`` (a replay sets it).
+        order: in a replay, the recording's order of the calls: an outcome's ``ran_after``
+            is journaled as `RecordedOrder.ran_after` says.
     """
 
     def __init__(
@@ -305,7 +303,9 @@ class Recorder:
         *,
         clock: Clock | None = None,
         replay_of: str | None = None,
+        order: RecordedOrder | None = None,
     ) -> None:
+        self.order = order
         self.destination = (
             journal
             if isinstance(journal, Destination)
@@ -541,6 +541,13 @@ class Recorder:
             what, f"no model output proposed call {call_id!r}{named}; waiting: {waiting}"
         )
 
+    def _ran_after(self, observed: Collection[int] | None) -> list[int] | None:
+        """The ``ran_after`` to journal: sorted, None for none; the recording's in a replay."""
+        positions = tuple(sorted(observed)) if observed else None
+        if self.order is not None:
+            positions = self.order.ran_after(self.next_seq, positions)
+        return list(positions) if positions else None
+
     @staticmethod
     def _args(call: ToolCall, args: Mapping[str, Any] | None) -> dict[str, JsonValue]:
         if args is not None:
@@ -591,7 +598,7 @@ class Recorder:
             result=value,
             duration_ms=duration_ms,
             result_text=text,
-            ran_after=_positions(ran_after),
+            ran_after=self._ran_after(ran_after),
         )
         self._write(event)
         return event
@@ -626,7 +633,7 @@ class Recorder:
             args=self._args(call, args),
             duration_ms=duration_ms,
             error=None if record is None else _json_object(record, "the error"),
-            ran_after=_positions(ran_after),
+            ran_after=self._ran_after(ran_after),
         )
         self._write(event)
         return event

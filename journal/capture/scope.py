@@ -326,11 +326,8 @@ class CapturedSession:
     ) -> None:
         call_id = self._pair(tool, args)
         recorder = self.recorder
-        player = self.player
 
         def write(ran_after: tuple[int, ...] | None = None) -> None:
-            if player is not None:
-                ran_after = player.ran_after(recorder.next_seq, ran_after)
             if error is None:
                 recorder.tool_result(
                     call_id,
@@ -459,7 +456,12 @@ class CapturedSession:
         """Journal the outcome of a call that ran for real, started at ``started``."""
         duration_ms = round((self.timer() - started) * 1000, 3)
         self._journal_outcome(
-            info.name, args, result=result, error=error, duration_ms=duration_ms, started_after=after
+            info.name,
+            args,
+            result=result,
+            error=error,
+            duration_ms=duration_ms,
+            started_after=after,
         )
 
 
@@ -686,7 +688,11 @@ class Capture:
             player = None
         else:
             recorder = Recorder(
-                target.journal, target.session_id, clock=target.clock, replay_of=target.replay_of
+                target.journal,
+                target.session_id,
+                clock=target.clock,
+                replay_of=target.replay_of,
+                order=target.order,
             )
             player = target.player
         given = {**self.metadata, **dict(metadata or {})}
