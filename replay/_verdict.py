@@ -323,10 +323,9 @@ def _reordered(actual: dict[str, Any]) -> str:
     """The reason for an outcome whose call ran after calls the recording ran it before."""
     positions = actual.get("ran_after") or ()
     before = " and ".join(f"#{position + 1}" for position in positions)
-    which = "calls" if len(positions) > 1 else "call"
-    it = "one of them" if len(positions) > 1 else "it"
+    which, them = ("calls", "one of them") if len(positions) > 1 else ("call", "that call")
     return (
         f"the calls ran in another order: {actual.get('tool')} ({actual.get('call_id')}) "
-        f"started after {which} {before} of its model output had finished; the recording "
-        f"ran it before {it}"
+        f"started after {which} {before} of its model output had finished; in the recording "
+        f"it ran before {them}"
     )

@@ -311,7 +311,7 @@ def test_the_transcript_rules_script_counts_where_the_rules_fire() -> None:
     )
     assert done.returncode == 0, done.stderr
     rows = [" ".join(line.split()) for line in done.stdout.splitlines()]
-    assert "largest event: 1,093 bytes (the journal's limit: 16,777,216)" in rows
+    assert "largest event: 1,110 bytes (the journal's limit: 16,777,216)" in rows
     assert "empty reply 1 1" in rows  # in the recording of airline-task-11
     assert rows[-2:] == ["in the replays times sessions", "(no rule fired)"]  # past a divergence
 
