@@ -40,6 +40,7 @@ from .openai_helpers import (
     write_json,
     write_jsonl,
 )
+from .stores import PgSchema
 from .strategies import json_values, texts
 
 CONVERSATION: list[dict[str, Any]] = [
@@ -480,6 +481,23 @@ def test_cli_imports_reports_and_is_idempotent(tmp_path: Path) -> None:
         "airline-task-11",
     ]
     assert snapshot(db) == before
+
+
+def test_an_erased_conversation_is_not_imported_again(tmp_path: Path, pg_schema: PgSchema) -> None:
+    for db in (str(tmp_path / "j.db"), pg_schema.url):
+        args = ("import", "--format", "openai", "--error-prefix", "Error:", SAMPLE, "--db", db)
+        assert run_cli(*args).exit_code == 0
+        with Journal.open(db) as journal:
+            journal.erase("airline-task-48", reason="the customer asked")
+        again = run_cli(*args, "--json")
+        assert again.exit_code == 0, again.stderr
+        assert f"skipped airline-task-48: erased from this journal ({SAMPLE})" in again.stderr
+        document = json.loads(again.stdout)
+        assert document["files"][0]["erased"] == ["airline-task-48"]
+        assert (document["new_sessions"], document["new_events"]) == (0, 0)
+        with Journal.open(db) as journal:
+            assert journal.summary("airline-task-48") is None
+            assert journal.summary("airline-task-0") is not None and journal.verify().ok
 
 
 def test_cli_report_lists_what_was_not_mapped(tmp_path: Path) -> None:

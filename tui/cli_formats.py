@@ -73,6 +73,8 @@ def _print_report(report: ImportReport, as_json: bool) -> None:
             f"{item['messages']} messages, {item['tool_calls']} tool calls, "
             f"{item['failed_calls']} failed"
         )
+        for session_id in item["erased"]:
+            _echo(f"skipped {session_id}: erased from this journal ({item['path']})")
     if not as_json:
         if report.unmapped.total:
             _print_findings("could not map", document["unmapped"])

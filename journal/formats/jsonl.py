@@ -26,6 +26,7 @@ from ..errors import EventTooLargeError, InvalidEventError, InvalidInputError, S
 from ..fold import SessionState
 from ..records import CanonicalRecord, ImportRecord, canonical_record
 from ..store import Journal
+from .erasures import erased_heads
 from .redact import Redactor, rechain
 
 __all__ = [
@@ -355,12 +356,9 @@ def _unless_erased(
 ) -> Iterable[ImportRecord]:
     """The records, unless they are a session the journal erased (or a longer copy of it).
 
-    As `journal.formats.transfer.erased_in` for a copy: importing must not undo a retention
-    or right-to-erasure request. Only a session not in the journal is looked at.
+    See `journal.formats.erasures`; the records carry their hashes here.
     """
-    if journal.summary(session_id) is not None:
-        return records
-    heads = {erasure.events - 1: erasure.head_hash for erasure in journal.erasures(session_id)}
+    heads = erased_heads(journal, session_id)
     if not heads:
         return records
 

@@ -52,6 +52,7 @@ from ..events import (
     UserInput,
 )
 from ..store import Journal
+from .erasures import erased_heads, reaches_erased
 from .openai_messages import (
     REASONING_FIELDS,
     PendingCalls,
@@ -561,16 +562,24 @@ def import_converted(journal: Journal, converted: Sequence[ConvertedFile]) -> Im
 
     A file whose session exists with different content is an error in the report (that
     file writes nothing; the others are imported). The same content again writes nothing.
+    A conversation the journal erased is not brought back (`journal.formats.erasures`):
+    the file's other sessions are imported, and the report names it (``erased``).
     """
     report = ImportReport()
     for item in converted:
         report.unmapped.merge(item.unmapped)
         report.notes.merge(item.notes)
         error: str | None = None
+        kept, erased = [], []
+        for session in item.sessions:
+            records = session.records()
+            heads = erased_heads(journal, session.session_id)
+            if reaches_erased(journal, heads, (record for _, record in records)):
+                erased.append(session.session_id)
+            else:
+                kept.append((session.session_id, records))
         try:
-            counts = journal.import_sessions(
-                [(session.session_id, session.records()) for session in item.sessions]
-            )
+            counts = journal.import_sessions(kept)
         except SessionConflictError as e:
             error = str(e)
             report.errors.append(f"{item.path}: {e}")
@@ -587,6 +596,7 @@ def import_converted(journal: Journal, converted: Sequence[ConvertedFile]) -> Im
                 "tool_calls": item.tool_calls,
                 "failed_calls": item.failed_calls,
                 "session_ids": [session.session_id for session in item.sessions],
+                "erased": erased,
                 "error": error,
             }
         )
