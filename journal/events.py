@@ -395,10 +395,11 @@ class ActionCommitted(EventModel):
 
     ``ran_after`` (v3): the order the code ran its calls in, where the loop tells it
     (captured code does): the positions, in the step's ``action_proposed`` calls, of the
-    calls that had finished before this one started; None when none had, or when the loop
-    did not say (the runtime, a v2 record). Outcomes are journaled in the order the model
-    proposed the calls, so this is what tells a run that sent the email before charging the
-    card from one that charged first.
+    calls that had finished before this one started (for captured code: on the same thread
+    and asyncio task, one after the other as the code wrote them); None when none had, or
+    when the loop did not say (the runtime, a v2 record). Outcomes are journaled in the
+    order the model proposed the calls, so this is what tells a run that sent the email
+    before charging the card from one that charged first.
     """
 
     VERSION: ClassVar[int] = 3

@@ -13,6 +13,8 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -251,3 +253,94 @@ def test_a_replay_writes_the_recorded_order_exactly_when_no_two_calls_swapped(
     assert [same.ran_after(i + 1, r or None) for i, r in enumerate(recorded)] == [
         r or None for r in recorded
     ]
+
+
+# -- calls from threads that did not inherit the session's context -----------------------
+
+RAN: list[str] = []
+
+
+@capture.tool(side_effects=True, name="get_weather")
+def charge(city: str) -> dict[str, Any]:
+    RAN.append(f"charge {city}")
+    return {"charged": city}
+
+
+@capture.entry
+def pooled(question: str) -> str:
+    """Runs a response's calls on a thread pool, without copying the context."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+    while True:
+        reply = sync_client.chat.completions.create(model="gpt-4.1", messages=messages)
+        message = reply.choices[0].message
+        if not message.tool_calls:
+            return str(message.content)
+        messages.append(message.model_dump(exclude_none=True))
+        calls = list(message.tool_calls)
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda c: charge(**json.loads(c.function.arguments)), calls))
+        for call, result in zip(calls, results, strict=True):
+            content = json.dumps(result)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+
+
+sync_client: Any = None
+
+
+def test_tools_run_on_a_thread_pool_are_journaled_and_served_by_a_replay(url: str) -> None:
+    global sync_client
+    journal = Journal.open(":memory:")
+    capture.journal = journal
+    sync_client = capture.openai(openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+    assert pooled("charge twice") == "70.7°F and 39.2°F."
+    (summary,) = journal.sessions()
+    outcomes = [e.event for e in journal.events(summary.session_id) if e.type == "action_committed"]
+    assert [o.result for o in outcomes] == [{"charged": "Lisbon"}, {"charged": "Oslo"}]
+    assert all(o.duration_ms is not None for o in outcomes)  # the decorated tool's own record
+    RAN.clear()
+    for _ in range(20):  # whichever worker runs which call, whichever runs first
+        result = replay_entry(journal, summary.session_id, pooled)
+        assert result.identical, result.first_divergence
+    assert RAN == []  # served from the recording: a side effect never runs in a replay
+
+
+@contextmanager
+def another_session_open() -> Iterator[None]:
+    """A session open on another thread meanwhile, as a server's concurrent requests are."""
+    opened, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with capture.session():
+            opened.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    opened.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def test_a_call_no_session_can_be_found_for_is_refused_by_a_replay_and_logged_in_production(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    global sync_client
+    journal = Journal.open(":memory:")
+    capture.journal = journal
+    sync_client = capture.openai(openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+    pooled("charge twice")
+    (summary,) = journal.sessions()
+    RAN.clear()
+    with another_session_open(), caplog.at_level("WARNING", logger="journal.capture"):
+        assert pooled("charge twice") == "70.7°F and 39.2°F."
+        assert sorted(RAN) == ["charge Lisbon", "charge Oslo"]  # in production: run as is
+        assert "tool get_weather was called outside the context of its session" in caplog.text
+        assert len(caplog.records) == 1  # at most one warning per 10 s
+        RAN.clear()
+        result = replay_entry(journal, summary.session_id, pooled)
+    assert RAN == []
+    assert result.verdict == "diverged" and result.first_divergence is not None
+    assert "a replay does not run it" in result.first_divergence.reason

@@ -4,9 +4,10 @@ Frameworks and user code run the calls of one response concurrently; their outco
 journaled in proposal order (as the agentloop runtime commits them), so a capture and
 its replay write the same sequence whichever call finishes first. The order the code ran
 them in is a fact of its own: each outcome keeps ``ran_after``, the positions of the
-step's calls that had finished before it started (`journal.ActionCommitted`). Calls that
-overlapped constrain nothing; a call that started after another finished says the code
-runs them in that order.
+step's calls that had finished before it started on the same thread and asyncio task
+(`journal.ActionCommitted`): one after the other there is the order the code wrote. Calls
+on other threads or tasks (a ``ThreadPoolExecutor``, ``asyncio.gather``) run in an order
+the machine's timing decides, so they constrain nothing.
 
 A replay journals the recording's ``ran_after`` wherever what it saw agrees with it
 (`RecordedOrder`): a recording of concurrent calls, whose timing is the machine's, and a
@@ -17,6 +18,8 @@ there.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,17 @@ if TYPE_CHECKING:
 __all__ = ["InProposalOrder", "RecordedOrder"]
 
 Positions = tuple[int, ...]
+Strand = tuple[int, int | None]
+"""Where code runs one statement after another: a thread, and the asyncio task in it."""
+
+
+def strand() -> Strand:
+    """The thread and the asyncio task (if any) the caller runs in."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop running in this thread
+        task = None
+    return threading.get_ident(), None if task is None else id(task)
 
 
 class InProposalOrder:
@@ -38,17 +52,19 @@ class InProposalOrder:
     and writes every waiting outcome whose earlier calls are journaled already; ``flush``
     (when the step ends) writes the rest, skipping calls that never ran (an unknown tool,
     a final-output call). ``finished`` (taken when a call starts) and ``add``'s
-    ``started_after`` give an outcome its ``ran_after``.
+    ``started_after`` give an outcome its ``ran_after``. ``add`` is called where the call
+    ran (its thread and task).
     """
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self._waiting: dict[str, list[Callable[[], object]]] = {}
-        self._finished: set[int] = set()
+        self._finished: dict[int, Strand] = {}
 
     def finished(self) -> frozenset[int]:
-        """Positions of the step's calls that have finished (a call starting now ran after them)."""
-        return frozenset(self._finished)
+        """Positions of the step's calls finished on the caller's thread and task."""
+        here = strand()
+        return frozenset(position for position, ran in self._finished.items() if ran == here)
 
     def add(
         self,
@@ -64,7 +80,7 @@ class InProposalOrder:
         """
         position = self._position(call_id)
         if position is not None:
-            self._finished.add(position)
+            self._finished[position] = strand()
         if started_after is not None:
             ran_after = tuple(sorted(started_after)) or None
             self._waiting.setdefault(call_id, []).append(lambda: write(ran_after=ran_after))

@@ -43,7 +43,10 @@ import asyncio
 import functools
 import inspect
 import json
+import logging
+import math
 import sys
+import threading
 import time
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -67,7 +70,7 @@ from .output import Destination, Sampling
 from .play import Player, ToolPlay, replay_target
 from .recorder import HaltSession, Recorder
 from .requests import jsonable, proposal_of, request_record, sent_parameters
-from .spool import Spool
+from .spool import LOG_INTERVAL, Spool
 
 __all__ = [
     "CAPTURED_WITH",
@@ -76,6 +79,7 @@ __all__ = [
     "ToolInfo",
     "current_session",
     "reference_of",
+    "session_of_call",
 ]
 
 CAPTURED_WITH = "entry"
@@ -86,9 +90,59 @@ F = TypeVar("F", bound=Callable[..., Any])
 _SESSION: ContextVar[CapturedSession | None] = ContextVar("agent_journal_session", default=None)
 
 
+_OPEN: list[CapturedSession] = []
+"""The sessions open in this process, oldest first."""
+_OPEN_LOCK = threading.Lock()
+_UNPLACED_LOGGED = [-math.inf]
+"""When a call no session could be found for was last logged (once per `LOG_INTERVAL`)."""
+log = logging.getLogger("journal.capture")
+
+
 def current_session() -> CapturedSession | None:
     """The captured session the current context is in, if any."""
     return _SESSION.get()
+
+
+def session_of_call(what: str) -> CapturedSession | None:
+    """The session a wrapped call (of the client or a tool, named ``what``) belongs to.
+
+    The current context's; else, for a call from a thread that did not inherit it (a
+    ``ThreadPoolExecutor`` running a response's calls at once), the only session open in
+    the process. With several open, nothing tells which: in production the call runs as
+    it is, unjournaled, and a warning says so (at most one per 10 s); while a replay is
+    open it is refused (`HaltSession`, rule ``replay_stopped``), so a replay never runs a
+    tool for real that it should have served. ``contextvars.copy_context().run`` around
+    the thread's work carries the session there.
+    """
+    session = _SESSION.get()
+    if session is not None:
+        return session
+    with _OPEN_LOCK:
+        open_now = list(_OPEN)
+    if len(open_now) == 1:
+        return open_now[0]
+    if not open_now:
+        return None
+    unplaced = (
+        f"{what} was called outside the context of its session (from a thread that did not "
+        f"inherit it?) while {len(open_now)} sessions are open in this process, so it "
+        "cannot be told which one it belongs to"
+    )
+    if any(open_session.player is not None for open_session in open_now):
+        raise HaltSession(
+            "replay_stopped",
+            f"{unplaced}; a replay does not run it (contextvars."
+            "copy_context().run carries the session into the thread)",
+        )
+    now = time.monotonic()
+    if now - _UNPLACED_LOGGED[0] >= LOG_INTERVAL:
+        _UNPLACED_LOGGED[0] = now
+        log.warning(
+            "%s: it ran unjournaled (contextvars.copy_context().run carries the session into "
+            "the thread)",
+            unplaced,
+        )
+    return None
 
 
 def reference_of(function: Callable[..., Any]) -> str:
@@ -173,6 +227,8 @@ class CapturedSession:
     _inputs: list[str] = field(default_factory=list)
     _claimed: set[str] = field(default_factory=set)
     _last_text: str | None = None
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    """Held while the session journals: calls may finish on several threads at once."""
 
     def __post_init__(self) -> None:
         self._order = InProposalOrder(self.recorder)
@@ -181,9 +237,12 @@ class CapturedSession:
 
     def start(self, request: Mapping[str, Any] | None = None) -> None:
         """Journal ``session_started`` once, with what the first request says of the model."""
+        with self._lock:
+            self._start(request or {})
+
+    def _start(self, request: Mapping[str, Any]) -> None:
         if self.recorder.started:
             return
-        request = request or {}
         messages = request.get("messages") or []
         prompt = system_prompt_of(messages)[0] if messages else request.get("instructions")
         self.recorder.start(
@@ -200,7 +259,8 @@ class CapturedSession:
 
     def settle(self) -> None:
         """Journal every tool outcome still waiting for an earlier call's."""
-        self._order.flush()
+        with self._lock:
+            self._order.flush()
 
     def finish(self, result: object, *, given: bool = True) -> None:
         """The session's answer is ``result``: journal it as the turn's answer (once).
@@ -208,23 +268,25 @@ class CapturedSession:
         ``given=False`` (a scope ending without an answer) ends an open turn with the
         model's last text instead.
         """
-        if self.recorder.ended or self.recorder.state.status == "completed":
-            return
-        self.start()
-        self.settle()
-        if not given:
-            result = self._last_text or ""
-        if not isinstance(result, str):  # as JSON (NaN, huge integers as strings)
-            result = canonical_bytes(json_stand_in(jsonable(result))).decode()
-        self.recorder.final(result)
+        with self._lock:
+            if self.recorder.ended or self.recorder.state.status == "completed":
+                return
+            self.start()
+            self.settle()
+            if not given:
+                result = self._last_text or ""
+            if not isinstance(result, str):  # as JSON (NaN, huge integers as strings)
+                result = canonical_bytes(json_stand_in(jsonable(result))).decode()
+            self.recorder.final(result)
 
     def fail(self, error: BaseException) -> None:
         """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s)."""
-        if self.recorder.ended:
-            return
-        self.start()
-        self.settle()
-        self.recorder.fail(error)
+        with self._lock:
+            if self.recorder.ended:
+                return
+            self.start()
+            self.settle()
+            self.recorder.fail(error)
 
     # -- model calls -------------------------------------------------------------------
 
@@ -234,14 +296,15 @@ class CapturedSession:
         Returns the request's record, the request in full, and the seq its response will
         take.
         """
-        self.settle()
-        kwargs = sent_parameters(kwargs)
-        self.start(kwargs)
-        record, messages = request_record(kwargs, self._messages)
-        self._messages = messages
-        self._journal_messages(messages)
-        whole = {**record["params"], record["messages_key"]: messages}
-        return record, whole, self.recorder.next_seq
+        with self._lock:
+            self.settle()
+            kwargs = sent_parameters(kwargs)
+            self.start(kwargs)
+            record, messages = request_record(kwargs, self._messages)
+            self._messages = messages
+            self._journal_messages(messages)
+            whole = {**record["params"], record["messages_key"]: messages}
+            return record, whole, self.recorder.next_seq
 
     def _journal_messages(self, messages: list[Any]) -> None:
         """Journal the user's messages since the model's last output.
@@ -290,10 +353,11 @@ class CapturedSession:
     ) -> None:
         """Journal a response (a body, or a stream's chunk bodies) beside its request."""
         proposal = proposal_of(kind, response, stream=stream, latency_ms=latency_ms)
-        self.recorder.model_output(proposal, request=record, response=response)
-        self._last_text = proposal.text
-        self._inputs = []
-        self._claimed = set()
+        with self._lock:
+            self.recorder.model_output(proposal, request=record, response=response)
+            self._last_text = proposal.text
+            self._inputs = []
+            self._claimed = set()
 
     # -- tool calls --------------------------------------------------------------------
 
@@ -322,6 +386,21 @@ class CapturedSession:
         result: Any = None,
         error: BaseException | dict[str, Any] | None = None,
         duration_ms: float | None = None,
+        started_after: frozenset[int],
+    ) -> None:
+        with self._lock:
+            self._journal_outcome_now(
+                tool, args, result, error, duration_ms=duration_ms, started_after=started_after
+            )
+
+    def _journal_outcome_now(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        result: Any,
+        error: BaseException | dict[str, Any] | None,
+        *,
+        duration_ms: float | None,
         started_after: frozenset[int],
     ) -> None:
         call_id = self._pair(tool, args)
@@ -372,9 +451,7 @@ class CapturedSession:
         returns: Callable[[], Any],
     ) -> Any:
         """Run (or replay) one call of a decorated tool, and journal it."""
-        self.start()
-        after = self._order.finished()
-        play = self._play(info, args)
+        after, play = self._begin_call(info, args)
         if play.unfinished is not None:
             raise play.unfinished
         if not play.live:
@@ -396,9 +473,7 @@ class CapturedSession:
         returns: Callable[[], Any],
     ) -> Any:
         """`call_tool` for a coroutine function."""
-        self.start()
-        after = self._order.finished()
-        play = self._play(info, args)
+        after, play = self._begin_call(info, args)
         if play.unfinished is not None:
             await self._still_running(play.unfinished)
         if not play.live:
@@ -423,6 +498,12 @@ class CapturedSession:
             if self.recorder.ended:
                 await asyncio.get_running_loop().create_future()  # cancelled with the loop
         raise stop
+
+    def _begin_call(self, info: ToolInfo, args: dict[str, Any]) -> tuple[frozenset[int], ToolPlay]:
+        """At a call's start: the calls finished before it, and what to do with it."""
+        with self._lock:
+            self.start()
+            return self._order.finished(), self._play(info, args)
 
     def _play(self, info: ToolInfo, args: dict[str, Any]) -> ToolPlay:
         if self.player is None:
@@ -580,7 +661,7 @@ class Capture:
 
                 @functools.wraps(function)
                 async def arun(*args: Any, **kwargs: Any) -> Any:
-                    session = current_session()
+                    session = session_of_call(f"tool {info.name}")
                     if session is None:
                         return await function(*args, **kwargs)
                     return await session.acall_tool(
@@ -591,7 +672,7 @@ class Capture:
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
-                session = current_session()
+                session = session_of_call(f"tool {info.name}")
                 if session is None:
                     return function(*args, **kwargs)
                 return session.call_tool(
@@ -706,6 +787,8 @@ class Capture:
             player=player,
         )
         token = _SESSION.set(session)
+        with _OPEN_LOCK:
+            _OPEN.append(session)
         try:
             yield session
             session.finish(None, given=False)
@@ -713,5 +796,7 @@ class Capture:
             session.fail(error)
             raise
         finally:
+            with _OPEN_LOCK:
+                _OPEN.remove(session)
             _SESSION.reset(token)
             recorder.close()

@@ -1,7 +1,7 @@
 """The openai client, wrapped: ``chat.completions.create`` and ``responses.create`` journaled.
 
 `captured_client` returns a stand-in for an ``OpenAI`` or ``AsyncOpenAI`` client whose two
-creating calls go through the captured session the code runs in (`current_session`), and
+creating calls go through the captured session the code runs in (`session_of_call`), and
 everything else straight to the client. Outside a session they call straight through.
 
 In a session, a call journals its request and the raw response (`CapturedSession`); with
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 from .requests import jsonable
-from .scope import CapturedSession, current_session
+from .scope import CapturedSession, session_of_call
 
 __all__ = ["captured_client"]
 
@@ -201,7 +201,7 @@ class _Create:
         self.is_async = inspect.iscoroutinefunction(inspect.unwrap(create))
 
     def __call__(self, **kwargs: Any) -> Any:
-        session = current_session()
+        session = session_of_call(f"a {self.kind} model call")
         if session is None:
             return self.create(**kwargs)
         if self.is_async:
