@@ -344,3 +344,17 @@ def test_a_call_no_session_can_be_found_for_is_refused_by_a_replay_and_logged_in
     assert RAN == []
     assert result.verdict == "diverged" and result.first_divergence is not None
     assert "a replay does not run it" in result.first_divergence.reason
+
+
+def test_a_thread_that_opened_a_session_calls_outside_one_when_it_has_none(url: str) -> None:
+    """A thread's own call after its session ended never lands in another thread's session."""
+    with Journal.open(":memory:") as journal:
+        capture.journal = journal
+        with capture.session():  # this thread opens a session of its own...
+            pass
+        RAN.clear()
+        with another_session_open():  # ...so while another one is open elsewhere
+            assert charge("Lima") == {"charged": "Lima"}  # its call is its own, unjournaled
+        assert RAN == ["charge Lima"]
+        written = [e.type for s in journal.sessions() for e in journal.events(s.session_id)]
+        assert len(journal.sessions()) == 2 and "action_committed" not in written

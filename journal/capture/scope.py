@@ -93,6 +93,8 @@ _SESSION: ContextVar[CapturedSession | None] = ContextVar("agent_journal_session
 _OPEN: list[CapturedSession] = []
 """The sessions open in this process, oldest first."""
 _OPEN_LOCK = threading.Lock()
+_THREAD = threading.local()
+"""``opened``: this thread has opened a session (its calls outside one are outside one)."""
 _UNPLACED_LOGGED = [-math.inf]
 """When a call no session could be found for was last logged (once per `LOG_INTERVAL`)."""
 log = logging.getLogger("journal.capture")
@@ -106,16 +108,18 @@ def current_session() -> CapturedSession | None:
 def session_of_call(what: str) -> CapturedSession | None:
     """The session a wrapped call (of the client or a tool, named ``what``) belongs to.
 
-    The current context's; else, for a call from a thread that did not inherit it (a
-    ``ThreadPoolExecutor`` running a response's calls at once), the only session open in
-    the process. With several open, nothing tells which: in production the call runs as
-    it is, unjournaled, and a warning says so (at most one per 10 s); while a replay is
-    open it is refused (`HaltSession`, rule ``replay_stopped``), so a replay never runs a
-    tool for real that it should have served. ``contextvars.copy_context().run`` around
-    the thread's work carries the session there.
+    The current context's; else, for a call from a helper thread that did not inherit it
+    (a ``ThreadPoolExecutor`` running a response's calls at once), the only session open
+    in the process. A thread that opened a session itself (a request's, a replay's) is no
+    helper: its calls outside a session are outside one. With several open, nothing tells
+    which: in production the call runs as it is, unjournaled, and a warning says so (at
+    most one per 10 s); while a replay is open it is refused (`HaltSession`, rule
+    ``replay_stopped``), so a replay never runs a tool for real that it should have
+    served. ``contextvars.copy_context().run`` around the thread's work carries the
+    session there.
     """
     session = _SESSION.get()
-    if session is not None:
+    if session is not None or getattr(_THREAD, "opened", False):
         return session
     with _OPEN_LOCK:
         open_now = list(_OPEN)
@@ -787,6 +791,7 @@ class Capture:
             player=player,
         )
         token = _SESSION.set(session)
+        _THREAD.opened = True
         with _OPEN_LOCK:
             _OPEN.append(session)
         try:
