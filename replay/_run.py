@@ -167,7 +167,7 @@ def replay_session(
 def _check_fork(result: ReplayResult, fork: ForkPoint, refused: str | None) -> None:
     """Refuse to keep a run that is not a fork of its recording at ``fork.seq``."""
     where = f"session {result.session_id}: cannot fork at seq {fork.seq}"
-    divergence = result.first_divergence
+    divergence = result.behaviour_divergence  # (a changed configuration is ``refused``)
     if divergence is not None and divergence.seq <= fork.seq:
         raise AgentLoopError(
             f"{where}: the code now diverges from the recording at seq {divergence.seq} "
