@@ -198,3 +198,38 @@ def test_every_command_that_opens_a_journal_takes_the_key_from_the_environment(
         assert journal.verify().ok and len(journal.sessions()) == 1
     unkeyed = one_error_line(run_cli("tui", "--db", db))
     assert "this journal's chain is hmac-sha256; open it with an HMAC key" in unkeyed
+
+
+def test_an_anchor_of_another_journal_is_one_line_not_a_list_of_deletions(
+    tmp_path: Path,
+) -> None:
+    """Same session ids, other content (two demo journals): not this journal's anchor."""
+    ours = make_journal(tmp_path / "ours.db", {"s1": sample_session(), "s2": short_session()})
+    theirs = make_journal(
+        tmp_path / "theirs.db", {"s1": short_session(), "other": sample_session()}
+    )
+    anchor = tmp_path / "theirs-anchor.json"
+    assert run_cli("anchor", "--db", theirs, "-o", anchor).exit_code == 0
+    for extra in ([], ["--json"]):
+        line = one_error_line(run_cli("verify", "--db", ours, "--anchor", anchor, *extra))
+        assert line.startswith(
+            f"agent-journal: {anchor}: the anchor is not of this journal: it was taken of "
+            f"{theirs} at "
+        )
+        assert f"none of the 2 session head(s) it holds is in {ours} " in line
+        assert "deleted since the anchor" not in line
+
+
+def test_an_anchor_that_still_matches_one_session_is_this_journals(
+    any_store: StoreUnderTest,
+) -> None:
+    """One anchored head still there: the others are findings, as before."""
+    journal = any_store.journal
+    _two_sessions(journal)
+    anchor = take_anchor(journal)
+    any_store.tamper(
+        "DELETE FROM events WHERE session_id = 's2'",
+        "DELETE FROM sessions WHERE session_id = 's2'",
+    )
+    with Journal.open(any_store.target) as other:
+        assert _kinds(check_anchor(other, anchor)) == [("s2", None, "anchor")]
