@@ -319,6 +319,11 @@ class PostgresJournal(SQLJournal):
                 )
         except psycopg.Error as e:
             raise self._translate(e, "open") from e
+        except StoreError as e:  # what is (not) in the schema: say which schema
+            named = self._naming_schema(e)
+            if named is e:
+                raise
+            raise named from e
         self._channel = "agent_journal_" + hashlib.sha1(self._schema.encode()).hexdigest()[:16]
         self._positions_lock = _lock_key(f"agent-journal positions {self._schema}")
         self._pool: ConnectionPool[Any] = ConnectionPool(
@@ -405,6 +410,13 @@ class PostgresJournal(SQLJournal):
         if isinstance(error, psycopg.OperationalError):
             return StoreError(f"{where}: connection failed during {action}: {text}")
         return StoreError(f"{where}: {action} failed: {text}")
+
+    def _naming_schema(self, error: StoreError) -> StoreError:
+        """``error`` (of opening: tables, meta, chain kind) with the schema after the target."""
+        text = str(error)
+        if self._where == self._target or not text.startswith(f"{self._target}:"):
+            return error
+        return type(error)(self._where + text.removeprefix(self._target))
 
     def _lock_holders(self) -> str:
         """What holds the lock a statement of ours gave up on, as far as the server says.

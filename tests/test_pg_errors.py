@@ -4,7 +4,7 @@ A client holding ``LOCK TABLE events`` (or any lock our statements need) in an o
 transaction made every command wait for as long as it held it. Our connections now set
 ``lock_timeout`` (`journal.postgres.DEFAULT_LOCK_TIMEOUT`, or the URL's own), and the
 timeout is one line naming the database, the schema and the table, exit 2. Errors that
-come from the server name the schema as well.
+come from the server, and those about what the schema holds, name the schema as well.
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from journal import Journal, JournalBusyError, SessionStarted, StoreError, UserInput
+from journal import (
+    Journal,
+    JournalBusyError,
+    JournalMissingError,
+    NotAJournalError,
+    SessionStarted,
+    StoreError,
+    UserInput,
+)
 from journal.postgres import DEFAULT_LOCK_TIMEOUT, PostgresJournal, describe_url
 
 from .helpers import run_process
@@ -108,3 +116,22 @@ def test_a_server_error_names_the_schema(journal_url: str, pg_schema: PgSchema) 
     message = str(raised.value)
     assert message.startswith(f"{describe_url(journal_url)} (schema {pg_schema.name}): ")
     assert '"erasures" does not exist' in message
+
+
+def test_a_schema_that_is_not_a_journal_is_named(pg_schema: PgSchema) -> None:
+    with psycopg.connect(pg_schema.url, autocommit=True) as foreign:
+        foreign.execute("CREATE TABLE events (id int)")
+    with pytest.raises(NotAJournalError) as raised:
+        Journal.open(pg_schema.url)
+    assert str(raised.value) == (
+        f"{describe_url(pg_schema.url)} (schema {pg_schema.name}): is a PostgreSQL schema but "
+        "not an agent-journal journal (tables: events)"
+    )
+
+
+def test_a_missing_journal_names_the_schema(pg_schema: PgSchema) -> None:
+    with pytest.raises(JournalMissingError) as raised:
+        Journal.open(pg_schema.url, create=False)
+    assert str(raised.value).startswith(
+        f"{describe_url(pg_schema.url)} (schema {pg_schema.name}): no agent-journal schema here"
+    )
