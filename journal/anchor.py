@@ -26,10 +26,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .canonical import format_ts
 from .clock import utc_now
+from .errors import InvalidInputError
 from .store import ChainKind, Journal
 from .verify import Problem, ProblemKind
 
-__all__ = ["ANCHOR_FORMAT", "Anchor", "AnchoredSession", "check_anchor", "take_anchor"]
+__all__ = [
+    "ANCHOR_FORMAT",
+    "Anchor",
+    "AnchoredSession",
+    "ForeignAnchorError",
+    "check_anchor",
+    "take_anchor",
+]
 
 ANCHOR_FORMAT = "agent-journal-anchor"
 
@@ -61,6 +69,10 @@ class Anchor(BaseModel):
     """The link of the last of them (empty: none, or not chained)."""
 
 
+class ForeignAnchorError(InvalidInputError):
+    """The anchor is not of the journal it is checked against: none of its heads is there."""
+
+
 def take_anchor(journal: Journal) -> Anchor:
     """Return the anchor of ``journal`` now: every session's head, read from its events."""
     erasures = journal.erasures()
@@ -82,6 +94,14 @@ def check_anchor(journal: Journal, anchor: Anchor) -> list[Problem]:
 
     A session erased since the anchor is no finding when an audit record of its erasure
     covers the anchored seq (`Journal.verify` checks that record's chain).
+
+    Raises:
+        ForeignAnchorError: the anchor names another target (a path, a URL), and not one
+            session head it holds is in ``journal`` (nor erased from it): it was taken of
+            another journal, and reporting each of its sessions as deleted or rewritten
+            here would be wrong. An anchor of this target is always checked: everything
+            it saw may have been rewritten. (A PostgreSQL target names the database, not
+            the schema: an anchor of another schema of the same database is checked.)
     """
     problems: list[Problem] = []
 
@@ -108,12 +128,26 @@ def check_anchor(journal: Journal, anchor: Anchor) -> list[Problem]:
             f"the first {anchor.erasures} erasure audit records, which the anchor saw, changed",
         )
     heads = journal.heads()
+    stored = {
+        item.session_id: journal.hash_at(item.session_id, item.last_seq) for item in anchor.sessions
+    }
+    foreign = bool(anchor.sessions) and anchor.target != journal.target
+    if foreign and not any(
+        stored[item.session_id] == item.head_hash
+        or (item.session_id in erased and erased[item.session_id].events > item.last_seq)
+        for item in anchor.sessions
+    ):
+        raise ForeignAnchorError(
+            f"the anchor is not of this journal: it was taken of {anchor.target} at "
+            f"{anchor.taken}, and none of the {len(anchor.sessions)} session head(s) it holds "
+            f"is in {journal.target} (were it this journal's, all of them were rewritten or "
+            "deleted)"
+        )
     for anchored in anchor.sessions:
         sid, seq = anchored.session_id, anchored.last_seq
-        stored = journal.hash_at(sid, seq)
-        if stored == anchored.head_hash:
+        if stored[sid] == anchored.head_hash:
             continue
-        if stored is not None:
+        if stored[sid] is not None:
             report(sid, seq, "anchor", f"history up to seq {seq} was rewritten since the anchor")
         elif sid in heads or journal.summary(sid) is not None:
             report(sid, seq, "anchor", f"cut: seq {seq}, which the anchor saw, is gone")

@@ -69,7 +69,22 @@ from .errors import (
 from .records import StoredEvent, stored_row
 from .store import DEFAULT_MAX_EVENT_BYTES, Durability, without_password
 
-__all__ = ["PostgresJournal", "describe_url"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "PostgresJournal", "describe_url"]
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+"""Seconds a statement of ours waits for a lock another client holds (a ``LOCK TABLE``, a
+row it updates, a writer of the same session) before it gives up with `JournalBusyError`.
+A ``lock_timeout`` in the URL's ``options`` wins (``0``: wait as long as it takes)."""
+
+_HOLDERS = (
+    "SELECT c.relname, l.mode, l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE l.granted AND l.pid <> pg_backend_pid() AND n.nspname = %s "
+    "AND c.relkind IN ('r', 'p') AND l.mode IN "
+    "('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock') "
+    "ORDER BY 1, 3"
+)
+"""The tables of a schema that other clients hold locks on that block a read or a write."""
 
 _EVENTS = "events(pos, session_id, seq, ts, type, v, body, hash, summary)"
 
@@ -113,6 +128,22 @@ def _server_message(error: psycopg.Error) -> str:
     parts = (error.diag.message_primary, error.diag.message_detail)
     found = " ".join(" ".join(part.split()) for part in parts if part)
     return found or _one_line(error).removeprefix("ERROR: ")
+
+
+def _session_settings(
+    options: str, durability: Durability, lock_timeout: float | None
+) -> dict[str, str]:
+    """The settings our connections set, name to value.
+
+    ``lock_timeout`` (unless the URL's ``options`` set it) and, for ``durability="full"``,
+    ``synchronous_commit``.
+    """
+    settings: dict[str, str] = {}
+    if lock_timeout and "lock_timeout" not in options:
+        settings["lock_timeout"] = f"{max(1, round(lock_timeout * 1000))}ms"
+    if durability == "full":
+        settings["synchronous_commit"] = "on"
+    return settings
 
 
 class _PgTx(SqlTx):
@@ -225,7 +256,9 @@ class PostgresJournal(SQLJournal):
     Construct it directly for what `Journal.open` does not take: ``pool_size`` (connections
     of this object), ``connect_timeout`` (seconds), ``pool_timeout`` (seconds a call waits
     for a free connection, or for the pool to reconnect after the server went away, before
-    `JournalBusyError`) and ``notify_interval`` (seconds between
+    `JournalBusyError`), ``lock_timeout`` (seconds a statement waits for a lock another
+    client holds before `JournalBusyError`, `DEFAULT_LOCK_TIMEOUT`; None: no bound; a
+    ``lock_timeout`` in the URL's ``options`` wins) and ``notify_interval`` (seconds between
     two NOTIFYs of this object, `NOTIFY_INTERVAL` by default).
     """
 
@@ -246,19 +279,27 @@ class PostgresJournal(SQLJournal):
         pool_size: int = 4,
         connect_timeout: float = 5.0,
         pool_timeout: float = 30.0,
+        lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
         notify_interval: float = NOTIFY_INTERVAL,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
         self._url = url
         self._target = describe_url(url)
+        self._schema = ""
         self._kwargs: dict[str, Any] = {"application_name": "agent-journal"}
         try:
-            if "connect_timeout" not in conninfo_to_dict(url):
-                self._kwargs["connect_timeout"] = max(1, round(connect_timeout))
+            params = conninfo_to_dict(url)
         except psycopg.Error as e:
             raise StoreError(f"{self._target}: not a valid PostgreSQL URL: {_one_line(e)}") from e
-        self._durability = durability
+        if "connect_timeout" not in params:
+            self._kwargs["connect_timeout"] = max(1, round(connect_timeout))
+        self._settings = _session_settings(
+            str(params.get("options") or ""), durability, lock_timeout
+        )
+        self._lock_wait = (
+            f"{lock_timeout:g} s" if "lock_timeout" in self._settings else "the URL's lock_timeout"
+        )
         self._listen: psycopg.Connection[Any] | None = None
         self._listen_lock = threading.Lock()
         try:
@@ -267,6 +308,8 @@ class PostgresJournal(SQLJournal):
             raise StoreError(f"{self._target}: cannot connect: {_one_line(e)}") from e
         try:
             with setup:
+                self._apply_settings(setup)
+                setup.commit()  # (a rollback would undo the settings)
                 self._schema = self._current_schema(setup)
                 self._prepare(
                     lambda: self._setup_tx(setup, exclusive=False),
@@ -276,6 +319,11 @@ class PostgresJournal(SQLJournal):
                 )
         except psycopg.Error as e:
             raise self._translate(e, "open") from e
+        except StoreError as e:  # what is (not) in the schema: say which schema
+            named = self._naming_schema(e)
+            if named is e:
+                raise
+            raise named from e
         self._channel = "agent_journal_" + hashlib.sha1(self._schema.encode()).hexdigest()[:16]
         self._positions_lock = _lock_key(f"agent-journal positions {self._schema}")
         self._pool: ConnectionPool[Any] = ConnectionPool(
@@ -299,8 +347,17 @@ class PostgresJournal(SQLJournal):
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.autocommit = True  # transactions are explicit (`_pooled`): no BEGIN for one statement
-        if self._durability == "full":
-            conn.execute("SET synchronous_commit = on")
+        self._apply_settings(conn)
+
+    def _apply_settings(self, conn: psycopg.Connection[Any]) -> None:
+        """Set the session settings of our connections (`_session_settings`) on ``conn``."""
+        for name, value in self._settings.items():
+            conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+    @property
+    def _where(self) -> str:
+        """The target and its schema, as errors that name a table say where it is."""
+        return f"{self._target} (schema {self._schema})" if self._schema else self._target
 
     def _current_schema(self, conn: psycopg.Connection[Any]) -> str:
         row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
@@ -327,25 +384,61 @@ class PostgresJournal(SQLJournal):
             yield _PgTx(conn)
 
     def _translate(self, error: psycopg.Error, action: str) -> JournalError:
+        """One line for a server error: where (the target and its schema), what, why."""
         text = _server_message(error)
+        where = self._where
         if isinstance(error, errors.UniqueViolation):
-            return ConflictError(f"{self._target}: events are append-only (a taken key): {text}")
+            return ConflictError(f"{where}: events are append-only (a taken key): {text}")
         if UNPLANNED in text:
             written = text.split(UNPLANNED, 1)[1].strip(" '\"")
             return UnplannedWriteError(
-                f"{self._target}: {written}; a trigger or rule "
+                f"{where}: {written}; a trigger or rule "
                 "that is not agent-journal's changed the write (verify names it); nothing was "
                 "written"
             )
         if "append-only" in text:
-            return ConflictError(f"{self._target}: {text}")
-        if isinstance(error, errors.LockNotAvailable | errors.QueryCanceled):
-            return JournalBusyError(f"{self._target}: {action} timed out waiting: {text}")
+            return ConflictError(f"{where}: {text}")
+        if isinstance(error, errors.LockNotAvailable):
+            return JournalBusyError(
+                f"{self._target}: {action} gave up after waiting {self._lock_wait} for "
+                f"{self._lock_holders()}; try again once it is released"
+            )
+        if isinstance(error, errors.QueryCanceled):
+            return JournalBusyError(f"{where}: {action} timed out waiting: {text}")
         if isinstance(error, errors.InsufficientPrivilege):
-            return StoreError(f"{self._target}: permission denied ({action}): {text}")
+            return StoreError(f"{where}: permission denied ({action}): {text}")
         if isinstance(error, psycopg.OperationalError):
-            return StoreError(f"{self._target}: connection failed during {action}: {text}")
-        return StoreError(f"{self._target}: {action} failed: {text}")
+            return StoreError(f"{where}: connection failed during {action}: {text}")
+        return StoreError(f"{where}: {action} failed: {text}")
+
+    def _naming_schema(self, error: StoreError) -> StoreError:
+        """``error`` (of opening: tables, meta, chain kind) with the schema after the target."""
+        text = str(error)
+        if self._where == self._target or not text.startswith(f"{self._target}:"):
+            return error
+        return type(error)(self._where + text.removeprefix(self._target))
+
+    def _lock_holders(self) -> str:
+        """What holds the lock a statement of ours gave up on, as far as the server says.
+
+        The tables of our schema other clients hold blocking locks on (asked on a
+        connection of its own, after the fact: a holder may be gone by then); else a row
+        or advisory lock, which ``pg_locks`` cannot tie to a table.
+        """
+        schema = self._schema or "?"
+        try:
+            with psycopg.connect(self._url, autocommit=True, **self._kwargs) as conn:
+                found = conn.execute(_HOLDERS, (self._schema,)).fetchall()
+        except psycopg.Error:
+            found = []
+        if not found:
+            return (
+                f"a lock in schema {schema} held by another transaction (a row it changed, "
+                "or a writer of the same session)"
+            )
+        table, mode, pid = found[0]
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        return f"table {schema}.{table}, locked by another client (pid {pid}, {mode}){more}"
 
     @contextmanager
     def _pooled(self, action: str, *, mode: str) -> Iterator[SqlTx]:
@@ -579,6 +672,7 @@ class PostgresJournal(SQLJournal):
     def _listener(self) -> psycopg.Connection[Any]:
         if self._listen is None or self._listen.closed:
             conn = psycopg.connect(self._url, autocommit=True, **self._kwargs)
+            self._apply_settings(conn)
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
             self._listen = conn
         return self._listen

@@ -20,6 +20,7 @@ from ._verdict import (
     ReplayResult,
     UnrecordedCall,
     compare,
+    configuration_divergence,
 )
 from .agent_replay import agent_for, replay_agent_session
 from .diff import (
@@ -90,6 +91,7 @@ __all__ = [
     "behaviour_rules",
     "compare",
     "config_changes",
+    "configuration_divergence",
     "describe",
     "diff_records",
     "field_changes",

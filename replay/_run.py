@@ -32,7 +32,9 @@ from journal import (
     HaltSession,
     Journal,
     RecordedEvent,
+    SessionConflictError,
     SessionStarted,
+    SessionState,
     StoreError,
     describe_error,
     loads_strict,
@@ -159,15 +161,20 @@ def replay_session(
             _check_fork(result, fork, unsaved if result.config_changes and not live_model else None)
         elif result.config_changes and not live_model:
             return replace(result, unsaved=f"not saved: {unsaved}")
-        lineage = None if fork is None else _fork_lineage(session_id, fork)
-        keep_replay(scratch, journal, new_id, lineage=lineage)
-    return replace(result, saved=True)
+        kept = keep_replay(
+            scratch,
+            journal,
+            new_id,
+            lineage=None if fork is None else _fork_lineage(session_id, fork),
+            prefix=() if fork is None else recorded[: fork.seq + 1],
+        )
+    return replace(result, saved=True, replay_session_id=kept)
 
 
 def _check_fork(result: ReplayResult, fork: ForkPoint, refused: str | None) -> None:
     """Refuse to keep a run that is not a fork of its recording at ``fork.seq``."""
     where = f"session {result.session_id}: cannot fork at seq {fork.seq}"
-    divergence = result.first_divergence
+    divergence = result.behaviour_divergence  # (a changed configuration is ``refused``)
     if divergence is not None and divergence.seq <= fork.seq:
         raise AgentLoopError(
             f"{where}: the code now diverges from the recording at seq {divergence.seq} "
@@ -182,19 +189,79 @@ def _fork_lineage(session_id: str, fork: ForkPoint) -> dict[str, Any]:
     return {"replay_of": None, "forked_from": session_id, "fork_seq": fork.seq}
 
 
+TAKEN_ATTEMPTS = 100
+"""How many ids `keep_replay` tries when other processes keep taking the one it chose."""
+
+
+class _Taken(Exception):
+    """The id a replay was to be kept as was taken by another writer meanwhile."""
+
+
 def keep_replay(
-    scratch: Journal, journal: Journal, replay_id: str, *, lineage: dict[str, Any] | None = None
-) -> None:
-    """Copy a replay from its scratch journal into ``journal``, its chain computed there.
+    scratch: Journal,
+    journal: Journal,
+    replay_id: str,
+    *,
+    lineage: dict[str, Any] | None = None,
+    prefix: Sequence[RecordedEvent] = (),
+) -> str:
+    """Copy a replay from its scratch journal into ``journal``, its chain computed there;
+    return the id it was kept as.
 
-    ``lineage`` replaces fields of its ``session_started`` (a fork's).
+    The id is ``replay_id`` unless another process kept a session under it since it was
+    chosen (two replays of one session saved at once): then the next free one of the same
+    stem (``.replay-2``). A session is only ever created, never added to: the import
+    checks, under the session's lock, that the id is still free.
+
+    ``lineage`` replaces fields of its ``session_started`` (a fork's). ``prefix`` is the
+    recording up to a fork point: there the run was served the recording, and its events
+    keep the recorded ``duration_ms`` (how long the recorded call took; serving it took
+    no time worth recording).
     """
+    stem, _, suffix = replay_id.rpartition(".")
+    kind = suffix.rpartition("-")[0]
+    target = replay_id
+    for _ in range(TAKEN_ATTEMPTS):
+        created: list[SessionState] = []
+        try:
+            journal.import_records(
+                target,
+                _kept_records(scratch, journal, replay_id, target, lineage, prefix),
+                check_new=created.append,
+            )
+        except (_Taken, SessionConflictError):
+            target = free_session_id(journal, stem, kind)
+            continue
+        if created:
+            return target
+        target = free_session_id(journal, stem, kind)  # it held the same events already
+    raise StoreError(
+        f"replay {replay_id}: not saved: other processes took {TAKEN_ATTEMPTS} ids of "
+        f"{stem}.{kind}-N meanwhile"
+    )
 
-    def records() -> Iterator[tuple[str, dict[str, Any]]]:
-        for row in scratch.stored_events(replay_id):
-            record = loads_strict(row.body)
-            if row.seq == 0 and lineage:
-                record = {**record, **lineage}
-            yield f"replay {replay_id}: seq {row.seq}", record
 
-    journal.import_records(replay_id, records())
+def _kept_records(
+    scratch: Journal,
+    journal: Journal,
+    replay_id: str,
+    target: str,
+    lineage: dict[str, Any] | None,
+    prefix: Sequence[RecordedEvent],
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The records of ``replay_id`` in ``scratch``, to be imported as ``target``.
+
+    Read as the import consumes them, under ``target``'s lock: the first look makes sure
+    no one created ``target`` meanwhile (`_Taken`).
+    """
+    if journal.summary(target) is not None:
+        raise _Taken(target)
+    for row in scratch.stored_events(replay_id):
+        record = {**loads_strict(row.body), "session_id": target}
+        if row.seq == 0 and lineage:
+            record = {**record, **lineage}
+        elif 0 < row.seq < len(prefix) and record.get("duration_ms", 0) is None:
+            recorded = prefix[row.seq].event
+            if recorded.type == record.get("type"):
+                record["duration_ms"] = getattr(recorded, "duration_ms", None)
+        yield f"replay {target}: seq {row.seq}", record

@@ -27,6 +27,7 @@ __all__ = [
     "ReplayResult",
     "UnrecordedCall",
     "compare",
+    "configuration_divergence",
     "is_complete",
     "judge",
     "summary",
@@ -91,6 +92,11 @@ class ReplayResult:
     agent: str | None
     verdict: Literal["identical", "diverged"]
     first_divergence: Divergence | None
+    """The first event that differs: with another configuration, the ``session_started``
+    at seq 0 (its ``changes`` are the configuration's); None only when identical."""
+    behaviour_divergence: Divergence | None
+    """The first event whose behaviour differs, the recorded replies served as recorded:
+    the same as ``first_divergence`` when the configuration is the same."""
     recorded_events: int
     replayed_events: int
     recording_complete: bool
@@ -98,8 +104,7 @@ class ReplayResult:
     live_differences: tuple[LiveDifference, ...] = ()
     config_changes: tuple[Change, ...] = ()
     """How the replay's configuration (prompt, tools, guardrails, model) differs from the
-    recording's; ``first_divergence`` is then the first behavioural divergence found by
-    assuming the recorded replies still apply."""
+    recording's (the configuration part of ``first_divergence``)."""
     stopped_at: int | None = None
     """The seq where the replay stopped: it needed a model output, none recorded fitted
     its context, and no live model was there to answer (halt rule ``replay_stopped``)."""
@@ -128,6 +133,9 @@ class ReplayResult:
             "first_divergence": None
             if self.first_divergence is None
             else self.first_divergence.as_json(),
+            "behaviour_divergence": None
+            if self.behaviour_divergence is None
+            else self.behaviour_divergence.as_json(),
             "config_changes": [change.as_json() for change in self.config_changes],
             "session_id": self.session_id,
             "replay_session_id": self.replay_session_id,
@@ -162,15 +170,42 @@ class DivergenceError(JournalError):
 
 
 def summary(result: ReplayResult) -> str:
-    """One line for a replay that diverged: the configuration change, the divergence."""
-    parts = []
-    if result.config_changes:
-        paths = ", ".join(change.path for change in result.config_changes[:5])
-        parts.append(f"was replayed with another configuration ({paths})")
-    divergence = result.first_divergence
-    if divergence is not None:
-        parts.append(f"diverged at seq {divergence.seq}: {divergence.reason}")
-    return "; ".join(parts) or "replayed identically"
+    """One line for a replay that diverged: the first divergence, then the behaviour's."""
+    first, behaviour = result.first_divergence, result.behaviour_divergence
+    if first is None:
+        return "replayed identically"
+    line = f"diverged at seq {first.seq}: {first.reason}"
+    if behaviour is not None and behaviour != first:
+        line += (
+            f"; with the recorded replies, the behaviour diverged at seq {behaviour.seq}: "
+            f"{behaviour.reason}"
+        )
+    return line
+
+
+def configuration_divergence(
+    expected: dict[str, Any],
+    actual: dict[str, Any],
+    changes: Sequence[Change],
+    behaviour: Divergence | None = None,
+) -> Divergence:
+    """The divergence at seq 0 of two runs whose ``session_started`` configurations differ.
+
+    ``changes`` are the configuration's (`replay.diff.config_changes`); ``behaviour`` is
+    the behavioural divergence, whose changes join them when it is at seq 0 too.
+    """
+    paths = ", ".join(change.path for change in changes[:5])
+    more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+    also: tuple[Change, ...] = ()
+    if behaviour is not None and behaviour.seq == 0:
+        also = behaviour.changes
+    return Divergence(
+        seq=0,
+        reason=f"session_started: the configuration changed ({paths}{more})",
+        expected=expected,
+        actual=actual,
+        changes=tuple(sorted((*changes, *also), key=lambda change: change.path)),
+    )
 
 
 def is_complete(events: Sequence[RecordedEvent]) -> bool:
@@ -196,8 +231,10 @@ def judge(
     """Compare a replay with its recording and say how it went (shared by every replay).
 
     The configurations are compared by `replay.diff.config_changes`, the behaviour by
-    `compare`. Besides, a complete recording whose replay called a tool the recording
-    never ran diverges at the replay's last event. The guardrails a recording's
+    `compare`: the first divergence is the ``session_started`` at seq 0 when the
+    configurations differ (`configuration_divergence`), else the behaviour's. Besides, a
+    complete recording whose replay called a tool the recording never ran diverges at the
+    replay's last event. The guardrails a recording's
     ``session_started`` predates (`journal.predated_settings`) are not compared: a replay
     through the runtime runs with their recorded values, but a loop the runtime does not
     run (a recorder's, a framework's) records what it records today.
@@ -235,13 +272,19 @@ def judge(
             expected=None,
             actual=None,
         )
+    first = divergence
+    if changed_config:
+        first = configuration_divergence(
+            record_of(recorded[0]), record_of(replayed[0]), changed_config, divergence
+        )
     return ReplayResult(
         session_id=recorded[0].session_id,
         replay_session_id=replay_id,
         saved=saved,
         agent=agent,
-        verdict="identical" if divergence is None and not changed_config else "diverged",
-        first_divergence=divergence,
+        verdict="identical" if first is None else "diverged",
+        first_divergence=first,
+        behaviour_divergence=divergence,
         recorded_events=len(recorded),
         replayed_events=len(replayed),
         recording_complete=is_complete(recorded),

@@ -201,7 +201,7 @@ def _fork_captured(
         rules=rules,
     )
     state = journal.state(result.replay_session_id)
-    divergence = result.first_divergence
+    divergence = result.behaviour_divergence
     return ForkResult(
         session_id=result.replay_session_id,
         forked_from=session_id,

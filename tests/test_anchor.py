@@ -10,6 +10,7 @@ with or without an anchor, and a chain kind that is not the key's is a finding.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,15 @@ def _kinds(problems: list[object]) -> list[tuple[str | None, int | None, str]]:
 def _two_sessions(journal: Journal) -> None:
     journal.append("s1", sample_session())
     journal.append("s2", short_session())
+
+
+def _delete_s2(db: Path) -> None:
+    """Delete session ``s2`` with its projection from outside, as an attacker would."""
+    with foreign(db) as conn:
+        drop_triggers(conn)
+        conn.execute("DELETE FROM events WHERE session_id = 's2'")
+        conn.execute("DELETE FROM sessions WHERE session_id = 's2'")
+        restore_triggers(conn)
 
 
 def test_a_chain_rewritten_with_its_projection_is_found_only_with_an_anchor(
@@ -147,11 +157,7 @@ def test_cli_anchor_and_verify_anchor(tmp_path: Path) -> None:
     assert written.exit_code == 0
     assert written.stderr.strip() == f"anchored 2 session(s) of {db} in {anchor}"
     assert run_cli("verify", "--db", db, "--anchor", anchor).exit_code == 0
-    with foreign(db) as conn:
-        drop_triggers(conn)
-        conn.execute("DELETE FROM events WHERE session_id = 's2'")
-        conn.execute("DELETE FROM sessions WHERE session_id = 's2'")
-        restore_triggers(conn)
+    _delete_s2(db)
     found = run_cli("verify", "--db", db, "--anchor", anchor, "--json")
     assert found.exit_code == 1
     assert [(p["session_id"], p["kind"]) for p in json.loads(found.stdout)["problems"]] == [
@@ -198,3 +204,40 @@ def test_every_command_that_opens_a_journal_takes_the_key_from_the_environment(
         assert journal.verify().ok and len(journal.sessions()) == 1
     unkeyed = one_error_line(run_cli("tui", "--db", db))
     assert "this journal's chain is hmac-sha256; open it with an HMAC key" in unkeyed
+
+
+def test_an_anchor_of_another_journal_is_one_line_not_a_list_of_deletions(
+    tmp_path: Path,
+) -> None:
+    """Same session ids, other content (two demo journals): not this journal's anchor."""
+    ours = make_journal(tmp_path / "ours.db", {"s1": sample_session(), "s2": short_session()})
+    theirs = make_journal(
+        tmp_path / "theirs.db", {"s1": short_session(), "other": sample_session()}
+    )
+    anchor = tmp_path / "theirs-anchor.json"
+    assert run_cli("anchor", "--db", theirs, "-o", anchor).exit_code == 0
+    for extra in ([], ["--json"]):
+        line = one_error_line(run_cli("verify", "--db", ours, "--anchor", anchor, *extra))
+        assert line.startswith(
+            f"agent-journal: {anchor}: the anchor is not of this journal: it was taken of "
+            f"{theirs} at "
+        )
+        assert f"none of the 2 session head(s) it holds is in {ours} " in line
+        assert "deleted since the anchor" not in line
+
+
+def test_an_anchor_of_a_moved_journal_that_still_holds_one_head_is_checked(
+    tmp_path: Path,
+) -> None:
+    """Another path, but one anchored head is there: the journal moved; the rest are findings."""
+    db = make_journal(tmp_path / "j.db", {"s1": sample_session(), "s2": short_session()})
+    anchor = tmp_path / "anchor.json"
+    assert run_cli("anchor", "--db", db, "-o", anchor).exit_code == 0
+    moved = tmp_path / "moved.db"
+    shutil.copyfile(db, moved)
+    _delete_s2(moved)
+    found = run_cli("verify", "--db", moved, "--anchor", anchor, "--json")
+    assert found.exit_code == 1, found.stderr
+    assert [(p["session_id"], p["kind"]) for p in json.loads(found.stdout)["problems"]] == [
+        ("s2", "anchor")
+    ]

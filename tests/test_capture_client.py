@@ -137,7 +137,10 @@ def test_a_changed_request_stops_the_replay_and_names_what_changed(
     session = only_session(journal)
     monkeypatch.setattr(capture_app, "TOOLS", capture_app.TOOLS[:2])  # a tool dropped
     result = replay_entry(journal, session, capture_app.answer)
-    divergence = result.first_divergence
+    first = result.first_divergence  # the tools are configuration, recorded at seq 0
+    assert first is not None and first.seq == 0
+    assert [change.path for change in first.changes] == ["config.tools[2]", "system_prompt_hash"]
+    divergence = result.behaviour_divergence
     assert divergence is not None and divergence.seq == 2
     assert divergence.reason.startswith(
         "expected action_proposed, got agent_halted (replay_stopped: replay stopped at seq 2: "

@@ -279,6 +279,7 @@ PUBLIC: dict[str, list[str]] = {
         "behaviour_rules",
         "compare",
         "config_changes",
+        "configuration_divergence",
         "describe",
         "diff_records",
         "field_changes",

@@ -88,7 +88,8 @@ def test_a_configuration_change_fails_the_fixture_and_journal_ignore_accepts_it(
     failed.stdout.fnmatch_lines(
         [
             "*no longer replays identically*",
-            "configuration changed (the recorded replies were served anyway):",
+            "first divergence at seq 0: the configuration changed "
+            "(the recorded replies were served anyway):",
             '    system_prompt: …* balance." -> …* balance. Be brief."',
             "    system_prompt_hash: *",
             "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl "

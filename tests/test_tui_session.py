@@ -326,7 +326,8 @@ def test_a_replay_that_is_not_saved_says_why_and_offers_no_diff(db: Path) -> Non
         assert isinstance(dialog, ChoiceScreen)
         question = dialog.question.splitlines()
         assert question[0] == (
-            "replay of reprompted: was replayed with another configuration (system_prompt)"
+            "replay of reprompted: diverged at seq 0: session_started: the configuration "
+            "changed (system_prompt)"
         )
         assert question[1].startswith("not saved: the configuration changed")
         await press(pilot, "enter")

@@ -337,6 +337,10 @@ def test_a_fixed_loop_forks_a_failed_session_and_runs_on_live(shop: Shop, tmp_pa
     assert "send_email" in halt and "--allow-side-effects send_email" in halt
     assert events[0].forked_from == failed and events[0].replay_of is None
     assert [e.type for e in events[1:5]] == [e.type for e in original[1:5]]
+    # the prefix is the recording's: served outcomes keep how long the recorded calls took
+    recorded = [getattr(e, "duration_ms", None) for e in original[1:5]]
+    assert any(duration is not None for duration in recorded)
+    assert [getattr(e, "duration_ms", None) for e in events[1:5]] == recorded
     assert events[5].type == "action_committed" and events[5].tool == "check_stock"
     assert [e.type for e in events[6:]] == [
         "action_proposed",

@@ -123,10 +123,36 @@ def test_a_change_diverges_where_it_happens_and_names_it(
     verdict_app.CHANGE = name
     result = replay_entry(journal, session, verdict_app.answer, live_tools=live)
     assert result.verdict == "diverged"
-    divergence = result.first_divergence
+    divergence = result.behaviour_divergence
     assert divergence is not None
     assert divergence.seq == seq, divergence.reason
     assert named in divergence.reason + "".join(c.path for c in divergence.changes)
+    first = result.first_divergence  # a configuration recorded at seq 0 differs there
+    assert first is not None
+    if result.config_changes:
+        assert first.seq == 0 and first.changes == result.config_changes
+    else:
+        assert first == divergence
+
+
+CONFIGURED = {
+    "system prompt": ["system_prompt", "system_prompt_hash"],
+    "model": ["model"],
+    "temperature": ["model_settings.temperature"],
+}
+
+
+@pytest.mark.parametrize(("name", "paths"), CONFIGURED.items())
+def test_a_configuration_change_of_captured_code_diverges_at_its_session_started(
+    recorded: tuple[Journal, str], change: None, name: str, paths: list[str]
+) -> None:
+    journal, session = recorded
+    verdict_app.CHANGE = name
+    result = replay_entry(journal, session, verdict_app.answer)
+    first = result.first_divergence
+    assert first is not None and first.seq == 0
+    assert [change.path for change in first.changes] == paths
+    assert first.expected is not None and first.expected["type"] == "session_started"
 
 
 def test_a_change_a_reader_cannot_see_is_shown_escaped(

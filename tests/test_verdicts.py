@@ -8,6 +8,7 @@ compared; ``--ignore`` leaves the same fields out of every comparison.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -96,12 +97,21 @@ def test_a_prompt_change_is_a_configuration_change_and_the_behaviour_is_still_ju
     with Journal.open(demo) as journal:
         result = Replayer(agent=f"{HERE}:build_reworded").replay(journal, FIXED)
     assert result.verdict == "diverged"
-    assert result.first_divergence is None  # with the recorded replies, it behaves the same
+    assert result.behaviour_divergence is None  # with the recorded replies, it behaves the same
     assert [change.path for change in result.config_changes] == [
         "system_prompt",
         "system_prompt_hash",
     ]
     assert result.config_changes[0].actual.endswith(" Be brief.")
+    first = result.first_divergence  # the first event that differs: the session_started
+    assert first is not None and first.seq == 0
+    assert first.changes == result.config_changes
+    assert first.reason == (
+        "session_started: the configuration changed (system_prompt, system_prompt_hash)"
+    )
+    assert first.expected is not None and first.actual is not None
+    assert (first.expected["type"], first.actual["type"]) == ("session_started",) * 2
+    assert first.actual["system_prompt"].endswith(" Be brief.")
 
 
 def test_a_configuration_change_does_not_hide_the_behavioural_divergence(demo: Path) -> None:
@@ -111,9 +121,12 @@ def test_a_configuration_change_does_not_hide_the_behavioural_divergence(demo: P
         "system_prompt",
         "system_prompt_hash",
     ]
-    divergence = result.first_divergence
+    first = result.first_divergence
+    assert first is not None and first.seq == 0 and first.changes == result.config_changes
+    divergence = result.behaviour_divergence
     assert divergence is not None and divergence.seq == 5
     assert divergence.reason.startswith("expected action_committed, got verification_failed")
+    assert "behaviour diverged at seq 5: expected action_committed" in result.summary
 
 
 @pytest.mark.parametrize(
@@ -129,8 +142,11 @@ def test_guardrails_and_tool_specs_are_configuration(
 ) -> None:
     with Journal.open(demo) as journal:
         result = Replayer(agent=f"{HERE}:{factory}").replay(journal, FIXED)
-    assert (result.verdict, result.first_divergence) == ("diverged", None)
+    assert (result.verdict, result.behaviour_divergence) == ("diverged", None)
     assert [change.path for change in result.config_changes] == paths
+    first = result.first_divergence
+    assert first is not None and first.seq == 0
+    assert [change.path for change in first.changes] == paths
 
 
 def test_the_agent_reference_is_an_address_not_a_difference(demo: Path) -> None:
@@ -142,7 +158,8 @@ def test_the_agent_reference_is_an_address_not_a_difference(demo: Path) -> None:
         "system_prompt",
         "system_prompt_hash",
     ]
-    assert result.first_divergence is None
+    assert result.behaviour_divergence is None
+    assert result.first_divergence is not None and result.first_divergence.seq == 0
 
 
 def test_a_run_whose_agent_names_no_reference_still_has_its_configuration_compared(
@@ -167,15 +184,54 @@ def test_the_cli_reports_the_configuration_change_and_exits_1(demo: Path) -> Non
     result = run_cli("replay", FIXED, "--db", demo, "--agent", f"{HERE}:build_reworded")
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
-    assert (
-        lines[0]
-        == f"replay of {FIXED} with {HERE}:build_reworded: diverged: the configuration changed"
+    assert lines[0] == (
+        f"replay of {FIXED} with {HERE}:build_reworded: diverged at seq 0: "
+        "the configuration changed"
     )
     assert lines[1] == "  configuration changed (the recorded replies were served anyway):"
     assert lines[2] == (
         '    system_prompt: … refundable balance." -> … refundable balance. Be brief."'
     )
     assert lines[-1] == "  the behaviour, with the recorded replies, is identical"
+
+
+@pytest.mark.parametrize(("session", "behaviour"), [(FIXED, None), (BUGGY, 5)])
+def test_replay_text_and_json_name_the_same_first_divergence(
+    demo: Path, session: str, behaviour: int | None
+) -> None:
+    """A diverged verdict never has a null first divergence: text and --json say seq 0."""
+    agent = ["--agent", f"{HERE}:build_reworded"]
+    text = run_cli("replay", session, "--db", demo, *agent)
+    document = json.loads(run_cli("replay", session, "--db", demo, *agent, "--json").stdout)
+    assert document["verdict"] == "diverged"
+    first = document["first_divergence"]
+    assert first["seq"] == 0 and first["expected"]["type"] == "session_started"
+    assert [change["path"] for change in first["changes"]] == [
+        "system_prompt",
+        "system_prompt_hash",
+    ]
+    assert first["changes"] == document["config_changes"]
+    assert text.stdout.splitlines()[0].endswith(": diverged at seq 0: the configuration changed")
+    if behaviour is None:
+        assert document["behaviour_divergence"] is None
+    else:
+        assert document["behaviour_divergence"]["seq"] == behaviour
+        assert f"  with the recorded replies, the behaviour diverged at seq {behaviour}:" in (
+            text.stdout.splitlines()
+        )
+
+
+def test_diff_json_names_the_same_first_divergence_as_replay(demo: Path) -> None:
+    agent = f"{HERE}:build_reworded"
+    ignore = ["--ignore", "session_started.system_prompt"]
+    ignore += ["--ignore", "session_started.system_prompt_hash"]
+    saved = run_cli("replay", BUGGY, "--db", demo, "--agent", agent, "--save", *ignore)
+    replay_id = saved.stdout.split("(saved as ")[1].split(")")[0]
+    replayed = json.loads(run_cli("replay", BUGGY, "--db", demo, "--agent", agent, "--json").stdout)
+    diffed = json.loads(run_cli("diff", BUGGY, replay_id, "--db", demo, "--json").stdout)
+    assert diffed["first_divergence"]["seq"] == replayed["first_divergence"]["seq"] == 0
+    assert diffed["first_divergence"]["changes"] == replayed["first_divergence"]["changes"]
+    assert diffed["behaviour_divergence"]["seq"] == replayed["behaviour_divergence"]["seq"] == 5
 
 
 def test_ignore_leaves_the_same_fields_out_of_replay_diff_and_fork(demo: Path) -> None:
@@ -258,10 +314,13 @@ def test_replay_and_diff_of_the_saved_replay_agree(
     assert diffed.identical == result.identical
     assert diffed.config_changes == result.config_changes
     first = diffed.first_difference()
-    divergence = result.first_divergence
+    divergence = result.behaviour_divergence
     assert (first is None) == (divergence is None)
     if first is not None and divergence is not None:
         assert first.a == divergence.seq
+    assert (result.first_divergence is None) == result.identical
+    if result.config_changes:
+        assert result.first_divergence is not None and result.first_divergence.seq == 0
 
 
 def test_imported_transcripts_get_one_verdict_from_replay_and_diff(tmp_path: Path) -> None:

@@ -116,7 +116,10 @@ def verify(
         if anchored is not None:
             from journal import check_anchor
 
-            found = check_anchor(journal, anchored)
+            try:
+                found = check_anchor(journal, anchored)
+            except InvalidInputError as e:  # taken of another journal
+                raise InvalidInputError(f"{anchor_file}: {e}") from e
             problems = [*report.problems, *found]
             report = report.model_copy(update={"ok": not problems, "problems": problems})
     _print_report(report, repaired, as_json)

@@ -226,13 +226,15 @@ def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None
 
     lines = [f"journal fixture {path.name} ({outcome.session_id}) no longer replays identically"]
     config = outcome.result.config_changes
-    divergence = outcome.result.first_divergence
+    divergence = outcome.result.behaviour_divergence
     if config:
-        lines.append(f"configuration changed{SERVED_ANYWAY if divergence is None else ''}:")
+        served = SERVED_ANYWAY if divergence is None else ""
+        lines.append(f"first divergence at seq 0: the configuration changed{served}:")
         lines += [_change(change) for change in config]
     if divergence is not None:
+        where = "with the recorded replies, behaviour diverged" if config else "first divergence"
         lines += [
-            f"first divergence at seq {divergence.seq}: {divergence.reason}",
+            f"{where} at seq {divergence.seq}: {divergence.reason}",
             f"  expected: {clip(describe(divergence.expected), 240)}",
             f"  actual:   {clip(describe(divergence.actual), 240)}",
         ]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from journal import Problem, SessionState, SessionSummary, StoredEvent, VerifyReport
-    from replay import Change, DiffResult, ReplayResult, StateChange
+    from replay import Change, DiffResult, DiffRow, ReplayResult, StateChange
 
     from .columns import Listed
 
@@ -251,23 +251,8 @@ def print_replay(result: ReplayResult) -> None:
             safe_text(f"{head}identical, {result.recorded_events} events{note}{saved}"),
             style="green",
         )
-    elif result.first_divergence is None:
-        out.print(safe_text(f"{head}diverged: the configuration changed{saved}"), style="red")
-        _print_config_changes(out, result.config_changes, SERVED_ANYWAY)
-        out.print("  the behaviour, with the recorded replies, is identical")
     else:
-        divergence = result.first_divergence
-        out.print(safe_text(f"{head}diverged at seq {divergence.seq}{saved}"), style="red")
-        _print_config_changes(out, result.config_changes)
-        out.print(safe_text(f"  {divergence.reason}"))
-        out.print(
-            f"  expected: {_record_line(divergence.expected)}", overflow="ellipsis", no_wrap=True
-        )
-        out.print(
-            f"  actual:   {_record_line(divergence.actual)}", overflow="ellipsis", no_wrap=True
-        )
-        for change in divergence.changes:
-            out.print(_diff_line(change, 60, indent=4))
+        _print_divergences(out, result, head, saved)
     if result.stopped_at is not None:
         out.print(
             f"  stopped at seq {result.stopped_at}: no recorded reply fits from there "
@@ -293,6 +278,26 @@ def print_replay(result: ReplayResult) -> None:
         )
 
 
+def _print_divergences(out: Any, result: ReplayResult, head: str, saved: str) -> None:
+    """The lines of a replay that diverged: where, the configuration, the behaviour."""
+    first, behaviour = result.first_divergence, result.behaviour_divergence
+    seq = 0 if first is None else first.seq
+    configured = ": the configuration changed" if result.config_changes else ""
+    out.print(safe_text(f"{head}diverged at seq {seq}{configured}{saved}"), style="red")
+    _print_config_changes(out, result.config_changes, SERVED_ANYWAY if behaviour is None else "")
+    if behaviour is None:
+        if result.config_changes:
+            out.print("  the behaviour, with the recorded replies, is identical")
+        return
+    if result.config_changes:
+        out.print(f"  with the recorded replies, the behaviour diverged at seq {behaviour.seq}:")
+    out.print(safe_text(f"  {behaviour.reason}"))
+    out.print(f"  expected: {_record_line(behaviour.expected)}", overflow="ellipsis", no_wrap=True)
+    out.print(f"  actual:   {_record_line(behaviour.actual)}", overflow="ellipsis", no_wrap=True)
+    for change in behaviour.changes:
+        out.print(_diff_line(change, 60, indent=4))
+
+
 SERVED_ANYWAY = " (the recorded replies were served anyway)"
 """Said of a configuration change only when no behaviour diverged: the replay then served
 every recorded reply. A diff serves nothing, and a replay that diverged may have stopped
@@ -314,12 +319,20 @@ def diff_json(
     name_b: str,
 ) -> dict[str, Any]:
     """The ``diff --json`` document: verdict, first divergence and every non-equal row."""
+    from replay import Divergence, configuration_divergence
+
     rows = [row for row in result.rows if row.kind != "equal"]
-
-    def side(records: Sequence[dict[str, Any]], index: int | None) -> dict[str, Any] | None:
-        return None if index is None else records[index]
-
-    first = rows[0] if rows else None
+    behaviour = _row_json(rows[0], a, b) if rows else None
+    first = behaviour
+    if result.config_changes:
+        at_zero = rows[0] if rows and rows[0].a == 0 and rows[0].b == 0 else None
+        divergence = configuration_divergence(
+            a[0],
+            b[0],
+            result.config_changes,
+            None if at_zero is None else Divergence(0, "", a[0], b[0], at_zero.changes),
+        )
+        first = {"kind": "changed", **divergence.as_json()}
     return {
         "verdict": "identical" if result.identical else "diverged",
         "config_changes": [change.as_json() for change in result.config_changes],
@@ -327,15 +340,8 @@ def diff_json(
         "b": name_b,
         "a_events": result.a_count,
         "b_events": result.b_count,
-        "first_divergence": None
-        if first is None
-        else {
-            "seq": first.a if first.a is not None else first.b,
-            "kind": first.kind,
-            "expected": side(a, first.a),
-            "actual": side(b, first.b),
-            "changes": [change.as_json() for change in first.changes],
-        },
+        "first_divergence": first,
+        "behaviour_divergence": behaviour,
         "rows": [
             {
                 "kind": row.kind,
@@ -345,6 +351,19 @@ def diff_json(
             }
             for row in rows
         ],
+    }
+
+
+def _row_json(
+    row: DiffRow, a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """A non-equal row of a diff as ``diff --json`` names a divergence."""
+    return {
+        "seq": row.a if row.a is not None else row.b,
+        "kind": row.kind,
+        "expected": None if row.a is None else a[row.a],
+        "actual": None if row.b is None else b[row.b],
+        "changes": [change.as_json() for change in row.changes],
     }
 
 
