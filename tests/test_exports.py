@@ -298,10 +298,12 @@ PUBLIC: dict[str, list[str]] = {
         "DEPS_FACTORY",
         "InProposalOrder",
         "MissingExtraError",
+        "ModelRequests",
         "answer_text",
         "captured_replay",
         "jsonable",
         "missing_extra",
+        "records_requests",
     ],
     "tui": [],
 }

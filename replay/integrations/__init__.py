@@ -17,13 +17,14 @@ without either framework, and importing one whose framework is missing raises
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from agentloop import TrustList, call_factory
-from journal import DEPS_FACTORY_KEY, Journal, JournalError, canonical_bytes
-from journal.capture import InProposalOrder
+from journal import DEPS_FACTORY_KEY, ActionProposed, Journal, JournalError, canonical_bytes
+from journal.capture import InProposalOrder, request_record
 
 from .._captured import CapturedReplay
 from .._run import ForkPoint
@@ -35,10 +36,12 @@ __all__ = [
     "DEPS_FACTORY",
     "InProposalOrder",
     "MissingExtraError",
+    "ModelRequests",
     "answer_text",
     "captured_replay",
     "jsonable",
     "missing_extra",
+    "records_requests",
 ]
 
 
@@ -128,3 +131,37 @@ def answer_text(output: object) -> str:
     if isinstance(output, str):
         return output
     return canonical_bytes(jsonable(output)).decode("utf-8")
+
+
+class ModelRequests:
+    """What a framework's model is sent, journaled beside each response as a client's is.
+
+    A framework resends the whole conversation at each model call; `record` keeps it as a
+    captured client's request is kept (`journal.capture.request_record`: the messages new
+    since the previous request, the other parameters, a digest), so that a replay whose
+    code sends the model something else (a history processor, an input filter, a tool
+    result handled otherwise) differs at that response's ``request``, where a replay of
+    the responses alone would be identical.
+
+    Args:
+        enabled: False journals no request (a replay of a session captured without them).
+    """
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._previous: list[Any] = []
+
+    def record(self, messages: list[JsonValue], **params: JsonValue) -> dict[str, Any] | None:
+        """The request record of ``messages`` (as the model sees them) and ``params``."""
+        if not self.enabled:
+            return None
+        record, self._previous = request_record({**params, "messages": messages}, self._previous)
+        return record
+
+
+def records_requests(journal: Journal, session_id: str) -> bool:
+    """Whether a captured session journaled its model requests (sessions before did not)."""
+    return any(
+        isinstance(item.event, ActionProposed) and item.event.request is not None
+        for item in journal.events(session_id)
+    )

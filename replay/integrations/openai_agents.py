@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from functools import partial
 from typing import Any
 
+from pydantic import JsonValue
+
 from agentloop import AgentLoadError
 from journal import CAPTURED_WITH_KEY, Journal, Recorder, ToolCall, Usage, describe_error
 from journal.formats import content_text, parse_arguments
@@ -46,7 +48,15 @@ from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
-from . import InProposalOrder, answer_text, captured_replay, jsonable, missing_extra
+from . import (
+    InProposalOrder,
+    ModelRequests,
+    answer_text,
+    captured_replay,
+    jsonable,
+    missing_extra,
+    records_requests,
+)
 
 try:
     from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner, Tool
@@ -128,6 +138,30 @@ def _user_inputs(items: list[TResponseInputItem]) -> list[str]:
     return texts[::-1]
 
 
+_SEEN_KEYS = ("type", "role", "name", "arguments", "call_id", "output")
+"""The keys of an input item the model reads (not its ids or status, which a replayed
+response does not have); its ``content`` and ``summary`` are kept as their text."""
+
+
+def _seen(items: str | list[TResponseInputItem]) -> list[JsonValue]:
+    """The input items as the model is sent them."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    seen: list[JsonValue] = []
+    for item in items:
+        given = jsonable(item)
+        if not isinstance(given, dict):
+            seen.append(given)
+            continue
+        entry: dict[str, JsonValue] = {k: given[k] for k in _SEEN_KEYS if k in given}
+        for key in ("content", "summary"):
+            if given.get(key) is not None:
+                value = given[key]
+                entry[key] = value if isinstance(value, str) else content_text(value)[0]
+        seen.append(entry)
+    return seen
+
+
 def _tool_specs(tools: Iterable[Tool]) -> list[dict[str, Any]]:
     return [
         {"name": t.name, "description": t.description, "parameters": t.params_json_schema}
@@ -156,6 +190,9 @@ class JournalRunHooks(RunHooks[Any]):
         self.agent = agent
         self.metadata = dict(metadata or {})
         self._started_at = 0.0
+        self._request: dict[str, Any] | None = None
+        self.requests = ModelRequests()
+        """The requests journaled beside the responses (a replay of an older session: none)."""
         self._outcomes = InProposalOrder(recorder)
 
     async def on_llm_start(
@@ -167,7 +204,9 @@ class JournalRunHooks(RunHooks[Any]):
     ) -> None:
         """Start the session on the first call; journal a new run's user messages.
 
-        The outcomes of the previous response's calls are journaled first.
+        The request (the instructions and the input items as the model is sent them, after
+        the run's ``call_model_input_filter``) is journaled with the response. The
+        outcomes of the previous response's calls are journaled first.
         """
         self._outcomes.flush()
         recorder = self.recorder
@@ -186,6 +225,9 @@ class JournalRunHooks(RunHooks[Any]):
         if recorder.state.turns == 0 or recorder.state.status == "completed":
             for text in _user_inputs(input_items):
                 recorder.user_input(text)
+        self._request = self.requests.record(
+            _seen(input_items), instructions=system_prompt, agent=agent.name
+        )
         self._started_at = time.perf_counter()
 
     async def on_llm_end(
@@ -194,7 +236,10 @@ class JournalRunHooks(RunHooks[Any]):
         """Journal the model's whole response (``action_proposed``)."""
         latency = (time.perf_counter() - self._started_at) * 1000
         self.recorder.model_output(
-            **proposal_of(response), model=_model_name(agent.model), latency_ms=latency
+            **proposal_of(response),
+            model=_model_name(agent.model),
+            latency_ms=latency,
+            request=self._request,
         )
 
     async def on_tool_end(
@@ -383,11 +428,13 @@ def replay_agent(
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model, run_config)
+    requests = records_requests(journal, session_id)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
     ) -> None:
         hooks = JournalRunHooks(recorder, agent=reference or started.agent, metadata=metadata)
+        hooks.requests.enabled = requests
         config = copy.copy(run_config) if run_config is not None else RunConfig()
         config.model = ReplayModel(llm)
         config.tracing_disabled = True

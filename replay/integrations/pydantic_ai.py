@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from agentloop import AgentLoadError
 from journal import (
@@ -63,10 +63,12 @@ from ..normalize import DEFAULT_RULES, NormalizationRules
 from . import (
     DEPS_FACTORY,
     InProposalOrder,
+    ModelRequests,
     answer_text,
     captured_replay,
     jsonable,
     missing_extra,
+    records_requests,
 )
 
 try:
@@ -145,6 +147,28 @@ def proposal_of(response: ModelResponse) -> dict[str, Any]:
     }
 
 
+_SEEN_FIELDS = ("part_kind", "content", "tool_name", "tool_call_id", "args")
+"""The fields of a message part the model is sent (not its timestamps, ids or provider's
+details, which a replayed response does not have)."""
+
+
+def _seen(messages: list[ModelMessage]) -> list[JsonValue]:
+    """The conversation as the model is sent it: each message's parts and instructions."""
+    seen: list[JsonValue] = []
+    for message in messages:
+        parts: list[JsonValue] = []
+        for part in message.parts:
+            seen_part = {key: getattr(part, key) for key in _SEEN_FIELDS if hasattr(part, key)}
+            if "args" in seen_part:  # the arguments as text or as an object: their value
+                seen_part["args"] = parse_arguments(seen_part["args"])[0]
+            parts.append(jsonable(seen_part))
+        entry: dict[str, JsonValue] = {"kind": message.kind, "parts": parts}
+        if isinstance(message, ModelRequest) and message.instructions:
+            entry["instructions"] = message.instructions
+        seen.append(entry)
+    return seen
+
+
 def _system_prompt(messages: list[ModelMessage]) -> str:
     """The system prompt parts of the first request and the current instructions."""
     requests = [message for message in messages if isinstance(message, ModelRequest)]
@@ -200,6 +224,8 @@ class JournalCapability(AbstractCapability[Any]):
         tools: RecordedToolPort | None = None,
     ) -> None:
         super().__init__()
+        self.requests = ModelRequests()
+        """The requests journaled beside the responses (a replay of an older session: none)."""
         self.recorder = recorder
         self.agent = agent
         self.metadata = dict(metadata or {})
@@ -209,6 +235,7 @@ class JournalCapability(AbstractCapability[Any]):
         self.requested = False
         """Whether a model request was made (a run may fail before its first one)."""
         self._prompt: str | None = None
+        self._sent: list[ModelMessage] | None = None
         self._outcomes = InProposalOrder(recorder)
 
     def _begin(self, request: ModelRequestContext | None) -> None:
@@ -261,14 +288,29 @@ class JournalCapability(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: WrapModelRequestHandler,
     ) -> ModelResponse:
-        """Journal the model's whole response (``action_proposed``) with its latency."""
+        """Journal the model's whole response (``action_proposed``) beside its request.
+
+        The request is the conversation as the model is sent it (`ModelRequests`), as the
+        `prepare_model_request` hooks (ours after the history processors) leave it.
+        """
         self._begin(request_context)
         self.requested = True
+        self._sent = None
         started = time.perf_counter()
         response = await handler(request_context)
         latency = (time.perf_counter() - started) * 1000
-        self.recorder.model_output(**proposal_of(response), latency_ms=latency)
+        sent = self._sent if self._sent is not None else request_context.messages
+        self.recorder.model_output(
+            **proposal_of(response), latency_ms=latency, request=self.requests.record(_seen(sent))
+        )
         return response
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Note the messages the model is sent: after every history processor has run."""
+        self._sent = list(request_context.messages)
+        return request_context
 
     async def wrap_tool_validate(
         self,
@@ -458,6 +500,7 @@ def replay_agent(
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model)
+    requests = records_requests(journal, session_id)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -465,6 +508,7 @@ def replay_agent(
         capture = JournalCapability(
             recorder, agent=reference or started.agent, metadata=metadata, tools=tools
         )
+        capture.requests.enabled = requests
         model = ReplayModel(llm, started.model)
         history: list[ModelMessage] | None = None
         for text in inputs:
