@@ -183,3 +183,16 @@ def optioned(order_id: str) -> str:
         model="fake-1", input=f"order {order_id}"
     )
     return str(reply.output[0].type)
+
+
+@capture.entry
+def unjournaled(order_id: str, how: str) -> str:
+    """Asks through a helper the capture does not journal: a raw response, or ``stream()``."""
+    if how == "raw":
+        raw = client.responses.with_raw_response.create(model="fake-1", input=f"order {order_id}")
+        return str(raw.parse().output[0].type)
+    messages = [{"role": "user", "content": f"order {order_id}"}]
+    with client.chat.completions.stream(model="fake-1", messages=messages) as stream:
+        for _ in stream:
+            pass
+        return str(stream.get_final_completion().choices[0].finish_reason)

@@ -9,19 +9,36 @@ In a session, a call journals its request and the raw response (`CapturedSession
 once the stream is consumed or closed. In a replay the `Player` may serve a recorded
 response instead: the client's own types are rebuilt from the recorded JSON (a stream
 yields its recorded chunks in order), so the code reads what it read then.
+
+The client's other ways to call the model (``parse``, ``stream``, the ``with_raw_response``
+and ``with_streaming_response`` forms) are not journaled: in a session each such call is
+named once on the logger ``journal.capture`` (the call goes on), and in a replay it stops
+the replay in one line naming it, instead of reaching a server (`Unjournaled`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
+from .recorder import HaltSession
 from .requests import jsonable
 from .scope import CapturedSession, current_session
 
-__all__ = ["captured_client"]
+__all__ = ["UNJOURNALED", "Unjournaled", "captured_client"]
+
+log = logging.getLogger("journal.capture")
+
+UNJOURNALED = ("parse", "stream", "with_raw_response", "with_streaming_response")
+"""What the client's ``chat.completions`` and ``responses`` offer beside ``create``, and the
+client's own raw forms: calls of the model agent-journal does not journal."""
+
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
 
 Kind = Literal["chat", "responses"]
 
@@ -250,6 +267,65 @@ class _Create:
         return response
 
 
+class Unjournaled:
+    """A client call (or namespace of calls) that is not journaled; see the module.
+
+    Called outside a session, it runs as it is. In a session it runs and is named once per
+    process (warning, logger ``journal.capture``): the session records no model call for
+    it. In a replay it raises `HaltSession` (rule ``replay_stopped``) naming it: a replay
+    cannot serve it, and does not call a server for it.
+    """
+
+    def __init__(self, name: str, wrapped: Any) -> None:
+        self._name = name
+        self._wrapped = wrapped
+
+    def __getattr__(self, name: str) -> Any:
+        return Unjournaled(f"{self._name}.{name}", getattr(self._wrapped, name))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call through; in a session name the call once, in a replay stop (see the class)."""
+        session = current_session()
+        if session is not None:
+            use = "stream=True" if self._name.split(".")[-1] == "stream" else "..."
+            instead = f"write it as {self._creating()}.create({use})"
+            if session.player is not None:
+                raise HaltSession(
+                    "replay_stopped",
+                    f"replay stopped: the code called client.{self._name}(), which agent-journal "
+                    f"does not journal, so a replay cannot serve it ({instead})",
+                )
+            _warn_once(
+                self._name,
+                f"agent-journal: client.{self._name}() is not journaled: session "
+                f"{session.recorder.session_id} records no model call for it and its replay "
+                f"stops there ({instead})",
+            )
+        return self._wrapped(*args, **kwargs)
+
+    def _creating(self) -> str:
+        """The ``create`` this call stands beside (``chat.completions`` or ``responses``)."""
+        path = [p for p in self._name.split(".") if p not in UNJOURNALED]
+        return "client." + ".".join(path[:-1] if path and path[-1] == "create" else path)
+
+
+def _warn_once(name: str, message: str) -> None:
+    with _WARNED_LOCK:
+        if name in _WARNED:
+            return
+        _WARNED.add(name)
+    log.warning(message)
+
+
+def _unjournaled(prefix: str, resource: Any) -> dict[str, Any]:
+    """The `Unjournaled` stand-ins of what ``resource`` offers beside ``create``."""
+    return {
+        name: Unjournaled(f"{prefix}{name}", getattr(resource, name))
+        for name in UNJOURNALED
+        if hasattr(resource, name)
+    }
+
+
 def _derived(derive: Callable[..., Any]) -> Callable[..., Any]:
     """``derive`` (a client's ``with_options``), returning its client captured."""
 
@@ -282,11 +358,20 @@ def captured_client(client: Any) -> Any:
         for name in ("with_options", "copy")
         if callable(getattr(client, name, None))
     }
+    own.update(_unjournaled("", client))
     chat = getattr(client, "chat", None)
     if chat is not None:
-        completions = _Proxy(chat.completions, create=_Create("chat", chat.completions.create))
+        completions = _Proxy(
+            chat.completions,
+            create=_Create("chat", chat.completions.create),
+            **_unjournaled("chat.completions.", chat.completions),
+        )
         own["chat"] = _Proxy(chat, completions=completions)
     responses = getattr(client, "responses", None)
     if responses is not None:
-        own["responses"] = _Proxy(responses, create=_Create("responses", responses.create))
+        own["responses"] = _Proxy(
+            responses,
+            create=_Create("responses", responses.create),
+            **_unjournaled("responses.", responses),
+        )
     return _Proxy(client, **own)
