@@ -6,7 +6,9 @@ everything else straight to the client. Outside a session they call straight thr
 
 In a session, a call journals its request and the raw response (`CapturedSession`); with
 ``stream=True`` the chunks reach the code as they arrive and the response is journaled
-once the stream is consumed or closed. In a replay the `Player` may serve a recorded
+once it is whole (what follows its last choice's ``finish_reason`` or the Responses API's
+terminal event is read at once), or the stream is consumed, closed, or left for the
+session's next model call. In a replay the `Player` may serve a recorded
 response instead: the client's own types are rebuilt from the recorded JSON (a stream
 yields its recorded chunks in order), so the code reads what it read then.
 
@@ -22,6 +24,8 @@ import functools
 import inspect
 import logging
 import threading
+import weakref
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
@@ -72,8 +76,21 @@ def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
     return construct_type(value=body, type_=model)
 
 
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+"""The Responses API stream events after which the response is whole."""
+
+_OPEN: weakref.WeakKeyDictionary[Any, list[_Recording]] = weakref.WeakKeyDictionary()
+"""The streams of each session (by its recorder) not yet journaled."""
+
+
 class _Recording:
-    """Chunks of a live stream as they pass to the code; journaled once, at the end."""
+    """Chunks of a live stream as they pass to the code; journaled once.
+
+    Journaled when the stream is whole (every choice finished, or the Responses API's
+    terminal event: what follows is read at once, so code that stops reading at the
+    ``finish_reason`` is journaled whole), exhausted, closed, or left unread when the
+    session makes its next model call.
+    """
 
     def __init__(
         self,
@@ -85,38 +102,78 @@ class _Recording:
         self.session, self.kind, self.record, self.started = session, kind, record, started
         self.chunks: list[Any] = []
         self.done = False
+        choices = record.get("params", {}).get("n")
+        self._choices = choices if isinstance(choices, int) and choices > 0 else 1
+        self._finished: set[int] = set()
+        _OPEN.setdefault(session.recorder, []).append(self)
 
     def add(self, chunk: Any) -> Any:
         self.chunks.append(_body(chunk))
         return chunk
 
+    def whole(self) -> bool:
+        """Whether the last chunk completes the response (what may follow is metadata)."""
+        body = self.chunks[-1] if self.chunks else None
+        if not isinstance(body, dict):
+            return False
+        if self.kind == "responses":
+            return body.get("type") in _TERMINAL
+        for choice in body.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self._finished.add(int(choice.get("index") or 0))
+        return len(self._finished) >= self._choices
+
     def end(self) -> None:
         if self.done:
             return
         self.done = True
+        waiting = _OPEN.get(self.session.recorder, [])
+        if self in waiting:
+            waiting.remove(self)
         latency = round((self.session.timer() - self.started) * 1000, 3)
         self.session.after_model(
             self.kind, self.record, self.chunks, stream=True, latency_ms=latency
         )
 
 
+def _end_open(session: CapturedSession) -> None:
+    """Journal the streams of ``session`` the code left unread (it makes a new model call)."""
+    for recording in list(_OPEN.get(session.recorder, [])):
+        recording.end()
+
+
 class _Stream:
-    """A stream the code iterates: live chunks recorded as they pass, or recorded ones."""
+    """A live stream the code iterates, its chunks recorded as they pass (`_Recording`)."""
 
     def __init__(self, source: Any, recording: _Recording) -> None:
         self._source = source
         self._iterator: Iterator[Any] = iter(source)
         self._recording = recording
+        self._ahead: deque[Any] = deque()
+        self._error: BaseException | None = None
 
     def __iter__(self) -> Iterator[Any]:
         return self
 
     def __next__(self) -> Any:
+        if self._ahead:
+            return self._ahead.popleft()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        recording = self._recording
         try:
-            return self._recording.add(next(self._iterator))
+            chunk = recording.add(next(self._iterator))
         except StopIteration:
-            self._recording.end()
+            recording.end()
             raise
+        if not recording.done and recording.whole():
+            try:  # the rest (usage, the end of the stream) is read now
+                self._ahead.extend(recording.add(rest) for rest in self._iterator)
+            except Exception as error:  # raised where the code would have met it
+                self._error = error
+            recording.end()
+        return chunk
 
     def close(self) -> None:
         """Close the stream; what arrived so far is journaled."""
@@ -142,16 +199,32 @@ class _AsyncStream:
         self._source = source
         self._iterator: AsyncIterator[Any] = aiter(source)
         self._recording = recording
+        self._ahead: deque[Any] = deque()
+        self._error: BaseException | None = None
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self
 
     async def __anext__(self) -> Any:
+        if self._ahead:
+            return self._ahead.popleft()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        recording = self._recording
         try:
-            return self._recording.add(await anext(self._iterator))
+            chunk = recording.add(await anext(self._iterator))
         except StopAsyncIteration:
-            self._recording.end()
+            recording.end()
             raise
+        if not recording.done and recording.whole():
+            try:  # the rest (usage, the end of the stream) is read now
+                async for rest in self._iterator:
+                    self._ahead.append(recording.add(rest))
+            except Exception as error:  # raised where the code would have met it
+                self._error = error
+            recording.end()
+        return chunk
 
     async def close(self) -> None:
         """Close the stream; what arrived so far is journaled."""
@@ -221,6 +294,7 @@ class _Create:
         session = current_session()
         if session is None:
             return self.create(**kwargs)
+        _end_open(session)
         if self.is_async:
             return self._acall(session, kwargs)
         record, served, started = self._begin(session, kwargs)
