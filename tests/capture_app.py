@@ -288,3 +288,19 @@ def abandoned(question: str) -> str:
     next(iter(stream))
     reply = client.chat.completions.create(model="fake-1", messages=messages)
     return str(reply.choices[0].message.tool_calls[0].function.name)
+
+
+@capture.entry
+async def fanned(first: str, second: str) -> list[str]:
+    """Two model calls at once; the first is answered last (the server delays it)."""
+    replies = await asyncio.gather(
+        *(
+            aclient.chat.completions.create(
+                model="fake-1",
+                messages=[{"role": "user", "content": question}],
+                extra_headers={"x-delay": delay},
+            )
+            for question, delay in ((first, "0.3"), (second, "0"))
+        )
+    )
+    return [reply.choices[0].message.tool_calls[0].function.arguments for reply in replies]

@@ -20,6 +20,7 @@ the replay in one line naming it, instead of reaching a server (`Unjournaled`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -303,7 +304,7 @@ class _Create:
         return self._after(session, record, self.create(**kwargs), kwargs, started)
 
     async def _acall(self, session: CapturedSession, kwargs: dict[str, Any]) -> Any:
-        record, served, started = self._begin(session, kwargs)
+        record, served, started = await self._abegin(session, kwargs)
         if served is not None:
             return self._serve(session, record, served, kwargs)
         return self._after(session, record, await self.create(**kwargs), kwargs, started)
@@ -315,6 +316,17 @@ class _Create:
         player = session.player
         served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
+
+    async def _abegin(
+        self, session: CapturedSession, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any, float]:
+        """`_begin` for an async call: in a replay, served in the recorded order."""
+        record, whole, seq = session.before_model(kwargs)
+        player = session.player
+        if player is None:
+            return record, None, session.timer()
+        seq = await _recorded_turn(session, player, seq, record, whole)
+        return record, player.model(seq, record, whole), session.timer()
 
     def _serve(
         self, session: CapturedSession, record: dict[str, Any], served: Any, kwargs: dict[str, Any]
@@ -398,6 +410,31 @@ def _unjournaled(prefix: str, resource: Any) -> dict[str, Any]:
         for name in UNJOURNALED
         if hasattr(resource, name)
     }
+
+
+_WAIT_SECONDS = 2.0
+"""How long a replayed async call waits for the calls the recording answered before it."""
+
+
+async def _recorded_turn(
+    session: CapturedSession, player: Any, seq: int, record: dict[str, Any], whole: dict[str, Any]
+) -> int:
+    """The seq a replayed async call is served at: its recorded one, once the code reaches it.
+
+    Concurrent model calls are journaled in the order their responses arrived; a replay
+    serves at once, so a call the recording answered after others (`EntryPlayer.recorded_at`)
+    waits while the rest of the code writes up to its seq (at most ``_WAIT_SECONDS``;
+    then it is served where it is, and the replay says what differs).
+    """
+    recorded_at = getattr(player, "recorded_at", None)
+    target = recorded_at(seq, record, whole) if callable(recorded_at) else seq
+    recorder = session.recorder
+    deadline = session.timer() + _WAIT_SECONDS
+    turns = 0
+    while recorder.next_seq < target and not recorder.ended and session.timer() < deadline:
+        turns += 1
+        await asyncio.sleep(0 if turns < 100 else 0.001)
+    return recorder.next_seq
 
 
 def _derived(derive: Callable[..., Any]) -> Callable[..., Any]:
