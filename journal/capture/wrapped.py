@@ -80,8 +80,9 @@ def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 """The Responses API stream events after which the response is whole."""
 
-_OPEN: weakref.WeakKeyDictionary[Any, list[_Recording]] = weakref.WeakKeyDictionary()
-"""The streams of each session (by its recorder) not yet journaled."""
+_OPEN: weakref.WeakKeyDictionary[Any, list[weakref.ref[_Recording]]] = weakref.WeakKeyDictionary()
+"""The streams of each session (by its recorder) not yet journaled; weakly, so that a stream
+the code dropped does not keep its session alive."""
 
 
 class _Recording:
@@ -106,7 +107,7 @@ class _Recording:
         choices = record.get("params", {}).get("n")
         self._choices = choices if isinstance(choices, int) and choices > 0 else 1
         self._finished: set[int] = set()
-        _OPEN.setdefault(session.recorder, []).append(self)
+        _OPEN.setdefault(session.recorder, []).append(weakref.ref(self))
 
     def add(self, chunk: Any) -> Any:
         self.chunks.append(_body(chunk))
@@ -128,9 +129,9 @@ class _Recording:
         if self.done:
             return
         self.done = True
-        waiting = _OPEN.get(self.session.recorder, [])
-        if self in waiting:
-            waiting.remove(self)
+        waiting = _OPEN.get(self.session.recorder)
+        if waiting is not None:
+            waiting[:] = [ref for ref in waiting if ref() not in (None, self)]
         latency = round((self.session.timer() - self.started) * 1000, 3)
         self.session.after_model(
             self.kind, self.record, self.chunks, stream=True, latency_ms=latency
@@ -139,8 +140,10 @@ class _Recording:
 
 def _end_open(session: CapturedSession) -> None:
     """Journal the streams of ``session`` the code left unread (it makes a new model call)."""
-    for recording in list(_OPEN.get(session.recorder, [])):
-        recording.end()
+    for ref in list(_OPEN.get(session.recorder, [])):
+        recording = ref()
+        if recording is not None:
+            recording.end()
 
 
 class _Stream:
