@@ -301,6 +301,7 @@ PUBLIC: dict[str, list[str]] = {
         "ModelRequests",
         "answer_text",
         "captured_replay",
+        "checked_live",
         "jsonable",
         "missing_extra",
         "records_requests",

@@ -23,6 +23,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from agentloop import AgentLoopError
 from journal import ActionProposed, Journal, Recorder
 from replay.integrations import openai_agents, pydantic_ai
 
@@ -156,3 +157,19 @@ def test_a_session_captured_without_requests_still_replays_identical(
     else:
         result = openai_agents.replay_agent(journal, "old", sdk_agent(url))
     assert result.identical, result.first_divergence
+
+
+@pytest.mark.parametrize("integration", ["pydantic-ai", "openai-agents"])
+def test_a_live_tool_the_agent_does_not_have_is_refused_by_name(
+    journal: Journal, integration: str
+) -> None:
+    """A typo in --live-tool would replay the tool from the recording, the user none the wiser."""
+    url = "http://127.0.0.1:9/v1"  # nothing is asked: the name is refused first
+    with pytest.raises(AgentLoopError) as refused:
+        if integration == "pydantic-ai":
+            pydantic_ai.replay_agent(journal, "none", pydantic_agent(url), live=["lookup_ordr"])
+        else:
+            openai_agents.replay_agent(journal, "none", sdk_agent(url), live=["lookup_ordr"])
+    assert str(refused.value) == (
+        "no tool 'lookup_ordr' in this agent (tools: check_stock, lookup_order, send_email)"
+    )

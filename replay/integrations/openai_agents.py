@@ -53,6 +53,7 @@ from . import (
     ModelRequests,
     answer_text,
     captured_replay,
+    checked_live,
     jsonable,
     missing_extra,
     records_requests,
@@ -420,11 +421,13 @@ def replay_agent(
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
+        AgentLoopError: a tool named live that the agent does not have.
         AgentLoadError: ``agent`` is not an Agents SDK Agent.
         SessionNotFoundError: no such session.
     """
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not an Agents SDK Agent")
+    live = checked_live(live, _tool_names(agent, set()))
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model, run_config)
@@ -454,6 +457,26 @@ def replay_agent(
         save=save,
         rules=rules,
     )
+
+
+def _tool_names(agent: Agent[Any], seen: set[int]) -> list[str] | None:
+    """The function tools of ``agent`` and of the agents it hands off to.
+
+    None when an MCP server's tools are known only at run time.
+    """
+    if id(agent) in seen:
+        return []
+    seen.add(id(agent))
+    if agent.mcp_servers:
+        return None
+    names = [tool.name for tool in agent.tools if isinstance(tool, FunctionTool)]
+    for handoff in agent.handoffs:
+        if isinstance(handoff, Agent):
+            more = _tool_names(handoff, seen)
+            if more is None:
+                return None
+            names.extend(more)
+    return names
 
 
 def _live_model(

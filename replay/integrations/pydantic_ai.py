@@ -66,6 +66,7 @@ from . import (
     ModelRequests,
     answer_text,
     captured_replay,
+    checked_live,
     jsonable,
     missing_extra,
     records_requests,
@@ -490,6 +491,7 @@ def replay_agent(
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
+        AgentLoopError: a tool named live that the agent does not have.
         AgentLoadError: ``agent`` is not a pydantic-ai Agent, or it raised before its first
             model request where the recording has one (a setup fault, such as missing
             ``deps``, is reported as such, not as a difference of the recording).
@@ -497,6 +499,7 @@ def replay_agent(
     """
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not a pydantic-ai Agent")
+    live = checked_live(live, _tool_names(agent))
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model)
@@ -531,6 +534,17 @@ def replay_agent(
         save=save,
         rules=rules,
     )
+
+
+def _tool_names(agent: Agent[Any, Any]) -> list[str] | None:
+    """The agent's tools, when its toolsets list them before a run (MCP servers do not)."""
+    names: list[str] = []
+    for toolset in agent.toolsets:
+        tools = getattr(toolset, "tools", None)
+        if not isinstance(tools, Mapping):
+            return None
+        names.extend(str(name) for name in tools)
+    return names
 
 
 def _live_model(agent: Agent[Any, Any], spec: Model | str | bool | None) -> Model | None:
