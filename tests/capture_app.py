@@ -243,6 +243,20 @@ def _answered(messages: list[Any], calls: dict[int, dict[str, str]]) -> None:
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
 
 
+def _finished(chunk: Any) -> bool:
+    return bool(chunk.choices and chunk.choices[0].finish_reason)
+
+
+def _next_turn(messages: list[Any], read: list[Any]) -> str | None:
+    """The answer of the chunks read, or None after running their calls."""
+    calls: dict[int, dict[str, str]] = {}
+    text = _gathered(read, calls)
+    if not calls:
+        return text
+    _answered(messages, calls)
+    return None
+
+
 @capture.entry
 def until_finished(question: str) -> str:
     """A chat stream read up to its ``finish_reason``, then left unread and unclosed."""
@@ -251,13 +265,10 @@ def until_finished(question: str) -> str:
         read: list[Any] = []
         for chunk in client.chat.completions.create(model="fake-1", messages=messages, stream=True):
             read.append(chunk)
-            if chunk.choices and chunk.choices[0].finish_reason:
+            if _finished(chunk):
                 break
-        calls: dict[int, dict[str, str]] = {}
-        text = _gathered(read, calls)
-        if not calls:
-            return text
-        _answered(messages, calls)
+        if (answer := _next_turn(messages, read)) is not None:
+            return answer
 
 
 @capture.entry
@@ -271,13 +282,10 @@ async def until_finished_async(question: str) -> str:
         )
         async for chunk in stream:
             read.append(chunk)
-            if chunk.choices and chunk.choices[0].finish_reason:
+            if _finished(chunk):
                 break
-        calls: dict[int, dict[str, str]] = {}
-        text = _gathered(read, calls)
-        if not calls:
-            return text
-        _answered(messages, calls)
+        if (answer := _next_turn(messages, read)) is not None:
+            return answer
 
 
 @capture.entry

@@ -14,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from journal import ActionProposed, Journal
+from journal import ActionProposed, Journal, JournaledOpenAI
 from replay import replay_entry
 
 from . import capture_app
@@ -89,3 +89,58 @@ def test_concurrent_model_calls_answered_out_of_order_replay_identical(journal: 
 
     result = replay_entry(journal, summary.session_id, capture_app.fanned)
     assert result.identical, result.first_divergence
+
+
+async def journaled_loop(client: JournaledOpenAI, *, stream: bool, is_async: bool) -> str:
+    """A hand-written loop on a `JournaledOpenAI`, streamed or not, sync or async."""
+    messages: list[Any] = [{"role": "user", "content": "Is order 100 in stock? I want a unit."}]
+    while True:
+        reply = client.chat.completions.create(model="fake-1", messages=messages, stream=stream)
+        if is_async:
+            reply = await reply
+        calls: dict[int, dict[str, str]] = {}
+        if stream:
+            chunks = [chunk async for chunk in reply] if is_async else list(reply)
+            text = capture_app._gathered(chunks, calls)
+        else:
+            message = reply.choices[0].message
+            text = message.content or ""
+            for index, call in enumerate(message.tool_calls or []):
+                calls[index] = {
+                    "id": call.id,
+                    "name": call.function.name,
+                    "arguments": call.function.arguments,
+                }
+        if not calls:
+            return text
+        capture_app._answered(messages, calls)
+
+
+def test_journaled_openai_takes_an_async_client_and_streams(journal: Journal) -> None:
+    """Once `stream=True` raised and an async client failed with a TypeError."""
+    shapes = [(False, False), (True, False), (False, True), (True, True)]
+    with serving() as url:
+        for stream, is_async in shapes:
+            raw: Any = (openai.AsyncOpenAI if is_async else openai.OpenAI)(
+                base_url=url, api_key="local", max_retries=0
+            )
+            client = JournaledOpenAI(raw, journal, f"jo-{stream}-{is_async}")
+            answer = asyncio.run(journaled_loop(client, stream=stream, is_async=is_async))
+            assert answer.startswith("Sorry, I could not help with order 100")
+            if is_async:
+                asyncio.run(raw.close())
+            else:
+                raw.close()
+
+    def journaled(session: str) -> list[tuple[str, object]]:
+        return [
+            (i.event.type, [c.tool for c in i.event.calls])
+            if isinstance(i.event, ActionProposed)
+            else (i.event.type, None)
+            for i in journal.events(session)
+        ]
+
+    plain = journaled("jo-False-False")
+    assert [kind for kind, _ in plain].count("action_proposed") == 3
+    for stream, is_async in shapes[1:]:
+        assert journaled(f"jo-{stream}-{is_async}") == plain, (stream, is_async)

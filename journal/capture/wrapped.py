@@ -25,14 +25,19 @@ import functools
 import inspect
 import logging
 import threading
-import weakref
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .recorder import HaltSession
-from .requests import jsonable
 from .scope import CapturedSession, current_session
+from .streams import (
+    AsyncRecordedStream,
+    Kind,
+    RecordedStream,
+    StreamRecording,
+    body_of,
+    end_open,
+)
 
 __all__ = ["UNJOURNALED", "Unjournaled", "captured_client"]
 
@@ -44,13 +49,6 @@ client's own raw forms: calls of the model agent-journal does not journal."""
 
 _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
-
-Kind = Literal["chat", "responses"]
-
-
-def _body(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json", exclude_unset=True) if callable(dump) else jsonable(value)
 
 
 def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
@@ -75,178 +73,6 @@ def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
     except ImportError:  # pragma: no cover - a client-like object without the openai package
         return body
     return construct_type(value=body, type_=model)
-
-
-_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
-"""The Responses API stream events after which the response is whole."""
-
-_OPEN: weakref.WeakKeyDictionary[Any, list[weakref.ref[_Recording]]] = weakref.WeakKeyDictionary()
-"""The streams of each session (by its recorder) not yet journaled; weakly, so that a stream
-the code dropped does not keep its session alive."""
-
-
-class _Recording:
-    """Chunks of a live stream as they pass to the code; journaled once.
-
-    Journaled when the stream is whole (every choice finished, or the Responses API's
-    terminal event: what follows is read at once, so code that stops reading at the
-    ``finish_reason`` is journaled whole), exhausted, closed, or left unread when the
-    session makes its next model call.
-    """
-
-    def __init__(
-        self,
-        session: CapturedSession,
-        kind: Kind,
-        record: dict[str, Any],
-        started: float,
-    ) -> None:
-        self.session, self.kind, self.record, self.started = session, kind, record, started
-        self.chunks: list[Any] = []
-        self.done = False
-        choices = record.get("params", {}).get("n")
-        self._choices = choices if isinstance(choices, int) and choices > 0 else 1
-        self._finished: set[int] = set()
-        _OPEN.setdefault(session.recorder, []).append(weakref.ref(self))
-
-    def add(self, chunk: Any) -> Any:
-        self.chunks.append(_body(chunk))
-        return chunk
-
-    def whole(self) -> bool:
-        """Whether the last chunk completes the response (what may follow is metadata)."""
-        body = self.chunks[-1] if self.chunks else None
-        if not isinstance(body, dict):
-            return False
-        if self.kind == "responses":
-            return body.get("type") in _TERMINAL
-        for choice in body.get("choices") or []:
-            if isinstance(choice, dict) and choice.get("finish_reason"):
-                self._finished.add(int(choice.get("index") or 0))
-        return len(self._finished) >= self._choices
-
-    def end(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        waiting = _OPEN.get(self.session.recorder)
-        if waiting is not None:
-            waiting[:] = [ref for ref in waiting if ref() not in (None, self)]
-        latency = round((self.session.timer() - self.started) * 1000, 3)
-        self.session.after_model(
-            self.kind, self.record, self.chunks, stream=True, latency_ms=latency
-        )
-
-
-def _end_open(session: CapturedSession) -> None:
-    """Journal the streams of ``session`` the code left unread (it makes a new model call)."""
-    for ref in list(_OPEN.get(session.recorder, [])):
-        recording = ref()
-        if recording is not None:
-            recording.end()
-
-
-class _Stream:
-    """A live stream the code iterates, its chunks recorded as they pass (`_Recording`)."""
-
-    def __init__(self, source: Any, recording: _Recording) -> None:
-        self._source = source
-        self._iterator: Iterator[Any] = iter(source)
-        self._recording = recording
-        self._ahead: deque[Any] = deque()
-        self._error: BaseException | None = None
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        if self._ahead:
-            return self._ahead.popleft()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        recording = self._recording
-        try:
-            chunk = recording.add(next(self._iterator))
-        except StopIteration:
-            recording.end()
-            raise
-        if not recording.done and recording.whole():
-            try:  # the rest (usage, the end of the stream) is read now
-                self._ahead.extend(recording.add(rest) for rest in self._iterator)
-            except Exception as error:  # raised where the code would have met it
-                self._error = error
-            recording.end()
-        return chunk
-
-    def close(self) -> None:
-        """Close the stream; what arrived so far is journaled."""
-        self._recording.end()
-        close = getattr(self._source, "close", None)
-        if callable(close):
-            close()
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._source, name)
-
-
-class _AsyncStream:
-    """`_Stream` for ``AsyncOpenAI``."""
-
-    def __init__(self, source: Any, recording: _Recording) -> None:
-        self._source = source
-        self._iterator: AsyncIterator[Any] = aiter(source)
-        self._recording = recording
-        self._ahead: deque[Any] = deque()
-        self._error: BaseException | None = None
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self
-
-    async def __anext__(self) -> Any:
-        if self._ahead:
-            return self._ahead.popleft()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        recording = self._recording
-        try:
-            chunk = recording.add(await anext(self._iterator))
-        except StopAsyncIteration:
-            recording.end()
-            raise
-        if not recording.done and recording.whole():
-            try:  # the rest (usage, the end of the stream) is read now
-                async for rest in self._iterator:
-                    self._ahead.append(recording.add(rest))
-            except Exception as error:  # raised where the code would have met it
-                self._error = error
-            recording.end()
-        return chunk
-
-    async def close(self) -> None:
-        """Close the stream; what arrived so far is journaled."""
-        self._recording.end()
-        close = getattr(self._source, "close", None)
-        if callable(close):
-            result = close()
-            if inspect.isawaitable(result):
-                await result
-
-    async def __aenter__(self) -> _AsyncStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._source, name)
 
 
 class _Served:
@@ -298,7 +124,7 @@ class _Create:
         session = current_session()
         if session is None:
             return self.create(**kwargs)
-        _end_open(session)
+        end_open(session.recorder)
         if self.is_async:
             return self._acall(session, kwargs)
         record, served, started = self._begin(session, kwargs)
@@ -349,10 +175,18 @@ class _Create:
         started: float,
     ) -> Any:
         if kwargs.get("stream"):
-            recording = _Recording(session, self.kind, record, started)
-            return (_AsyncStream if self.is_async else _Stream)(response, recording)
+            kind = self.kind
+
+            def journal(chunks: list[Any], latency_ms: float) -> None:
+                session.after_model(kind, record, chunks, stream=True, latency_ms=latency_ms)
+
+            choices = record.get("params", {}).get("n")
+            recording = StreamRecording(
+                session.recorder, kind, choices, journal, timer=session.timer, started=started
+            )
+            return (AsyncRecordedStream if self.is_async else RecordedStream)(response, recording)
         latency = round((session.timer() - started) * 1000, 3)
-        session.after_model(self.kind, record, _body(response), stream=False, latency_ms=latency)
+        session.after_model(self.kind, record, body_of(response), stream=False, latency_ms=latency)
         return response
 
 
