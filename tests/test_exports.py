@@ -302,9 +302,9 @@ PUBLIC: dict[str, list[str]] = {
         "answer_text",
         "captured_replay",
         "checked_live",
+        "compared_requests",
         "jsonable",
         "missing_extra",
-        "records_requests",
     ],
     "tui": [],
 }

@@ -25,9 +25,9 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from agentloop import AgentLoopError
 from journal import ActionProposed, Journal, Recorder
-from replay.integrations import openai_agents, pydantic_ai
+from replay.integrations import ModelRequests, openai_agents, pydantic_ai
 
-from .fake_openai import serving
+from .fake_openai import Handler, serving
 
 set_tracing_disabled(True)
 
@@ -138,25 +138,33 @@ def test_an_agents_sdk_input_filter_diverges_where_it_changes_what_the_model_is_
 
 
 @pytest.mark.parametrize("integration", ["pydantic-ai", "openai-agents"])
-def test_a_session_captured_without_requests_still_replays_identical(
-    journal: Journal, integration: str
+@pytest.mark.parametrize("form", [None, "an older form"])
+def test_a_session_captured_without_requests_or_in_another_form_replays_identical(
+    journal: Journal, integration: str, form: str | None
 ) -> None:
-    """Sessions journaled before requests were: their replay journals none either."""
+    """Sessions journaled before requests were (or in another form, by another version):
+    their replay journals none, so that nothing is compared that was never comparable."""
+    requests: ModelRequests
     with serving() as url, Recorder(journal, "old") as recorder:
         if integration == "pydantic-ai":
             capture = pydantic_ai.JournalCapability(recorder)
-            capture.requests.enabled = False
-            asyncio.run(run_pydantic(pydantic_agent(url), capture))
+            requests = capture.requests
+            run: Any = run_pydantic(pydantic_agent(url), capture)
         else:
             hooks = openai_agents.JournalRunHooks(recorder)
-            hooks.requests.enabled = False
-            asyncio.run(run_sdk(sdk_agent(url), hooks))
-    assert all(p.request is None for p in proposals(journal, "old"))
+            requests = hooks.requests
+            run = run_sdk(sdk_agent(url), hooks)
+        requests.enabled = form is not None
+        requests.form = form or ""
+        asyncio.run(run)
+    recorded = [p.request for p in proposals(journal, "old")]
+    assert all((r is None) == (form is None) for r in recorded)
     if integration == "pydantic-ai":
-        result = pydantic_ai.replay_agent(journal, "old", pydantic_agent(url))
+        result = pydantic_ai.replay_agent(journal, "old", pydantic_agent(url), save=True)
     else:
-        result = openai_agents.replay_agent(journal, "old", sdk_agent(url))
+        result = openai_agents.replay_agent(journal, "old", sdk_agent(url), save=True)
     assert result.identical, result.first_divergence
+    assert all(p.request is None for p in proposals(journal, result.replay_session_id))
 
 
 @pytest.mark.parametrize("integration", ["pydantic-ai", "openai-agents"])
@@ -173,3 +181,37 @@ def test_a_live_tool_the_agent_does_not_have_is_refused_by_name(
     assert str(refused.value) == (
         "no tool 'lookup_ordr' in this agent (tools: check_stock, lookup_order, send_email)"
     )
+
+
+class Chatty(Handler):
+    """Responses API answers whose calls come between two messages, as some models send."""
+
+    def _json(self, value: dict[str, Any]) -> None:
+        output = value.get("output")
+        if value.get("object") == "response" and isinstance(output, list):
+            if any(item.get("type") == "function_call" for item in output):
+
+                def said(text: str, n: int) -> dict[str, Any]:
+                    content = [{"type": "output_text", "text": text, "annotations": []}]
+                    return {
+                        "type": "message",
+                        "id": f"msg_{n}",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": content,
+                    }
+
+                value["output"] = [said("Let me check", 1), *output, said(", one moment.", 2)]
+        super()._json(value)
+
+
+def test_a_response_of_several_messages_replays_identical(journal: Journal) -> None:
+    """A replay serves a response as the journal keeps it (one text, then the calls); the
+    history the agent then sends holds it so, and is compared in that form."""
+    with serving(Chatty) as url, Recorder(journal, "chatty") as recorder:
+        answer = asyncio.run(run_sdk(sdk_agent(url), openai_agents.JournalRunHooks(recorder)))
+    assert answer == "Order 7 is in stock; I e-mailed you."
+    first = proposals(journal, "chatty")[0]
+    assert first.text == "Let me check, one moment."
+    result = openai_agents.replay_agent(journal, "chatty", sdk_agent(url))
+    assert result.identical, result.first_divergence

@@ -40,9 +40,9 @@ __all__ = [
     "answer_text",
     "captured_replay",
     "checked_live",
+    "compared_requests",
     "jsonable",
     "missing_extra",
-    "records_requests",
 ]
 
 
@@ -145,27 +145,44 @@ class ModelRequests:
     the responses alone would be identical.
 
     Args:
-        enabled: False journals no request (a replay of a session captured without them).
+        form: names how the integration turns the framework's messages into JSON (its
+            parameter ``form``): a session recorded in another form (or with no requests)
+            is replayed without journaling them (`compared_requests`), so that a new
+            version of agent-journal does not make old sessions diverge.
     """
 
-    def __init__(self, *, enabled: bool = True) -> None:
-        self.enabled = enabled
+    def __init__(self, form: str) -> None:
+        self.form = form
+        self.enabled = True
+        """False journals no request (a replay of a session recorded in another form)."""
         self._previous: list[Any] = []
 
     def record(self, messages: list[JsonValue], **params: JsonValue) -> dict[str, Any] | None:
         """The request record of ``messages`` (as the model sees them) and ``params``."""
         if not self.enabled:
             return None
-        record, self._previous = request_record({**params, "messages": messages}, self._previous)
+        record, self._previous = request_record(
+            {**params, "form": self.form, "messages": messages}, self._previous
+        )
         return record
 
 
-def records_requests(journal: Journal, session_id: str) -> bool:
-    """Whether a captured session journaled its model requests (sessions before did not)."""
-    return any(
-        isinstance(item.event, ActionProposed) and item.event.request is not None
+def compared_requests(
+    journal: Journal, session_id: str, form: str, rules: NormalizationRules
+) -> tuple[bool, NormalizationRules]:
+    """Whether a replay journals and compares the requests, and the rules it judges with.
+
+    Only a session that journaled its requests in ``form`` has them compared; any other
+    replays as before requests were journaled: its replay journals none, and its recorded
+    ones (another version's form) are left out of the comparison.
+    """
+    compared = any(
+        isinstance(item.event, ActionProposed)
+        and item.event.request is not None
+        and item.event.request.get("params", {}).get("form") == form
         for item in journal.events(session_id)
     )
+    return compared, rules if compared else rules.extended({"action_proposed": ["request"]})
 
 
 def checked_live(live: bool | Iterable[str], known: Iterable[str] | None) -> bool | frozenset[str]:

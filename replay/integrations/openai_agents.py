@@ -54,9 +54,9 @@ from . import (
     answer_text,
     captured_replay,
     checked_live,
+    compared_requests,
     jsonable,
     missing_extra,
-    records_requests,
 )
 
 try:
@@ -81,6 +81,7 @@ except ImportError as error:  # pragma: no cover - exercised with the package hi
 
 __all__ = [
     "CAPTURED_WITH",
+    "REQUEST_FORM",
     "JournalRunHooks",
     "ReplayModel",
     "proposal_of",
@@ -90,6 +91,10 @@ __all__ = [
 
 CAPTURED_WITH = "openai-agents"
 """The ``captured_with`` metadata of the sessions this module journals."""
+
+REQUEST_FORM = "openai-agents/1"
+"""How this module journals the requests the model is sent (`ModelRequests`): change it
+with `_seen`, so that sessions recorded before replay without comparing them."""
 
 
 def proposal_of(response: AgentsResponse) -> dict[str, Any]:
@@ -139,27 +144,76 @@ def _user_inputs(items: list[TResponseInputItem]) -> list[str]:
     return texts[::-1]
 
 
-_SEEN_KEYS = ("type", "role", "name", "arguments", "call_id", "output")
-"""The keys of an input item the model reads (not its ids or status, which a replayed
-response does not have); its ``content`` and ``summary`` are kept as their text."""
+_SEEN_KEYS = ("type", "role", "name", "arguments", "call_id", "output", "content")
+"""The keys of an input item the model reads (not its ids or status); its ``content`` is
+kept as its text."""
+
+
+def _texts(parts: object) -> list[str]:
+    """The texts of a content or summary list (or the text itself)."""
+    if isinstance(parts, str):
+        return [parts]
+    if not isinstance(parts, list):
+        return []
+    return [str(p["text"]) for p in parts if isinstance(p, dict) and p.get("text") is not None]
+
+
+def _model_item(item: dict[str, Any]) -> bool:
+    kind = item.get("type")
+    return kind in ("reasoning", "function_call") or (
+        item.get("role") == "assistant" and kind in (None, "message")
+    )
+
+
+def _response(items: list[dict[str, Any]]) -> dict[str, JsonValue]:
+    """The input items of one model response as the journal keeps it (`proposal_of`)."""
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[JsonValue] = []
+    for item in items:
+        if item.get("type") == "function_call":
+            args, _ = parse_arguments(item.get("arguments"))
+            calls.append({"call_id": item.get("call_id"), "tool": item.get("name"), "args": args})
+        elif item.get("type") == "reasoning":
+            reasoning.extend(_texts(item.get("summary")))
+        else:
+            texts.extend(_texts(item.get("content")))
+    return {
+        "kind": "response",
+        "text": "".join(texts) or None,
+        "reasoning": "\n".join(reasoning) or None,
+        "calls": calls,
+    }
 
 
 def _seen(items: str | list[TResponseInputItem]) -> list[JsonValue]:
-    """The input items as the model is sent them."""
+    """The input items as the model is sent them.
+
+    The items of one model response (its messages, reasoning and function calls, in a run)
+    are kept as the journal keeps that response (`_response`), which is what a replay
+    serves it from; other items as the keys the model reads.
+    """
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
     seen: list[JsonValue] = []
+    run: list[dict[str, Any]] = []
     for item in items:
         given = jsonable(item)
+        if isinstance(given, dict) and _model_item(given):
+            run.append(given)
+            continue
+        if run:
+            seen.append(_response(run))
+            run = []
         if not isinstance(given, dict):
             seen.append(given)
             continue
-        entry: dict[str, JsonValue] = {k: given[k] for k in _SEEN_KEYS if k in given}
-        for key in ("content", "summary"):
-            if given.get(key) is not None:
-                value = given[key]
-                entry[key] = value if isinstance(value, str) else content_text(value)[0]
+        entry = {k: given[k] for k in _SEEN_KEYS if k in given}
+        if "content" in entry and not isinstance(entry["content"], str):
+            entry["content"] = content_text(entry["content"])[0]
         seen.append(entry)
+    if run:
+        seen.append(_response(run))
     return seen
 
 
@@ -192,7 +246,7 @@ class JournalRunHooks(RunHooks[Any]):
         self.metadata = dict(metadata or {})
         self._started_at = 0.0
         self._request: dict[str, Any] | None = None
-        self.requests = ModelRequests()
+        self.requests = ModelRequests(REQUEST_FORM)
         """The requests journaled beside the responses (a replay of an older session: none)."""
         self._outcomes = InProposalOrder(recorder)
 
@@ -431,7 +485,7 @@ def replay_agent(
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model, run_config)
-    requests = records_requests(journal, session_id)
+    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]

@@ -67,9 +67,9 @@ from . import (
     answer_text,
     captured_replay,
     checked_live,
+    compared_requests,
     jsonable,
     missing_extra,
-    records_requests,
 )
 
 try:
@@ -109,6 +109,7 @@ except ImportError as error:  # pragma: no cover - exercised with the package hi
 
 __all__ = [
     "CAPTURED_WITH",
+    "REQUEST_FORM",
     "JournalCapability",
     "ReplayModel",
     "proposal_of",
@@ -118,6 +119,10 @@ __all__ = [
 
 CAPTURED_WITH = "pydantic-ai"
 """The ``captured_with`` metadata of the sessions this module journals."""
+
+REQUEST_FORM = "pydantic-ai/1"
+"""How this module journals the requests the model is sent (`ModelRequests`): change it
+with `_seen`, so that sessions recorded before replay without comparing them."""
 
 
 def proposal_of(response: ModelResponse) -> dict[str, Any]:
@@ -149,22 +154,37 @@ def proposal_of(response: ModelResponse) -> dict[str, Any]:
 
 
 _SEEN_FIELDS = ("part_kind", "content", "tool_name", "tool_call_id", "args")
-"""The fields of a message part the model is sent (not its timestamps, ids or provider's
-details, which a replayed response does not have)."""
+"""The fields of a request's part the model is sent (not its timestamps or ids)."""
 
 
 def _seen(messages: list[ModelMessage]) -> list[JsonValue]:
-    """The conversation as the model is sent it: each message's parts and instructions."""
+    """The conversation as the model is sent it.
+
+    A request as its parts and instructions; a response as the journal keeps it (its
+    calls, text and thinking: `proposal_of`), which is what a replay serves it from.
+    """
     seen: list[JsonValue] = []
     for message in messages:
+        if isinstance(message, ModelResponse):
+            output = proposal_of(message)
+            seen.append(
+                {
+                    "kind": message.kind,
+                    "text": output["text"],
+                    "reasoning": output["reasoning"],
+                    "calls": [
+                        {"call_id": c.call_id, "tool": c.tool, "args": jsonable(c.args)}
+                        for c in output["calls"]
+                    ],
+                }
+            )
+            continue
         parts: list[JsonValue] = []
         for part in message.parts:
             seen_part = {key: getattr(part, key) for key in _SEEN_FIELDS if hasattr(part, key)}
-            if "args" in seen_part:  # the arguments as text or as an object: their value
-                seen_part["args"] = parse_arguments(seen_part["args"])[0]
             parts.append(jsonable(seen_part))
         entry: dict[str, JsonValue] = {"kind": message.kind, "parts": parts}
-        if isinstance(message, ModelRequest) and message.instructions:
+        if message.instructions:
             entry["instructions"] = message.instructions
         seen.append(entry)
     return seen
@@ -225,7 +245,7 @@ class JournalCapability(AbstractCapability[Any]):
         tools: RecordedToolPort | None = None,
     ) -> None:
         super().__init__()
-        self.requests = ModelRequests()
+        self.requests = ModelRequests(REQUEST_FORM)
         """The requests journaled beside the responses (a replay of an older session: none)."""
         self.recorder = recorder
         self.agent = agent
@@ -503,7 +523,7 @@ def replay_agent(
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model)
-    requests = records_requests(journal, session_id)
+    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
