@@ -9,12 +9,19 @@ reference names (a loop's ``run``, a framework's agent object), ``live_model`` w
 (a pydantic-ai ``deps`` factory) must be on.
 The modules are imported only when a session of their kind is replayed, so an
 integration's framework is needed only for its own sessions.
+
+A replay needs no API key, but code that builds its client as ``OpenAI()`` (pydantic-ai's
+and the Agents SDK's OpenAI models alike) refuses to start without ``OPENAI_API_KEY``:
+while a replay with no live model imports and runs such code, an unset key is set to a
+placeholder (`keyless`), which never reaches a server (nothing is sent).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any, Protocol, cast
 
 from agentloop import TrustList, load_object
@@ -24,7 +31,17 @@ from ._run import ForkPoint
 from ._verdict import ReplayResult
 from .normalize import NormalizationRules
 
-__all__ = ["CAPTURED_REPLAYS", "CapturedReplay", "captured_replay", "run_captured"]
+__all__ = [
+    "CAPTURED_REPLAYS",
+    "PLACEHOLDER_KEY",
+    "CapturedReplay",
+    "captured_replay",
+    "keyless",
+    "run_captured",
+]
+
+PLACEHOLDER_KEY = "agent-journal-replay-no-key"
+"""``OPENAI_API_KEY`` while a replay without a live model runs code that needs one set."""
 
 CAPTURED_REPLAYS = {
     "entry": "replay.entry_replay",
@@ -68,6 +85,20 @@ def captured_replay(captured_with: object) -> CapturedReplay | None:
     return cast(CapturedReplay, module.replay_captured)
 
 
+@contextmanager
+def keyless() -> Iterator[None]:
+    """``OPENAI_API_KEY`` set to `PLACEHOLDER_KEY` for the block, unless one is set."""
+    if os.environ.get("OPENAI_API_KEY"):
+        yield
+        return
+    os.environ["OPENAI_API_KEY"] = PLACEHOLDER_KEY
+    try:
+        yield
+    finally:
+        if os.environ.get("OPENAI_API_KEY") == PLACEHOLDER_KEY:
+            del os.environ["OPENAI_API_KEY"]
+
+
 def run_captured(
     replay: CapturedReplay,
     journal: Journal,
@@ -82,7 +113,8 @@ def run_captured(
     """Run ``replay`` on what the session's reference names (``agent`` when given).
 
     The recorded reference runs only when ``trust`` (default: `TrustList.discover`) allows
-    it; ``options`` go to ``replay`` as they are.
+    it; ``options`` go to ``replay`` as they are. Without a live model, the code is imported
+    and run `keyless`.
 
     Raises:
         AgentLoadError: no reference to run, or it cannot be imported.
@@ -91,6 +123,8 @@ def run_captured(
     trust = trust or TrustList.discover()
     reference = trust.choose(started.agent, agent, where=where)
     trust.activate()
-    return replay(
-        journal, session_id, load_object(reference), reference=reference, trust=trust, **options
-    )
+    # (a live model needs the real key: none is made up for it)
+    with nullcontext() if options.get("live_model") else keyless():
+        return replay(
+            journal, session_id, load_object(reference), reference=reference, trust=trust, **options
+        )

@@ -123,6 +123,34 @@ class EntryPlayer(Player):
         wholes = full_requests(request for _, request in asked)
         self._requests = {seq: whole for (seq, _), whole in zip(asked, wholes, strict=True)}
         """Each recorded request in full, by the seq of its response."""
+        self._taken: set[int] = set()
+        """The responses `recorded_at` gave to a call."""
+
+    def recorded_at(self, seq: int, request: dict[str, Any], whole: dict[str, Any]) -> int:
+        """The seq whose recorded response answers a request asked when ``seq`` is next.
+
+        ``seq`` itself, unless concurrent calls (``asyncio.gather`` of model calls) were
+        answered in another order than they were asked: then the first later response
+        recorded for the same request and not taken by another call, which the capture
+        waits for (`journal.capture.wrapped`), so the replay writes in the recorded order.
+        """
+        if not self.follower.fits():
+            return seq
+        asked = canonical_bytes(whole)
+        for item in self._recorded[seq:]:
+            event = item.event
+            if (
+                isinstance(event, ActionProposed)
+                and item.seq not in self._taken
+                and event.request is not None
+                and (
+                    event.request.get("digest") == request.get("digest")
+                    or canonical_bytes(self._requests.get(item.seq)) == asked
+                )
+            ):
+                self._taken.add(item.seq)
+                return item.seq
+        return seq
 
     def model(self, seq: int, request: dict[str, Any], whole: dict[str, Any]) -> Any:
         """The recorded response when the request and the run so far match; see the module."""

@@ -183,3 +183,132 @@ def optioned(order_id: str) -> str:
         model="fake-1", input=f"order {order_id}"
     )
     return str(reply.output[0].type)
+
+
+@capture.entry
+def unjournaled(order_id: str, how: str) -> str:
+    """Asks through a helper the capture does not journal: a raw response, or ``stream()``."""
+    if how == "raw":
+        raw = client.responses.with_raw_response.create(model="fake-1", input=f"order {order_id}")
+        return str(raw.parse().output[0].type)
+    messages = [{"role": "user", "content": f"order {order_id}"}]
+    with client.chat.completions.stream(model="fake-1", messages=messages) as stream:
+        for _ in stream:
+            pass
+        return str(stream.get_final_completion().choices[0].finish_reason)
+
+
+aclient: Any = None
+"""The wrapped async client `until_finished_async` calls; the tests set it."""
+
+
+def _gathered(chunks: list[Any], calls: dict[int, dict[str, str]]) -> str:
+    """The text of chat chunks; their tool calls' pieces joined into ``calls``."""
+    text = ""
+    for chunk in chunks:
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            for piece in choice.delta.tool_calls or []:
+                call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                call["id"] = piece.id or call["id"]
+                call["name"] += piece.function.name or ""
+                call["arguments"] += piece.function.arguments or ""
+    return text
+
+
+def _answered(messages: list[Any], calls: dict[int, dict[str, str]]) -> None:
+    """Run the calls, append the assistant message and the tool messages."""
+    messages.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in calls.values()
+            ],
+        }
+    )
+    for call in calls.values():
+        try:
+            result = DISPATCH[call["name"]](**json.loads(call["arguments"]))
+            output = (
+                result.model_dump_json() if isinstance(result, BaseModel) else json.dumps(result)
+            )
+        except OutOfStock as error:
+            output = json.dumps({"error": str(error)})
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+
+
+def _finished(chunk: Any) -> bool:
+    return bool(chunk.choices and chunk.choices[0].finish_reason)
+
+
+def _next_turn(messages: list[Any], read: list[Any]) -> str | None:
+    """The answer of the chunks read, or None after running their calls."""
+    calls: dict[int, dict[str, str]] = {}
+    text = _gathered(read, calls)
+    if not calls:
+        return text
+    _answered(messages, calls)
+    return None
+
+
+@capture.entry
+def until_finished(question: str) -> str:
+    """A chat stream read up to its ``finish_reason``, then left unread and unclosed."""
+    messages: list[Any] = [{"role": "user", "content": question}]
+    while True:
+        read: list[Any] = []
+        for chunk in client.chat.completions.create(model="fake-1", messages=messages, stream=True):
+            read.append(chunk)
+            if _finished(chunk):
+                break
+        if (answer := _next_turn(messages, read)) is not None:
+            return answer
+
+
+@capture.entry
+async def until_finished_async(question: str) -> str:
+    """`until_finished` on the async client."""
+    messages: list[Any] = [{"role": "user", "content": question}]
+    while True:
+        read: list[Any] = []
+        stream = await aclient.chat.completions.create(
+            model="fake-1", messages=messages, stream=True
+        )
+        async for chunk in stream:
+            read.append(chunk)
+            if _finished(chunk):
+                break
+        if (answer := _next_turn(messages, read)) is not None:
+            return answer
+
+
+@capture.entry
+def abandoned(question: str) -> str:
+    """A stream left after its first chunk, then the same question asked without one."""
+    messages = [{"role": "user", "content": question}]
+    stream = client.chat.completions.create(model="fake-1", messages=messages, stream=True)
+    next(iter(stream))
+    reply = client.chat.completions.create(model="fake-1", messages=messages)
+    return str(reply.choices[0].message.tool_calls[0].function.name)
+
+
+@capture.entry
+async def fanned(first: str, second: str) -> list[str]:
+    """Two model calls at once; the first is answered last (the server delays it)."""
+    replies = await asyncio.gather(
+        *(
+            aclient.chat.completions.create(
+                model="fake-1",
+                messages=[{"role": "user", "content": question}],
+                extra_headers={"x-delay": delay},
+            )
+            for question, delay in ((first, "0.3"), (second, "0"))
+        )
+    )
+    return [reply.choices[0].message.tool_calls[0].function.arguments for reply in replies]

@@ -24,6 +24,10 @@ import hashlib
 import json
 import re
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -243,6 +247,28 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         del format, args
+
+
+class Delaying(Handler):
+    """`Handler`, answering a request with an ``x-delay`` header that many seconds late."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        time.sleep(float(self.headers.get("x-delay", "0")))
+        super().do_POST()
+
+
+@contextmanager
+def serving(handler: type[Handler] = Handler) -> Iterator[str]:
+    """Serve from a thread while the block runs; yields the base URL (``.../v1``)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from journal import ActionFailed, ActionProposed, Journal, UserInput
-from journal.capture import ReplayedException, exception_record, rebuilt
+from journal.capture import ReplayedException, exception_record, rebuilt, wrapped
 from replay import replay_entry
 
 from . import capture_app
@@ -128,6 +128,39 @@ def test_a_client_derived_with_options_is_captured_too(journal: Journal) -> None
         "agent_completed",
     ]
     assert replay_entry(journal, session, capture_app.optioned).identical
+
+
+@pytest.mark.parametrize(
+    ("how", "named", "instead"),
+    [
+        ("raw", "responses.with_raw_response.create", "client.responses.create(...)"),
+        ("stream", "chat.completions.stream", "client.chat.completions.create(stream=True)"),
+    ],
+)
+def test_a_helper_that_is_not_journaled_is_named_at_capture_and_stops_its_replay(
+    journal: Journal,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    named: str,
+    instead: str,
+) -> None:
+    monkeypatch.setattr(wrapped, "_WARNED", set())  # as in a fresh process
+    with caplog.at_level("WARNING", logger="journal.capture"):
+        assert capture_app.unjournaled("100", how) in ("function_call", "tool_calls")
+        capture_app.unjournaled("101", how)  # named once per process, not at every call
+    session = journal.sessions()[-1].session_id
+    warned = [r.getMessage() for r in caplog.records if named in r.getMessage()]
+    assert len(warned) == 1
+    assert f"write it as {instead}" in warned[0]
+    # the server still answers: a replay that reached it would be served by it, not stopped
+    result = replay_entry(journal, session, capture_app.unjournaled)
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == 1
+    assert (
+        f"replay stopped: the code called client.{named}(), which agent-journal does not "
+        f"journal, so a replay cannot serve it (write it as {instead})"
+    ) in divergence.reason
 
 
 def test_a_changed_request_stops_the_replay_and_names_what_changed(

@@ -26,16 +26,19 @@ Each ``chat.completions.create`` journals, in the runtime's order:
 
 So the session replays with ``agent-journal replay SESSION --agent module:factory``
 through an agent whose tools are the same OpenAI specs (`agentloop.Tool.from_openai`).
-``stream=True`` is not captured (it raises). Everything but ``chat.completions.create``
-passes through to the wrapped client untouched. The events are written by a
-`journal.Recorder`, so its order rules hold (a model call after a turn's final answer
-needs a new user message: `RecordingOrderError`).
+An ``AsyncOpenAI`` client works alike (``await client.chat.completions.create(...)``), and
+so does ``stream=True``: the chunks reach the code as they arrive and the response they
+make up is journaled once whole (`journal.capture.streams`). Everything but
+``chat.completions.create`` passes through to the wrapped client untouched. The events
+are written by a `journal.Recorder`, so its order rules hold (a model call after a turn's
+final answer needs a new user message: `RecordingOrderError`).
 """
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import SimpleNamespace, TracebackType
 from typing import Any, Self
 
@@ -53,7 +56,8 @@ from ..formats.openai_messages import (
 from ..store import Journal
 from .output import Destination
 from .recorder import Recorder
-from .requests import sent_parameters
+from .requests import assembled_chat, sent_parameters
+from .streams import AsyncRecordedStream, RecordedStream, StreamRecording, end_open
 
 __all__ = ["JournaledOpenAI"]
 
@@ -63,7 +67,7 @@ def _role(message: Any) -> Any:
 
 
 class JournaledOpenAI:
-    """An ``openai.OpenAI`` client whose ``chat.completions.create`` journals every call.
+    """An ``OpenAI`` or ``AsyncOpenAI`` client whose ``chat.completions.create`` is journaled.
 
     Args:
         client: the openai client (or anything with ``chat.completions.create``).
@@ -186,16 +190,42 @@ class JournaledOpenAI:
         self._inputs = inputs
 
     def create(self, **request: Any) -> Any:
-        """Call ``chat.completions.create`` on the wrapped client and journal the exchange."""
-        if request.get("stream"):
-            raise ValueError("JournaledOpenAI does not capture streamed responses (stream=True)")
+        """Call ``chat.completions.create`` on the wrapped client and journal the exchange.
+
+        With an async client, returns the coroutine to await, as the client does.
+        """
+        end_open(self.recorder)
         self._before(sent_parameters(request))
         started = self.timer()
-        response = self.client.chat.completions.create(**request)
-        latency = (self.timer() - started) * 1000
-        proposal = proposal_from_completion(response_body(response), latency_ms=latency)
+        create = self.client.chat.completions.create
+        if inspect.iscoroutinefunction(inspect.unwrap(create)):
+            return self._acreate(create, request, started)
+        return self._after(create(**request), request, started, is_async=False)
+
+    async def _acreate(
+        self, create: Callable[..., Awaitable[Any]], request: dict[str, Any], started: float
+    ) -> Any:
+        return self._after(await create(**request), request, started, is_async=True)
+
+    def _after(
+        self, response: Any, request: Mapping[str, Any], started: float, *, is_async: bool
+    ) -> Any:
+        """Journal the response (a stream: once whole), and hand it to the code."""
+        if not request.get("stream"):
+            self._journal(response_body(response), (self.timer() - started) * 1000)
+            return response
+
+        def journal(chunks: list[Any], latency_ms: float) -> None:
+            self._journal(assembled_chat(chunks), latency_ms)
+
+        recording = StreamRecording(
+            self.recorder, "chat", request.get("n"), journal, timer=self.timer, started=started
+        )
+        return (AsyncRecordedStream if is_async else RecordedStream)(response, recording)
+
+    def _journal(self, body: Any, latency_ms: float) -> None:
+        proposal = proposal_from_completion(body, latency_ms=latency_ms)
         self.recorder.model_output(proposal)
         self._inputs = []
         if not proposal.calls:
             self.recorder.final(proposal.text or "")
-        return response

@@ -6,29 +6,49 @@ everything else straight to the client. Outside a session they call straight thr
 
 In a session, a call journals its request and the raw response (`CapturedSession`); with
 ``stream=True`` the chunks reach the code as they arrive and the response is journaled
-once the stream is consumed or closed. In a replay the `Player` may serve a recorded
+once it is whole (what follows its last choice's ``finish_reason`` or the Responses API's
+terminal event is read at once), or the stream is consumed, closed, or left for the
+session's next model call. In a replay the `Player` may serve a recorded
 response instead: the client's own types are rebuilt from the recorded JSON (a stream
 yields its recorded chunks in order), so the code reads what it read then.
+
+The client's other ways to call the model (``parse``, ``stream``, the ``with_raw_response``
+and ``with_streaming_response`` forms) are not journaled: in a session each such call is
+named once on the logger ``journal.capture`` (the call goes on), and in a replay it stops
+the replay in one line naming it, instead of reaching a server (`Unjournaled`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, Literal
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from .requests import jsonable
+from .recorder import HaltSession
 from .scope import CapturedSession, session_of_call
+from .streams import (
+    AsyncRecordedStream,
+    Kind,
+    RecordedStream,
+    StreamRecording,
+    body_of,
+    end_open,
+)
 
-__all__ = ["captured_client"]
+__all__ = ["UNJOURNALED", "Unjournaled", "captured_client"]
 
-Kind = Literal["chat", "responses"]
+log = logging.getLogger("journal.capture")
 
+UNJOURNALED = ("parse", "stream", "with_raw_response", "with_streaming_response")
+"""What the client's ``chat.completions`` and ``responses`` offer beside ``create``, and the
+client's own raw forms: calls of the model agent-journal does not journal."""
 
-def _body(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json", exclude_unset=True) if callable(dump) else jsonable(value)
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
 
 
 def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
@@ -53,106 +73,6 @@ def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
     except ImportError:  # pragma: no cover - a client-like object without the openai package
         return body
     return construct_type(value=body, type_=model)
-
-
-class _Recording:
-    """Chunks of a live stream as they pass to the code; journaled once, at the end."""
-
-    def __init__(
-        self,
-        session: CapturedSession,
-        kind: Kind,
-        record: dict[str, Any],
-        started: float,
-    ) -> None:
-        self.session, self.kind, self.record, self.started = session, kind, record, started
-        self.chunks: list[Any] = []
-        self.done = False
-
-    def add(self, chunk: Any) -> Any:
-        self.chunks.append(_body(chunk))
-        return chunk
-
-    def end(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        latency = round((self.session.timer() - self.started) * 1000, 3)
-        self.session.after_model(
-            self.kind, self.record, self.chunks, stream=True, latency_ms=latency
-        )
-
-
-class _Stream:
-    """A stream the code iterates: live chunks recorded as they pass, or recorded ones."""
-
-    def __init__(self, source: Any, recording: _Recording) -> None:
-        self._source = source
-        self._iterator: Iterator[Any] = iter(source)
-        self._recording = recording
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            return self._recording.add(next(self._iterator))
-        except StopIteration:
-            self._recording.end()
-            raise
-
-    def close(self) -> None:
-        """Close the stream; what arrived so far is journaled."""
-        self._recording.end()
-        close = getattr(self._source, "close", None)
-        if callable(close):
-            close()
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._source, name)
-
-
-class _AsyncStream:
-    """`_Stream` for ``AsyncOpenAI``."""
-
-    def __init__(self, source: Any, recording: _Recording) -> None:
-        self._source = source
-        self._iterator: AsyncIterator[Any] = aiter(source)
-        self._recording = recording
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return self._recording.add(await anext(self._iterator))
-        except StopAsyncIteration:
-            self._recording.end()
-            raise
-
-    async def close(self) -> None:
-        """Close the stream; what arrived so far is journaled."""
-        self._recording.end()
-        close = getattr(self._source, "close", None)
-        if callable(close):
-            result = close()
-            if inspect.isawaitable(result):
-                await result
-
-    async def __aenter__(self) -> _AsyncStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._source, name)
 
 
 class _Served:
@@ -204,6 +124,7 @@ class _Create:
         session = session_of_call(f"a {self.kind} model call")
         if session is None:
             return self.create(**kwargs)
+        end_open(session.recorder)
         if self.is_async:
             return self._acall(session, kwargs)
         record, served, started = self._begin(session, kwargs)
@@ -212,7 +133,7 @@ class _Create:
         return self._after(session, record, self.create(**kwargs), kwargs, started)
 
     async def _acall(self, session: CapturedSession, kwargs: dict[str, Any]) -> Any:
-        record, served, started = self._begin(session, kwargs)
+        record, served, started = await self._abegin(session, kwargs)
         if served is not None:
             return self._serve(session, record, served, kwargs)
         return self._after(session, record, await self.create(**kwargs), kwargs, started)
@@ -224,6 +145,17 @@ class _Create:
         player = session.player
         served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
+
+    async def _abegin(
+        self, session: CapturedSession, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any, float]:
+        """`_begin` for an async call: in a replay, served in the recorded order."""
+        record, whole, seq = session.before_model(kwargs)
+        player = session.player
+        if player is None:
+            return record, None, session.timer()
+        seq = await _recorded_turn(session, player, seq, record, whole)
+        return record, player.model(seq, record, whole), session.timer()
 
     def _serve(
         self, session: CapturedSession, record: dict[str, Any], served: Any, kwargs: dict[str, Any]
@@ -243,11 +175,103 @@ class _Create:
         started: float,
     ) -> Any:
         if kwargs.get("stream"):
-            recording = _Recording(session, self.kind, record, started)
-            return (_AsyncStream if self.is_async else _Stream)(response, recording)
+            kind = self.kind
+
+            def journal(chunks: list[Any], latency_ms: float) -> None:
+                session.after_model(kind, record, chunks, stream=True, latency_ms=latency_ms)
+
+            choices = record.get("params", {}).get("n")
+            recording = StreamRecording(
+                session.recorder, kind, choices, journal, timer=session.timer, started=started
+            )
+            return (AsyncRecordedStream if self.is_async else RecordedStream)(response, recording)
         latency = round((session.timer() - started) * 1000, 3)
-        session.after_model(self.kind, record, _body(response), stream=False, latency_ms=latency)
+        session.after_model(self.kind, record, body_of(response), stream=False, latency_ms=latency)
         return response
+
+
+class Unjournaled:
+    """A client call (or namespace of calls) that is not journaled; see the module.
+
+    Called outside a session, it runs as it is. In a session it runs and is named once per
+    process (warning, logger ``journal.capture``): the session records no model call for
+    it. In a replay it raises `HaltSession` (rule ``replay_stopped``) naming it: a replay
+    cannot serve it, and does not call a server for it.
+    """
+
+    def __init__(self, name: str, wrapped: Any) -> None:
+        self._name = name
+        self._wrapped = wrapped
+
+    def __getattr__(self, name: str) -> Any:
+        return Unjournaled(f"{self._name}.{name}", getattr(self._wrapped, name))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call through; in a session name the call once, in a replay stop (see the class)."""
+        session = session_of_call(f"client.{self._name}")
+        if session is not None:
+            use = "stream=True" if self._name.split(".")[-1] == "stream" else "..."
+            instead = f"write it as {self._creating()}.create({use})"
+            if session.player is not None:
+                raise HaltSession(
+                    "replay_stopped",
+                    f"replay stopped: the code called client.{self._name}(), which agent-journal "
+                    f"does not journal, so a replay cannot serve it ({instead})",
+                )
+            _warn_once(
+                self._name,
+                f"agent-journal: client.{self._name}() is not journaled: session "
+                f"{session.recorder.session_id} records no model call for it and its replay "
+                f"stops there ({instead})",
+            )
+        return self._wrapped(*args, **kwargs)
+
+    def _creating(self) -> str:
+        """The ``create`` this call stands beside (``chat.completions`` or ``responses``)."""
+        path = [p for p in self._name.split(".") if p not in UNJOURNALED]
+        return "client." + ".".join(path[:-1] if path and path[-1] == "create" else path)
+
+
+def _warn_once(name: str, message: str) -> None:
+    with _WARNED_LOCK:
+        if name in _WARNED:
+            return
+        _WARNED.add(name)
+    log.warning(message)
+
+
+def _unjournaled(prefix: str, resource: Any) -> dict[str, Any]:
+    """The `Unjournaled` stand-ins of what ``resource`` offers beside ``create``."""
+    return {
+        name: Unjournaled(f"{prefix}{name}", getattr(resource, name))
+        for name in UNJOURNALED
+        if hasattr(resource, name)
+    }
+
+
+_WAIT_SECONDS = 2.0
+"""How long a replayed async call waits for the calls the recording answered before it."""
+
+
+async def _recorded_turn(
+    session: CapturedSession, player: Any, seq: int, record: dict[str, Any], whole: dict[str, Any]
+) -> int:
+    """The seq a replayed async call is served at: its recorded one, once the code reaches it.
+
+    Concurrent model calls are journaled in the order their responses arrived; a replay
+    serves at once, so a call the recording answered after others (`EntryPlayer.recorded_at`)
+    waits while the rest of the code writes up to its seq (at most ``_WAIT_SECONDS``;
+    then it is served where it is, and the replay says what differs).
+    """
+    recorded_at = getattr(player, "recorded_at", None)
+    target = recorded_at(seq, record, whole) if callable(recorded_at) else seq
+    recorder = session.recorder
+    deadline = session.timer() + _WAIT_SECONDS
+    turns = 0
+    while recorder.next_seq < target and not recorder.ended and session.timer() < deadline:
+        turns += 1
+        await asyncio.sleep(0 if turns < 100 else 0.001)
+    return recorder.next_seq
 
 
 def _derived(derive: Callable[..., Any]) -> Callable[..., Any]:
@@ -282,11 +306,20 @@ def captured_client(client: Any) -> Any:
         for name in ("with_options", "copy")
         if callable(getattr(client, name, None))
     }
+    own.update(_unjournaled("", client))
     chat = getattr(client, "chat", None)
     if chat is not None:
-        completions = _Proxy(chat.completions, create=_Create("chat", chat.completions.create))
+        completions = _Proxy(
+            chat.completions,
+            create=_Create("chat", chat.completions.create),
+            **_unjournaled("chat.completions.", chat.completions),
+        )
         own["chat"] = _Proxy(chat, completions=completions)
     responses = getattr(client, "responses", None)
     if responses is not None:
-        own["responses"] = _Proxy(responses, create=_Create("responses", responses.create))
+        own["responses"] = _Proxy(
+            responses,
+            create=_Create("responses", responses.create),
+            **_unjournaled("responses.", responses),
+        )
     return _Proxy(client, **own)

@@ -17,13 +17,14 @@ without either framework, and importing one whose framework is missing raises
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from agentloop import TrustList, call_factory
-from journal import DEPS_FACTORY_KEY, Journal, JournalError, canonical_bytes
-from journal.capture import InProposalOrder
+from agentloop import AgentLoopError, TrustList, call_factory
+from journal import DEPS_FACTORY_KEY, ActionProposed, Journal, JournalError, canonical_bytes
+from journal.capture import InProposalOrder, request_record
 
 from .._captured import CapturedReplay
 from .._run import ForkPoint
@@ -35,8 +36,11 @@ __all__ = [
     "DEPS_FACTORY",
     "InProposalOrder",
     "MissingExtraError",
+    "ModelRequests",
     "answer_text",
     "captured_replay",
+    "checked_live",
+    "compared_requests",
     "jsonable",
     "missing_extra",
 ]
@@ -128,3 +132,74 @@ def answer_text(output: object) -> str:
     if isinstance(output, str):
         return output
     return canonical_bytes(jsonable(output)).decode("utf-8")
+
+
+class ModelRequests:
+    """What a framework's model is sent, journaled beside each response as a client's is.
+
+    A framework resends the whole conversation at each model call; `record` keeps it as a
+    captured client's request is kept (`journal.capture.request_record`: the messages new
+    since the previous request, the other parameters, a digest), so that a replay whose
+    code sends the model something else (a history processor, an input filter, a tool
+    result handled otherwise) differs at that response's ``request``, where a replay of
+    the responses alone would be identical.
+
+    Args:
+        form: names how the integration turns the framework's messages into JSON (its
+            parameter ``form``): a session recorded in another form (or with no requests)
+            is replayed without journaling them (`compared_requests`), so that a new
+            version of agent-journal does not make old sessions diverge.
+    """
+
+    def __init__(self, form: str) -> None:
+        self.form = form
+        self.enabled = True
+        """False journals no request (a replay of a session recorded in another form)."""
+        self._previous: list[Any] = []
+
+    def record(self, messages: list[JsonValue], **params: JsonValue) -> dict[str, Any] | None:
+        """The request record of ``messages`` (as the model sees them) and ``params``."""
+        if not self.enabled:
+            return None
+        record, self._previous = request_record(
+            {**params, "form": self.form, "messages": messages}, self._previous
+        )
+        return record
+
+
+def compared_requests(
+    journal: Journal, session_id: str, form: str, rules: NormalizationRules
+) -> tuple[bool, NormalizationRules]:
+    """Whether a replay journals and compares the requests, and the rules it judges with.
+
+    Only a session that journaled its requests in ``form`` has them compared; any other
+    replays as before requests were journaled: its replay journals none, and its recorded
+    ones (another version's form) are left out of the comparison.
+    """
+    compared = any(
+        isinstance(item.event, ActionProposed)
+        and item.event.request is not None
+        and item.event.request.get("params", {}).get("form") == form
+        for item in journal.events(session_id)
+    )
+    return compared, rules if compared else rules.extended({"action_proposed": ["request"]})
+
+
+def checked_live(live: bool | Iterable[str], known: Iterable[str] | None) -> bool | frozenset[str]:
+    """The tools named live, each one the agent has (``known``; None: known only at run time).
+
+    Raises:
+        AgentLoopError: a name the agent has no tool for (a typo would replay the tool from
+            the recording while the user believes it ran).
+    """
+    if isinstance(live, bool):
+        return live
+    named = frozenset(live)
+    if known is not None:
+        tools = sorted(set(known))
+        unknown = sorted(named - set(tools))
+        if unknown:
+            raise AgentLoopError(
+                f"no tool {unknown[0]!r} in this agent (tools: {', '.join(tools) or 'none'})"
+            )
+    return named

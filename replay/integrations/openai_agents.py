@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from functools import partial
 from typing import Any
 
+from pydantic import JsonValue
+
 from agentloop import AgentLoadError
 from journal import CAPTURED_WITH_KEY, Journal, Recorder, ToolCall, Usage, describe_error
 from journal.formats import content_text, parse_arguments
@@ -46,7 +48,16 @@ from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
 from ..normalize import DEFAULT_RULES, NormalizationRules
-from . import InProposalOrder, answer_text, captured_replay, jsonable, missing_extra
+from . import (
+    InProposalOrder,
+    ModelRequests,
+    answer_text,
+    captured_replay,
+    checked_live,
+    compared_requests,
+    jsonable,
+    missing_extra,
+)
 
 try:
     from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner, Tool
@@ -70,6 +81,7 @@ except ImportError as error:  # pragma: no cover - exercised with the package hi
 
 __all__ = [
     "CAPTURED_WITH",
+    "REQUEST_FORM",
     "JournalRunHooks",
     "ReplayModel",
     "proposal_of",
@@ -79,6 +91,10 @@ __all__ = [
 
 CAPTURED_WITH = "openai-agents"
 """The ``captured_with`` metadata of the sessions this module journals."""
+
+REQUEST_FORM = "openai-agents/1"
+"""How this module journals the requests the model is sent (`ModelRequests`): change it
+with `_seen`, so that sessions recorded before replay without comparing them."""
 
 
 def proposal_of(response: AgentsResponse) -> dict[str, Any]:
@@ -128,6 +144,79 @@ def _user_inputs(items: list[TResponseInputItem]) -> list[str]:
     return texts[::-1]
 
 
+_SEEN_KEYS = ("type", "role", "name", "arguments", "call_id", "output", "content")
+"""The keys of an input item the model reads (not its ids or status); its ``content`` is
+kept as its text."""
+
+
+def _texts(parts: object) -> list[str]:
+    """The texts of a content or summary list (or the text itself)."""
+    if isinstance(parts, str):
+        return [parts]
+    if not isinstance(parts, list):
+        return []
+    return [str(p["text"]) for p in parts if isinstance(p, dict) and p.get("text") is not None]
+
+
+def _model_item(item: dict[str, Any]) -> bool:
+    kind = item.get("type")
+    return kind in ("reasoning", "function_call") or (
+        item.get("role") == "assistant" and kind in (None, "message")
+    )
+
+
+def _response(items: list[dict[str, Any]]) -> dict[str, JsonValue]:
+    """The input items of one model response as the journal keeps it (`proposal_of`)."""
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[JsonValue] = []
+    for item in items:
+        if item.get("type") == "function_call":
+            args, _ = parse_arguments(item.get("arguments"))
+            calls.append({"call_id": item.get("call_id"), "tool": item.get("name"), "args": args})
+        elif item.get("type") == "reasoning":
+            reasoning.extend(_texts(item.get("summary")))
+        else:
+            texts.extend(_texts(item.get("content")))
+    return {
+        "kind": "response",
+        "text": "".join(texts) or None,
+        "reasoning": "\n".join(reasoning) or None,
+        "calls": calls,
+    }
+
+
+def _seen(items: str | list[TResponseInputItem]) -> list[JsonValue]:
+    """The input items as the model is sent them.
+
+    The items of one model response (its messages, reasoning and function calls, in a run)
+    are kept as the journal keeps that response (`_response`), which is what a replay
+    serves it from; other items as the keys the model reads.
+    """
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    seen: list[JsonValue] = []
+    run: list[dict[str, Any]] = []
+    for item in items:
+        given = jsonable(item)
+        if isinstance(given, dict) and _model_item(given):
+            run.append(given)
+            continue
+        if run:
+            seen.append(_response(run))
+            run = []
+        if not isinstance(given, dict):
+            seen.append(given)
+            continue
+        entry = {k: given[k] for k in _SEEN_KEYS if k in given}
+        if "content" in entry and not isinstance(entry["content"], str):
+            entry["content"] = content_text(entry["content"])[0]
+        seen.append(entry)
+    if run:
+        seen.append(_response(run))
+    return seen
+
+
 def _tool_specs(tools: Iterable[Tool]) -> list[dict[str, Any]]:
     return [
         {"name": t.name, "description": t.description, "parameters": t.params_json_schema}
@@ -156,6 +245,9 @@ class JournalRunHooks(RunHooks[Any]):
         self.agent = agent
         self.metadata = dict(metadata or {})
         self._started_at = 0.0
+        self._request: dict[str, Any] | None = None
+        self.requests = ModelRequests(REQUEST_FORM)
+        """The requests journaled beside the responses (a replay of an older session: none)."""
         self._outcomes = InProposalOrder(recorder)
 
     async def on_llm_start(
@@ -167,7 +259,9 @@ class JournalRunHooks(RunHooks[Any]):
     ) -> None:
         """Start the session on the first call; journal a new run's user messages.
 
-        The outcomes of the previous response's calls are journaled first.
+        The request (the instructions and the input items as the model is sent them, after
+        the run's ``call_model_input_filter``) is journaled with the response. The
+        outcomes of the previous response's calls are journaled first.
         """
         self._outcomes.flush()
         recorder = self.recorder
@@ -186,6 +280,9 @@ class JournalRunHooks(RunHooks[Any]):
         if recorder.state.turns == 0 or recorder.state.status == "completed":
             for text in _user_inputs(input_items):
                 recorder.user_input(text)
+        self._request = self.requests.record(
+            _seen(input_items), instructions=system_prompt, agent=agent.name
+        )
         self._started_at = time.perf_counter()
 
     async def on_llm_end(
@@ -194,7 +291,10 @@ class JournalRunHooks(RunHooks[Any]):
         """Journal the model's whole response (``action_proposed``)."""
         latency = (time.perf_counter() - self._started_at) * 1000
         self.recorder.model_output(
-            **proposal_of(response), model=_model_name(agent.model), latency_ms=latency
+            **proposal_of(response),
+            model=_model_name(agent.model),
+            latency_ms=latency,
+            request=self._request,
         )
 
     async def on_tool_end(
@@ -375,19 +475,23 @@ def replay_agent(
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
+        AgentLoopError: a tool named live that the agent does not have.
         AgentLoadError: ``agent`` is not an Agents SDK Agent.
         SessionNotFoundError: no such session.
     """
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not an Agents SDK Agent")
+    live = checked_live(live, _tool_names(agent, set()))
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model, run_config)
+    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
     ) -> None:
         hooks = JournalRunHooks(recorder, agent=reference or started.agent, metadata=metadata)
+        hooks.requests.enabled = requests
         config = copy.copy(run_config) if run_config is not None else RunConfig()
         config.model = ReplayModel(llm)
         config.tracing_disabled = True
@@ -407,6 +511,26 @@ def replay_agent(
         save=save,
         rules=rules,
     )
+
+
+def _tool_names(agent: Agent[Any], seen: set[int]) -> list[str] | None:
+    """The function tools of ``agent`` and of the agents it hands off to.
+
+    None when an MCP server's tools are known only at run time.
+    """
+    if id(agent) in seen:
+        return []
+    seen.add(id(agent))
+    if agent.mcp_servers:
+        return None
+    names = [tool.name for tool in agent.tools if isinstance(tool, FunctionTool)]
+    for handoff in agent.handoffs:
+        if isinstance(handoff, Agent):
+            more = _tool_names(handoff, seen)
+            if more is None:
+                return None
+            names.extend(more)
+    return names
 
 
 def _live_model(

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from agentloop import AgentLoadError
 from journal import (
@@ -63,8 +63,11 @@ from ..normalize import DEFAULT_RULES, NormalizationRules
 from . import (
     DEPS_FACTORY,
     InProposalOrder,
+    ModelRequests,
     answer_text,
     captured_replay,
+    checked_live,
+    compared_requests,
     jsonable,
     missing_extra,
 )
@@ -106,6 +109,7 @@ except ImportError as error:  # pragma: no cover - exercised with the package hi
 
 __all__ = [
     "CAPTURED_WITH",
+    "REQUEST_FORM",
     "JournalCapability",
     "ReplayModel",
     "proposal_of",
@@ -115,6 +119,10 @@ __all__ = [
 
 CAPTURED_WITH = "pydantic-ai"
 """The ``captured_with`` metadata of the sessions this module journals."""
+
+REQUEST_FORM = "pydantic-ai/1"
+"""How this module journals the requests the model is sent (`ModelRequests`): change it
+with `_seen`, so that sessions recorded before replay without comparing them."""
 
 
 def proposal_of(response: ModelResponse) -> dict[str, Any]:
@@ -143,6 +151,43 @@ def proposal_of(response: ModelResponse) -> dict[str, Any]:
             cached_tokens=usage.cache_read_tokens,
         ),
     }
+
+
+_SEEN_FIELDS = ("part_kind", "content", "tool_name", "tool_call_id", "args")
+"""The fields of a request's part the model is sent (not its timestamps or ids)."""
+
+
+def _seen(messages: list[ModelMessage]) -> list[JsonValue]:
+    """The conversation as the model is sent it.
+
+    A request as its parts and instructions; a response as the journal keeps it (its
+    calls, text and thinking: `proposal_of`), which is what a replay serves it from.
+    """
+    seen: list[JsonValue] = []
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            output = proposal_of(message)
+            seen.append(
+                {
+                    "kind": message.kind,
+                    "text": output["text"],
+                    "reasoning": output["reasoning"],
+                    "calls": [
+                        {"call_id": c.call_id, "tool": c.tool, "args": jsonable(c.args)}
+                        for c in output["calls"]
+                    ],
+                }
+            )
+            continue
+        parts: list[JsonValue] = []
+        for part in message.parts:
+            seen_part = {key: getattr(part, key) for key in _SEEN_FIELDS if hasattr(part, key)}
+            parts.append(jsonable(seen_part))
+        entry: dict[str, JsonValue] = {"kind": message.kind, "parts": parts}
+        if message.instructions:
+            entry["instructions"] = message.instructions
+        seen.append(entry)
+    return seen
 
 
 def _system_prompt(messages: list[ModelMessage]) -> str:
@@ -200,6 +245,8 @@ class JournalCapability(AbstractCapability[Any]):
         tools: RecordedToolPort | None = None,
     ) -> None:
         super().__init__()
+        self.requests = ModelRequests(REQUEST_FORM)
+        """The requests journaled beside the responses (a replay of an older session: none)."""
         self.recorder = recorder
         self.agent = agent
         self.metadata = dict(metadata or {})
@@ -209,6 +256,7 @@ class JournalCapability(AbstractCapability[Any]):
         self.requested = False
         """Whether a model request was made (a run may fail before its first one)."""
         self._prompt: str | None = None
+        self._sent: list[ModelMessage] | None = None
         self._outcomes = InProposalOrder(recorder)
 
     def _begin(self, request: ModelRequestContext | None) -> None:
@@ -261,14 +309,29 @@ class JournalCapability(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: WrapModelRequestHandler,
     ) -> ModelResponse:
-        """Journal the model's whole response (``action_proposed``) with its latency."""
+        """Journal the model's whole response (``action_proposed``) beside its request.
+
+        The request is the conversation as the model is sent it (`ModelRequests`), as the
+        `prepare_model_request` hooks (ours after the history processors) leave it.
+        """
         self._begin(request_context)
         self.requested = True
+        self._sent = None
         started = time.perf_counter()
         response = await handler(request_context)
         latency = (time.perf_counter() - started) * 1000
-        self.recorder.model_output(**proposal_of(response), latency_ms=latency)
+        sent = self._sent if self._sent is not None else request_context.messages
+        self.recorder.model_output(
+            **proposal_of(response), latency_ms=latency, request=self.requests.record(_seen(sent))
+        )
         return response
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Note the messages the model is sent: after every history processor has run."""
+        self._sent = list(request_context.messages)
+        return request_context
 
     async def wrap_tool_validate(
         self,
@@ -448,6 +511,7 @@ def replay_agent(
         rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
+        AgentLoopError: a tool named live that the agent does not have.
         AgentLoadError: ``agent`` is not a pydantic-ai Agent, or it raised before its first
             model request where the recording has one (a setup fault, such as missing
             ``deps``, is reported as such, not as a difference of the recording).
@@ -455,9 +519,11 @@ def replay_agent(
     """
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not a pydantic-ai Agent")
+    live = checked_live(live, _tool_names(agent))
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model)
+    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -465,6 +531,7 @@ def replay_agent(
         capture = JournalCapability(
             recorder, agent=reference or started.agent, metadata=metadata, tools=tools
         )
+        capture.requests.enabled = requests
         model = ReplayModel(llm, started.model)
         history: list[ModelMessage] | None = None
         for text in inputs:
@@ -487,6 +554,17 @@ def replay_agent(
         save=save,
         rules=rules,
     )
+
+
+def _tool_names(agent: Agent[Any, Any]) -> list[str] | None:
+    """The agent's tools, when its toolsets list them before a run (MCP servers do not)."""
+    names: list[str] = []
+    for toolset in agent.toolsets:
+        tools = getattr(toolset, "tools", None)
+        if not isinstance(tools, Mapping):
+            return None
+        names.extend(str(name) for name in tools)
+    return names
 
 
 def _live_model(agent: Agent[Any, Any], spec: Model | str | bool | None) -> Model | None:
