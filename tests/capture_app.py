@@ -299,6 +299,14 @@ def abandoned(question: str) -> str:
 
 
 @capture.entry
+def abandoned_last(question: str) -> str:
+    """The session's last model call: a stream left after its first chunk, never closed."""
+    messages = [{"role": "user", "content": question}]
+    stream = client.chat.completions.create(model="fake-1", messages=messages, stream=True)
+    return str(next(iter(stream)).choices[0].delta.role)
+
+
+@capture.entry
 async def fanned(first: str, second: str) -> list[str]:
     """Two model calls at once; the first is answered last (the server delays it)."""
     replies = await asyncio.gather(

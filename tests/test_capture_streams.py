@@ -76,6 +76,24 @@ def test_a_stream_left_unread_is_journaled_at_the_next_model_call(journal: Journ
     assert replay_entry(journal, summary.session_id, capture_app.abandoned).identical
 
 
+def test_a_stream_left_unclosed_by_the_last_model_call_is_journaled_at_the_end(
+    journal: Journal,
+) -> None:
+    with serving() as url:
+        raw = openai.OpenAI(base_url=url, api_key="local", max_retries=0)
+        capture_app.bind(journal, raw)
+        assert capture_app.abandoned_last("order 7") == "assistant"
+        raw.close()
+    (summary,) = journal.sessions()
+    types = [i.type for i in journal.events(summary.session_id)]
+    assert types == ["session_started", "user_input", "action_proposed", "agent_completed"]
+    (proposed,) = [
+        i.event for i in journal.events(summary.session_id) if isinstance(i.event, ActionProposed)
+    ]
+    assert proposed.response is not None and len(proposed.response) == 1  # what was read
+    assert replay_entry(journal, summary.session_id, capture_app.abandoned_last).identical
+
+
 def test_concurrent_model_calls_answered_out_of_order_replay_identical(journal: Journal) -> None:
     with serving(Delaying) as url:
         capture_app.bind(journal, openai.OpenAI(base_url=url, api_key="local"))

@@ -71,6 +71,7 @@ from .play import Player, ToolPlay, replay_target
 from .recorder import HaltSession, Recorder
 from .requests import jsonable, proposal_of, request_record, sent_parameters
 from .spool import LOG_INTERVAL, Spool
+from .streams import StreamRecording
 
 __all__ = [
     "CAPTURED_WITH",
@@ -233,6 +234,7 @@ class CapturedSession:
     _last_text: str | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     """Held while the session journals: calls may finish on several threads at once."""
+    _streams: list[StreamRecording] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self._order = InProposalOrder(self.recorder)
@@ -275,6 +277,7 @@ class CapturedSession:
         with self._lock:
             if self.recorder.ended or self.recorder.state.status == "completed":
                 return
+            self._end_streams()
             self.start()
             self.settle()
             if not given:
@@ -283,11 +286,24 @@ class CapturedSession:
                 result = canonical_bytes(json_stand_in(jsonable(result))).decode()
             self.recorder.final(result)
 
+    def hold(self, recording: StreamRecording) -> None:
+        """Keep a model stream until it is journaled: one left unclosed is at the end."""
+        with self._lock:
+            self._streams = [held for held in self._streams if not held.done]
+            self._streams.append(recording)
+
+    def _end_streams(self) -> None:
+        """Journal what was read of each stream the code left open (the last call's, say)."""
+        for recording in self._streams:
+            recording.end()
+        self._streams.clear()
+
     def fail(self, error: BaseException) -> None:
         """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s)."""
         with self._lock:
             if self.recorder.ended:
                 return
+            self._end_streams()
             self.start()
             self.settle()
             self.recorder.fail(error)

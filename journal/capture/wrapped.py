@@ -184,6 +184,7 @@ class _Create:
             recording = StreamRecording(
                 session.recorder, kind, choices, journal, timer=session.timer, started=started
             )
+            session.hold(recording)
             return (AsyncRecordedStream if self.is_async else RecordedStream)(response, recording)
         latency = round((session.timer() - started) * 1000, 3)
         session.after_model(self.kind, record, body_of(response), stream=False, latency_ms=latency)
