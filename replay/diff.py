@@ -401,6 +401,29 @@ def align(a: Sequence[Hashable], b: Sequence[Hashable], window: int = WINDOW) ->
     return rows
 
 
+def in_order_of(
+    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]
+) -> Sequence[Mapping[str, Any]]:
+    """``b`` with each outcome's ``ran_after`` as ``a`` has it where the two orders agree.
+
+    Calls on other threads or tasks run in an order timing picks, so two runs of the same
+    code may say different things of them (`journal.capture.RecordedOrder`): only two calls
+    run the other way round, one after the other, are a difference.
+    """
+    from journal.capture.order import RecordedOrder
+
+    order = RecordedOrder(a)
+    out: list[Mapping[str, Any]] = []
+    for record in b:
+        if record.get("type") in ("action_committed", "action_failed"):
+            seen = tuple(record.get("ran_after") or ()) or None
+            agreed = order.ran_after(int(record.get("seq", -1)), seen)
+            if agreed != seen:
+                record = {**record, "ran_after": list(agreed) if agreed else None}
+        out.append(record)
+    return out
+
+
 def diff_records(
     a: Sequence[Mapping[str, Any]],
     b: Sequence[Mapping[str, Any]],
@@ -414,6 +437,7 @@ def diff_records(
     """
     changed_config = config_changes(a[0] if a else None, b[0] if b else None, rules)
     rules = behaviour_rules(rules)
+    b = in_order_of(a, b)
     prints_a = normalized_bytes(a, rules)
     prints_b = normalized_bytes(b, rules)
     aligned = align(prints_a, prints_b)

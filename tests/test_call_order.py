@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from agentloop import ModelResponse
 from journal import ActionCommitted, ActionProposed, Journal, RecordedEvent, Recorder, ToolCall
 from journal.capture import Capture, RecordedOrder
-from replay import replay_entry, replay_loop
+from replay import diff_records, replay_entry, replay_loop
+from replay.normalize import record_of
 
 from .verdict_app import VerdictModel
 
@@ -358,3 +359,17 @@ def test_a_thread_that_opened_a_session_calls_outside_one_when_it_has_none(url: 
         assert RAN == ["charge Lima"]
         written = [e.type for s in journal.sessions() for e in journal.events(s.session_id)]
         assert len(journal.sessions()) == 2 and "action_committed" not in written
+
+
+def test_diff_of_two_runs_shows_only_calls_run_the_other_way_round() -> None:
+    def run(*ran: tuple[int, ...]) -> list[dict[str, Any]]:
+        return [record_of(item) for item in _recording(list(ran))]
+
+    in_order = run((), (0,))  # B after A on one thread
+    split = run((), ())  # the same code, each call on a worker of its own this time
+    swapped = run((1,), ())  # A after B on one thread: the code changed
+    assert diff_records(in_order, split).identical
+    assert diff_records(split, in_order).identical
+    result = diff_records(in_order, swapped)
+    assert [row.kind for row in result.rows] == ["equal", "changed", "equal"]  # A ran late
+    assert [c.path for row in result.rows for c in row.changes] == ["ran_after"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..events import ActionCommitted, ActionFailed, ActionProposed
@@ -119,33 +119,30 @@ class RecordedOrder:
     """The order a recording's calls ran in, to judge the order a replay ran them in.
 
     Args:
-        recording: the recorded session, by seq.
+        recording: the recorded session, by seq: its events, or their flat records (as
+            `journal.export_session` writes them).
     """
 
-    def __init__(self, recording: Sequence[RecordedEvent]) -> None:
+    def __init__(self, recording: Iterable[RecordedEvent | Mapping[str, Any]]) -> None:
         self._at: dict[int, tuple[int, dict[int, Positions]]] = {}
         """For each outcome's seq: its call's position and the ``ran_after`` of its step."""
         step: dict[int, Positions] = {}
         calls: list[Any] = []
         taken: set[int] = set()
         for item in recording:
-            event = item.event
-            if isinstance(event, ActionProposed):
-                step, calls, taken = {}, list(event.calls), set()
-            elif isinstance(event, (ActionCommitted, ActionFailed)):
+            seq, proposed, call_id, ran_after = _facts(item)
+            if proposed is not None:
+                step, calls, taken = {}, proposed, set()
+            elif call_id is not None:
                 position = next(
-                    (
-                        i
-                        for i, call in enumerate(calls)
-                        if call.call_id == event.call_id and i not in taken
-                    ),
+                    (i for i, call in enumerate(calls) if call == call_id and i not in taken),
                     None,
                 )
                 if position is None:
                     continue
                 taken.add(position)
-                step[position] = tuple(event.ran_after or ())
-                self._at[item.seq] = (position, step)
+                step[position] = tuple(ran_after or ())
+                self._at[seq] = (position, step)
 
     def ran_after(self, seq: int, observed: Positions | None) -> Positions | None:
         """The ``ran_after`` to journal at ``seq`` for a replayed outcome that saw ``observed``.
@@ -163,3 +160,23 @@ class RecordedOrder:
         if reversed_pair:
             return observed
         return step.get(position) or None
+
+
+def _facts(item: RecordedEvent | Mapping[str, Any]) -> tuple[int, list[Any] | None, Any, Any]:
+    """An event's seq, its proposed call ids, or the call id and ``ran_after`` of its outcome."""
+    if isinstance(item, RecordedEvent):
+        event = item.event
+        if isinstance(event, ActionProposed):
+            return item.seq, [call.call_id for call in event.calls], None, None
+        if isinstance(event, (ActionCommitted, ActionFailed)):
+            return item.seq, None, event.call_id, event.ran_after
+        return item.seq, None, None, None
+    kind, seq = item.get("type"), item.get("seq")
+    if not isinstance(seq, int):
+        return -1, None, None, None
+    if kind == "action_proposed":
+        calls = item.get("calls") or []
+        return seq, [call.get("call_id") for call in calls if isinstance(call, Mapping)], None, None
+    if kind in ("action_committed", "action_failed"):
+        return seq, None, item.get("call_id"), item.get("ran_after")
+    return seq, None, None, None
