@@ -410,7 +410,7 @@ def in_order_of(
     code may say different things of them (`journal.capture.RecordedOrder`): only two calls
     run the other way round, one after the other, are a difference.
     """
-    from journal.capture.order import RecordedOrder
+    from journal.capture import RecordedOrder
 
     order = RecordedOrder(a)
     out: list[Mapping[str, Any]] = []
