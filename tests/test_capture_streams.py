@@ -60,38 +60,36 @@ def test_a_stream_read_up_to_its_finish_reason_is_journaled_whole(
     assert result.identical, result.first_divergence
 
 
-def test_a_stream_left_unread_is_journaled_at_the_next_model_call(journal: Journal) -> None:
+def captured(journal: Journal, entry: Any, question: str) -> tuple[Any, str, list[Any]]:
+    """Run a sync entry against the fake model: its answer, session and model outputs."""
     with serving() as url:
         raw = openai.OpenAI(base_url=url, api_key="local", max_retries=0)
         capture_app.bind(journal, raw)
-        assert capture_app.abandoned("order 7") == "lookup_order"
+        answer = entry(question)
         raw.close()
     (summary,) = journal.sessions()
-    proposed = [
-        i.event for i in journal.events(summary.session_id) if isinstance(i.event, ActionProposed)
-    ]
+    events = [item.event for item in journal.events(summary.session_id)]
+    return answer, summary.session_id, [e for e in events if isinstance(e, ActionProposed)]
+
+
+def test_a_stream_left_unread_is_journaled_at_the_next_model_call(journal: Journal) -> None:
+    answer, session, proposed = captured(journal, capture_app.abandoned, "order 7")
+    assert answer == "lookup_order"
     assert len(proposed) == 2
     assert proposed[0].response is not None and len(proposed[0].response) == 1  # what was read
     assert [c.tool for c in proposed[1].calls] == ["lookup_order"]
-    assert replay_entry(journal, summary.session_id, capture_app.abandoned).identical
+    assert replay_entry(journal, session, capture_app.abandoned).identical
 
 
 def test_a_stream_left_unclosed_by_the_last_model_call_is_journaled_at_the_end(
     journal: Journal,
 ) -> None:
-    with serving() as url:
-        raw = openai.OpenAI(base_url=url, api_key="local", max_retries=0)
-        capture_app.bind(journal, raw)
-        assert capture_app.abandoned_last("order 7") == "assistant"
-        raw.close()
-    (summary,) = journal.sessions()
-    types = [i.type for i in journal.events(summary.session_id)]
+    answer, session, (proposed,) = captured(journal, capture_app.abandoned_last, "order 7")
+    assert answer == "assistant"
+    types = [i.type for i in journal.events(session)]
     assert types == ["session_started", "user_input", "action_proposed", "agent_completed"]
-    (proposed,) = [
-        i.event for i in journal.events(summary.session_id) if isinstance(i.event, ActionProposed)
-    ]
     assert proposed.response is not None and len(proposed.response) == 1  # what was read
-    assert replay_entry(journal, summary.session_id, capture_app.abandoned_last).identical
+    assert replay_entry(journal, session, capture_app.abandoned_last).identical
 
 
 def test_concurrent_model_calls_answered_out_of_order_replay_identical(journal: Journal) -> None:
