@@ -46,7 +46,7 @@ from journal.canonical import (
     plainly_canonical,
 )
 from journal.errors import ConflictError, InvalidEventError, JournalError
-from journal.events import EventModel, ordered_text
+from journal.events import EventModel, _as_given, _as_given_of, ordered_text
 from journal.fold import apply
 from journal.projection import projection_row
 from journal.records import (
@@ -524,6 +524,14 @@ def test_ordered_text_is_none_exactly_when_the_sorted_text_is_the_same(value: An
             ordered_text(value)
         return
     assert ordered_text(value) == plain
+
+
+@given(_KEYED | st.floats() | st.integers() | st.lists(st.floats() | st.text()))
+@settings(max_examples=300, deadline=None)
+def test_the_text_as_given_is_what_json_dumps_gives(value: Any) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    assert _as_given(value) == text  # one C encoder, made once
+    assert _as_given_of(None)(value) == text  # the stdlib's own, where there is no C
 
 
 # -- import: canonical lines read once, without the walk or a second dump ----------------
