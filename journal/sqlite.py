@@ -107,7 +107,7 @@ class SQLiteJournal(SQLJournal):
             )
         except sqlite3.Error as e:
             raise StoreError(f"{path}: cannot open: {e}") from e
-        self._tx = SqlTx(self._conn)
+        self._tx = _SQLiteTx(self._conn)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._conn.execute(
@@ -299,6 +299,28 @@ class SQLiteJournal(SQLJournal):
         ]
 
 
+class _SQLiteTx(SqlTx):
+    """`SqlTx` whose statements that return no rows run on one cursor, kept.
+
+    ``Connection.execute`` makes a cursor per statement, about a tenth of the cost of an
+    append's short statements (BEGIN, the projection UPDATE, the INSERT, COMMIT). A
+    statement that returns rows keeps its own cursor: one left unread here would hold its
+    statement open until the next.
+    """
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        super().__init__(connection)
+        self._cursor = connection.cursor()
+
+    def changed(self, text: str, params: Sequence[Any] = ()) -> int:
+        """`SqlTx.changed` (an INSERT, UPDATE or DELETE without RETURNING)."""
+        return int(self._cursor.execute(text, params).rowcount)
+
+    def run_rowless(self, text: str) -> None:
+        """Run a statement without parameters that returns no rows (BEGIN, COMMIT)."""
+        self._cursor.execute(text)
+
+
 class _Transaction:
     """`SQLiteJournal._transaction`: ``BEGIN IMMEDIATE`` under the journal's lock.
 
@@ -318,7 +340,7 @@ class _Transaction:
         journal = self._journal
         journal._lock.acquire()
         try:
-            journal._conn.execute("BEGIN IMMEDIATE")
+            journal._tx.run_rowless("BEGIN IMMEDIATE")
         except BaseException as e:
             journal._lock.release()
             if isinstance(e, sqlite3.Error):
@@ -334,7 +356,7 @@ class _Transaction:
             if error is None:
                 try:
                     journal._check_still_there()
-                    journal._conn.execute("COMMIT")
+                    journal._tx.run_rowless("COMMIT")
                     return
                 except BaseException as e:
                     error = e
