@@ -25,6 +25,7 @@ one-event append. Needs valgrind; without it, says so and exits 2.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -123,7 +124,9 @@ def count_instructions(case: str, ours: bool, count: int, total: int) -> int:
         str(count),
         str(total),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    # One hash seed: the order of sets (and so a few instructions) no longer varies by run.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     found = re.search(r"Collected : ([\d,]+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"instructions: {case} ({side}) failed: {done.stderr.strip()[-300:]}")
