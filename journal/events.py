@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
@@ -201,7 +201,7 @@ class ToolCall(_Frozen):
         return self.args
 
 
-def _as_given_of(make: Any) -> Any:
+def _as_given_of(make: Any) -> Callable[[Any], str]:
     """What encodes a JSON value as ``json.dumps(value, ensure_ascii=False)`` does.
 
     One C encoder made once (a JSON value is acyclic: it checks for no cycle), where
