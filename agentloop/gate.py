@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from journal import SessionState, ToolCall, VerificationStage, call_key, describe_error
@@ -50,11 +49,12 @@ class Accepted:
     tool: Tool
     fn_args: Any
     args: dict[str, Any]
+    key: str = field(init=False, compare=False)
+    """The repeat key: tool + canonical args hash (every accepted call is checked by it:
+    made with the decision, where a cached property took a lock per call)."""
 
-    @cached_property
-    def key(self) -> str:
-        """The repeat key: tool + canonical args hash."""
-        return call_key(self.tool.name, self.args)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", call_key(self.tool.name, self.args))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Instructions per operation, ours against the raw reference: a figure a loaded machine
 cannot move.
 
-    python bench/instructions.py [--short N] [--long N]
+    python bench/instructions.py [--short N] [--long N] [--case CASE ...]
 
 Each case runs twice in a child process under valgrind's callgrind (``--tool=callgrind``,
 which counts the instructions the process executes, kernel work excluded), once with
@@ -12,15 +12,20 @@ so two trees compare run against run (``PYTHONPATH=TREE``), where CPU time sprea
 on a shared machine. Valgrind's CPU has no SHA extensions, so hashing counts more than it
 costs on the real CPU, in ours and in the reference alike.
 
-Cases: a one-event ``Journal.append`` against a raw BEGIN-INSERT-COMMIT of the same row
-(journal_bench's (d) and (b), the sessions interleaved); ``Journal.append`` of 1000 events
-per call against a raw executemany of the same rows ((c) and (a)), per event. Needs
-valgrind; without it, says so and exits 2.
+Cases (``--case``, repeatable; default all): a one-event ``Journal.append`` against a raw
+BEGIN-INSERT-COMMIT of the same row (journal_bench's (d) and (b), the sessions
+interleaved); ``Journal.append`` of 1000 events per call against a raw executemany of the
+same rows ((c) and (a)), per event; a ``Recorder`` step (model_output + tool_result, and a
+third of its turn's user input and final answer: journal_bench's (s), everything counted)
+against two bare INSERT+COMMITs ((r)); a step of the agent loop (bench/loop_bench.py, its
+turn's share included; ``--short`` and ``--long`` in steps, multiples of 50) against a bare
+one-event append. Needs valgrind; without it, says so and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -32,11 +37,15 @@ from typing import TypeVar
 
 from _common import Report, Table, interleave, machine, report, workload
 from journal_bench import (
+    bare_steps,
     ours_batched,
     ours_per_event,
+    recorder_case,
+    recorder_steps,
     reference_batched,
     reference_per_event,
 )
+from loop_bench import bare_run, loop_run
 
 BATCH = 1000
 """Events per call of the batched case."""
@@ -61,6 +70,25 @@ def _batched(ours: bool, count: int, total: int, path: Path) -> None:
         reference_batched(path, _first(payloads, count))
 
 
+def _recorder(ours: bool, count: int, total: int, path: Path) -> None:
+    steps = recorder_steps(total)[:count]
+    if ours:
+        recorder_case(path, steps)
+    else:
+        bare_steps(path, steps)
+
+
+LOOP_STEPS = 10
+"""Tool calls per turn in the loop case (a session: 5 turns), as bench/loop_bench.py."""
+
+
+def _loop(ours: bool, count: int, total: int, path: Path) -> None:
+    if ours:  # count steps: sessions of 5 turns of LOOP_STEPS calls
+        loop_run(path, count // (5 * LOOP_STEPS), 5, LOOP_STEPS)
+    else:
+        bare_run(path, count)
+
+
 def _first(sessions: list[tuple[str, list[T]]], count: int) -> list[tuple[str, list[T]]]:
     """The first ``count`` items of ``sessions``, session by session."""
     taken: list[tuple[str, list[T]]] = []
@@ -75,6 +103,8 @@ def _first(sessions: list[tuple[str, list[T]]], count: int) -> list[tuple[str, l
 CASES: dict[str, tuple[str, Callable[[bool, int, int, Path], None]]] = {
     "one-event": ("one-event append / raw BEGIN-INSERT-COMMIT", _one_event),
     "batched": (f"append, {BATCH} events per call / raw executemany, per event", _batched),
+    "recorder": ("Recorder step (model_output + tool_result) / two bare INSERT+COMMITs", _recorder),
+    "loop": ("agent loop step / bare one-event Journal.append", _loop),
 }
 
 
@@ -94,7 +124,9 @@ def count_instructions(case: str, ours: bool, count: int, total: int) -> int:
         str(count),
         str(total),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    # One hash seed: the order of sets (and so a few instructions) no longer varies by run.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     found = re.search(r"Collected : ([\d,]+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"instructions: {case} ({side}) failed: {done.stderr.strip()[-300:]}")
@@ -111,6 +143,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", type=int, default=1000, help="operations of the short run")
     parser.add_argument("--long", type=int, default=3000, help="operations of the long run")
+    parser.add_argument(
+        "--case", action="append", choices=sorted(CASES), help="only this case (repeatable)"
+    )
     parser.add_argument(
         "--child", nargs=4, metavar=("CASE", "SIDE", "COUNT", "TOTAL"), help=argparse.SUPPRESS
     )
@@ -132,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rows = []
     for case, (what, _) in CASES.items():
+        if args.case and case not in args.case:
+            continue
         ours = per_operation(case, True, args.short, args.long)
         raw = per_operation(case, False, args.short, args.long)
         rows.append([what, f"{ours / 1000:,.1f}k", f"{raw / 1000:,.1f}k", f"{ours / raw:.2f}×"])

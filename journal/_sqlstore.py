@@ -19,7 +19,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, get_args
 
 import orjson
 from pydantic import ValidationError
@@ -118,26 +118,55 @@ def insert_events_sql(position: str | None = "?") -> str:
     )
 
 
+_MAY_BE_NULL = frozenset(
+    name
+    for name, spec in SessionSummary.model_fields.items()
+    if type(None) in get_args(spec.annotation)
+)
+"""The projection columns whose value may be None."""
+_NULL_PLACES: dict[str, tuple[int, ...]] = {}
+"""The SQL of each projection write made below -> the positions of its parameters that may
+be None (`null_places`)."""
+
+
+def null_places(text: str) -> tuple[int, ...] | None:
+    """The positions of the parameters of a projection write ``text`` (as made here) whose
+    value may be None; None for any other statement (any parameter may be None)."""
+    return _NULL_PLACES.get(text)
+
+
+def _noting_nulls(text: str, params: Iterable[str]) -> str:
+    """``text``, its ``params`` (the column each parameter is compared with or set to)
+    noted for `null_places`."""
+    _NULL_PLACES[text] = tuple(place for place, name in enumerate(params) if name in _MAY_BE_NULL)
+    return text
+
+
 @functools.cache
 def _update_sql(names: tuple[str, ...]) -> str:
-    return f"UPDATE sessions SET {', '.join(f'{n} = ?' for n in names)} WHERE session_id = ?"
+    return _noting_nulls(
+        f"UPDATE sessions SET {', '.join(f'{n} = ?' for n in names)} WHERE session_id = ?",
+        (*names, "session_id"),
+    )
 
 
 @functools.cache
 def _guarded_update_sql(names: tuple[str, ...], same: str, indexed: tuple[str, ...]) -> str:
     """`_update_sql` that changes the row only while it is the head the plan was made on."""
-    return (
+    return _noting_nulls(
         f"{_update_sql(names)} AND last_seq = ? AND head_hash = ? AND fold_version = ? "
-        f"AND {' AND '.join(f'{n} {same} ?' for n in indexed)}"
+        f"AND {' AND '.join(f'{n} {same} ?' for n in indexed)}",
+        (*names, "session_id", "last_seq", "head_hash", "fold_version", *indexed),
     )
 
 
 @functools.cache
 def _upsert_sql(names: tuple[str, ...]) -> str:
     updates = ", ".join(f"{name} = excluded.{name}" for name in names if name != "session_id")
-    return (
+    return _noting_nulls(
         f"INSERT INTO sessions({', '.join(names)}) VALUES ({', '.join('?' for _ in names)}) "
-        f"ON CONFLICT(session_id) DO UPDATE SET {updates}"
+        f"ON CONFLICT(session_id) DO UPDATE SET {updates}",
+        names,
     )
 
 

@@ -219,18 +219,20 @@ def format_ts(moment: datetime) -> str:
         moment = moment.astimezone(UTC)
     # %-formatting of the fields: a third of isoformat's cost (one is formatted per append),
     # and "%04d" pads the year as isoformat does (strftime("%Y") gives "999" for year 999).
-    return _TS_FORMAT % (
-        moment.year,
-        moment.month,
-        moment.day,
-        moment.hour,
-        moment.minute,
-        moment.second,
-        moment.microsecond,
-    )
+    # The text up to the minute is kept from the last call in the same minute (the appends
+    # of a process mostly are): formatting it is half of the cost. One tuple, read once and
+    # replaced whole, so threads never mix two minutes.
+    minute = moment.year, moment.month, moment.day, moment.hour, moment.minute
+    last = _LAST_MINUTE[0]
+    if last[0] != minute:
+        last = _LAST_MINUTE[0] = (minute, _MINUTE_FORMAT % minute)
+    return _TS_FORMAT % (last[1], moment.second, moment.microsecond)
 
 
-_TS_FORMAT = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
+_MINUTE_FORMAT = "%04d-%02d-%02dT%02d:%02d:"
+_TS_FORMAT = "%s%02d.%06dZ"
+_LAST_MINUTE: list[tuple[tuple[int, ...], str]] = [((), "")]
+"""The last minute `format_ts` formatted, and its text (a one-item list: replaced whole)."""
 
 
 def parse_ts(text: str) -> datetime:

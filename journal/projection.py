@@ -102,8 +102,29 @@ def projection_values(state: SessionState, head_hash: str, names: Sequence[str])
 
     What an append writes, without building the whole row first.
     """
-    values = state.__dict__ | {"head_hash": head_hash, "state": state_json(state)}
-    return [*value_picker(tuple(names))(values)]
+    picks, added = _picking(tuple(names))
+    values = [*picks(state.__dict__)]
+    for place, name in added:  # ascending places: each is its place in the final list
+        values.insert(place, head_hash if name == "head_hash" else state_json(state))
+    return values
+
+
+_ADDED = ("head_hash", "state")
+"""The projection's columns that are not fields of the state."""
+
+
+@functools.cache
+def _picking(
+    names: tuple[str, ...],
+) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], tuple[tuple[int, str], ...]]:
+    """What picks the state's fields among ``names``, and the places of the `_ADDED` ones.
+
+    The places are ascending; those values are put in their places afterwards: cheaper
+    than a copy of the state's fields with them added, to pick from (one per append).
+    """
+    fields = tuple(name for name in names if name not in _ADDED)
+    picks = value_picker(fields) if fields else (lambda values: ())
+    return picks, tuple(sorted((names.index(name), name) for name in _ADDED if name in names))
 
 
 @functools.cache

@@ -210,6 +210,23 @@ def test_ts_is_the_utc_isoformat_of_any_aware_moment(moment: datetime) -> None:
     assert format_ts(moment) == utc.removesuffix("+00:00") + "Z"
 
 
+def test_ts_of_moments_in_turns_each_carry_their_own_minute() -> None:
+    moments = [
+        datetime(2026, 11, 29, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2026, 11, 29, 23, 59, 0, 1, tzinfo=UTC),
+        datetime(2026, 11, 30, 0, 0, 0, tzinfo=UTC),
+        datetime(2026, 11, 29, 23, 59, 30, tzinfo=UTC),
+        datetime(2027, 11, 29, 23, 59, 30, tzinfo=UTC),
+    ]
+    assert [format_ts(moment) for moment in moments] == [
+        "2026-11-29T23:59:59.999999Z",
+        "2026-11-29T23:59:00.000001Z",
+        "2026-11-30T00:00:00.000000Z",
+        "2026-11-29T23:59:30.000000Z",
+        "2027-11-29T23:59:30.000000Z",
+    ]
+
+
 def test_ts_without_timezone_is_rejected() -> None:
     with pytest.raises(InvalidEventError, match="no timezone"):
         format_ts(datetime(2026, 11, 29))

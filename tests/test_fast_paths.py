@@ -46,9 +46,9 @@ from journal.canonical import (
     plainly_canonical,
 )
 from journal.errors import ConflictError, InvalidEventError, JournalError
-from journal.events import EventModel, ordered_text
+from journal.events import EventModel, _as_given, _as_given_of, ordered_text
 from journal.fold import apply
-from journal.projection import projection_row
+from journal.projection import _ROW_COLUMNS, projection_row, projection_values, state_json
 from journal.records import (
     RecordedEvent,
     StoredEvent,
@@ -279,6 +279,17 @@ def test_a_plan_refused_against_a_stale_cache_is_made_again_on_the_stored_head(
         with pytest.raises(ConflictError, match="next seq is 1"):
             one.append("s", [UserInput(text="late")], expected_seq=2)
         assert [e.seq for e in two.events("s")] == [0]
+
+
+@given(st.permutations(_ROW_COLUMNS), st.integers(0, len(_ROW_COLUMNS)))
+@settings(max_examples=100, deadline=None)
+def test_projection_values_pick_what_the_row_holds_in_any_order(
+    order: list[str], size: int
+) -> None:
+    state = fold([SessionStarted(agent="a", model="m"), UserInput(text="hi")])
+    names = tuple(order[:size])
+    plain = {**state.__dict__, "head_hash": "h" * 64, "state": state_json(state)}
+    assert projection_values(state, "h" * 64, names) == [plain[name] for name in names]
 
 
 def test_apply_builds_a_state_like_a_validated_one() -> None:
@@ -524,6 +535,14 @@ def test_ordered_text_is_none_exactly_when_the_sorted_text_is_the_same(value: An
             ordered_text(value)
         return
     assert ordered_text(value) == plain
+
+
+@given(_KEYED | st.floats() | st.integers() | st.lists(st.floats() | st.text()))
+@settings(max_examples=300, deadline=None)
+def test_the_text_as_given_is_what_json_dumps_gives(value: Any) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    assert _as_given(value) == text  # one C encoder, made once
+    assert _as_given_of(None)(value) == text  # the stdlib's own, where there is no C
 
 
 # -- import: canonical lines read once, without the walk or a second dump ----------------

@@ -712,3 +712,10 @@ def test_none_parameters_are_written_as_null_and_the_statement_means_the_same(
     text, params = without_nulls(f"SELECT count(*) FROM t WHERE {matched}", [1, *values])
     assert conn.execute(text, params).fetchone() == (1,)
     assert conn.execute(f"SELECT {names} FROM t").fetchone() == (1, *values)
+    # Told where Nones may be (every other parameter): those are written as NULL, a None
+    # elsewhere stays a parameter, and the statement still means the same.
+    places = range(1, len(values) + 1, 2)
+    text, params = without_nulls(f"SELECT count(*) FROM t WHERE {matched}", [1, *values], places)
+    assert text.count("NULL") == [values[place - 1] for place in places].count(None)
+    assert params == [1, *(v for at, v in enumerate(values, 1) if v is not None or at % 2 == 0)]
+    assert conn.execute(text, params).fetchone() == (1,)
