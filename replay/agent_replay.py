@@ -39,6 +39,7 @@ from journal import (
 )
 
 from ._follow import RecordingFollower
+from ._live import checked_live
 from ._run import Drive, completed, replay_session, run_code
 from ._verdict import ReplayResult
 from .normalize import DEFAULT_RULES, NormalizationRules
@@ -135,7 +136,9 @@ def replay_agent_session(
 
     Raises:
         SessionNotFoundError: no such session.
+        AgentLoopError: a tool named live that the agent does not have.
     """
+    named = checked_live(live, (tool.name for tool in agent.tools))
 
     def drive(
         scratch: Journal,
@@ -147,7 +150,7 @@ def replay_agent_session(
         llm = RecordedLLM(recorded, follower=follower, live=live_model)
         tools = RecordedTools(
             recorded,
-            live if isinstance(live, bool) else frozenset(live),
+            named,
             follower=follower if live_model is not None else None,
         )
         runtime = AgentRuntime(

@@ -136,6 +136,10 @@ def test_replay_without_an_agent_reference_is_exit_2(db: Path) -> None:
         (["replay", BUGGY, "--agent", "no.such.module:build"], "cannot import no.such.module"),
         (["replay", BUGGY, "--agent", "nocolon"], "is not of the form module:factory"),
         (["replay", BUGGY, "--live-tools", "--live-tool", "x"], "exclude each other"),
+        (  # a typo would serve the tool from the recording, with a verdict saying nothing
+            ["replay", BUGGY, "--live-tool", "issue_refnd"],
+            "no tool 'issue_refnd' in this agent (tools: issue_refund, lookup_order)",
+        ),
         (
             ["state", BUGGY, "--at", "99"],
             f"session {BUGGY}: --at 99: no such seq (it has seqs 0..7)",

@@ -22,11 +22,12 @@ from typing import Any
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoopError, TrustList, call_factory
+from agentloop import TrustList, call_factory
 from journal import DEPS_FACTORY_KEY, ActionProposed, Journal, JournalError, canonical_bytes
 from journal.capture import InProposalOrder, request_record
 
 from .._captured import CapturedReplay
+from .._live import checked_live
 from .._run import ForkPoint
 from .._session import recorded_start
 from .._verdict import ReplayResult
@@ -183,23 +184,3 @@ def compared_requests(
         for item in journal.events(session_id)
     )
     return compared, rules if compared else rules.extended({"action_proposed": ["request"]})
-
-
-def checked_live(live: bool | Iterable[str], known: Iterable[str] | None) -> bool | frozenset[str]:
-    """The tools named live, each one the agent has (``known``; None: known only at run time).
-
-    Raises:
-        AgentLoopError: a name the agent has no tool for (a typo would replay the tool from
-            the recording while the user believes it ran).
-    """
-    if isinstance(live, bool):
-        return live
-    named = frozenset(live)
-    if known is not None:
-        tools = sorted(set(known))
-        unknown = sorted(named - set(tools))
-        if unknown:
-            raise AgentLoopError(
-                f"no tool {unknown[0]!r} in this agent (tools: {', '.join(tools) or 'none'})"
-            )
-    return named
