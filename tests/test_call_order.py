@@ -305,12 +305,18 @@ def test_tools_run_on_a_thread_pool_are_journaled_and_served_by_a_replay(url: st
 
 
 @contextmanager
-def another_session_open() -> Iterator[None]:
-    """A session open on another thread meanwhile, as a server's concurrent requests are."""
+def another_session_open(proposed: bool = False) -> Iterator[None]:
+    """A session open on another thread meanwhile, as a server's concurrent requests are.
+
+    ``proposed``: its model has asked for the same calls, which wait there too.
+    """
     opened, done = threading.Event(), threading.Event()
 
     def hold() -> None:
         with capture.session():
+            if proposed:
+                messages = [{"role": "user", "content": "charge twice"}]
+                sync_client.chat.completions.create(model="gpt-4.1", messages=messages)
             opened.set()
             done.wait(10)
 
@@ -334,7 +340,7 @@ def test_a_call_no_session_can_be_found_for_is_refused_by_a_replay_and_logged_in
     pooled("charge twice")
     (summary,) = journal.sessions()
     RAN.clear()
-    with another_session_open(), caplog.at_level("WARNING", logger="journal.capture"):
+    with another_session_open(proposed=True), caplog.at_level("WARNING", logger="journal.capture"):
         assert pooled("charge twice") == "70.7°F and 39.2°F."
         assert sorted(RAN) == ["charge Lisbon", "charge Oslo"]  # in production: run as is
         assert "tool get_weather was called outside the context of its session" in caplog.text
