@@ -55,9 +55,8 @@ def get_weather(city: str) -> dict[str, Any]:
     return {"city": city}
 
 
-@capture.entry
-def request(city: str) -> str:
-    """One request of a server: the model's calls run on a pool, no context copied."""
+def answer(city: str, pool: ThreadPoolExecutor) -> str:
+    """Ask, run the model's calls on ``pool`` (no context copied), until it answers."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": city}]
     while True:
         reply = client.chat.completions.create(model="gpt-4.1", messages=messages)
@@ -66,14 +65,28 @@ def request(city: str) -> str:
             return str(message.content)
         messages.append(message.model_dump(exclude_none=True))
         calls = list(message.tool_calls)
-        with ThreadPoolExecutor(2) as pool:
-            futures = [
-                pool.submit(get_weather, **json.loads(call.function.arguments)) for call in calls
-            ]
-            results = [future.result() for future in futures]
-        for call, result in zip(calls, results, strict=True):
-            content = json.dumps(result)
+        futures = [
+            pool.submit(get_weather, **json.loads(call.function.arguments)) for call in calls
+        ]
+        for call, future in zip(calls, futures, strict=True):
+            content = json.dumps(future.result())
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+
+
+@capture.entry
+def request(city: str) -> str:
+    """One request of a server: the model's calls run on a pool of its own."""
+    with ThreadPoolExecutor(2) as pool:
+        return answer(city, pool)
+
+
+SERVER_POOL: list[ThreadPoolExecutor] = []
+
+
+@capture.entry
+def request_on_server_pool(city: str) -> str:
+    """One request whose calls run on the pool the server runs its requests on."""
+    return answer(city, SERVER_POOL[0])
 
 
 request_reference = reference_of(request)
@@ -110,9 +123,9 @@ def serve_at_once(journal: Journal, cities: list[str]) -> list[str]:
 
 
 def city_of(journal: Journal, session: str) -> str:
-    inputs = next(iter(journal.events(session))).event.metadata["entry_inputs"]
-    city: str = json.loads(inputs)["args"][0]
-    return city
+    """The city a request was for ("" for a session no entry opened)."""
+    inputs = json.loads(next(iter(journal.events(session))).event.metadata["entry_inputs"])
+    return str(inputs["args"][0]) if isinstance(inputs, dict) else ""
 
 
 def outcomes(journal: Journal, session: str) -> list[ActionCommitted]:
@@ -193,3 +206,24 @@ def test_a_call_waiting_in_two_sessions_is_put_in_neither(
         ("Lisbon North", None),
     ]
     assert outcomes(journal, theirs) == []  # nor the other's
+
+
+def test_a_pool_thread_that_ran_a_request_before_runs_a_call_for_its_session(
+    journal: Journal, caplog: pytest.LogCaptureFixture
+) -> None:
+    capture.journal = journal
+    with ThreadPoolExecutor(1) as pool:  # one pool runs the server's requests and calls
+        assert pool.submit(request, "Oslo").result() == "70.7°F and 39.2°F."
+        SERVER_POOL[:] = [pool]  # its thread opened a session of its own before
+        try:
+            with caplog.at_level(logging.WARNING, logger="journal.capture"):
+                assert request_on_server_pool("Nuuk") == "70.7°F and 39.2°F."
+        finally:
+            SERVER_POOL.clear()
+    assert caplog.records == []
+    (nuuk,) = (s.session_id for s in journal.sessions() if city_of(journal, s.session_id) == "Nuuk")
+    found = outcomes(journal, nuuk)
+    assert [(o.args["city"], o.duration_ms is not None) for o in found] == [
+        ("Nuuk", True),
+        ("Nuuk North", True),
+    ]

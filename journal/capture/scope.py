@@ -115,8 +115,9 @@ def session_of_call(
     in the process, or, with several open, the only one whose model proposed this very
     call and is waiting for it (``proposed`` gives a tool call's name and arguments): a
     server's concurrent requests each run their own calls on a pool. A thread that opened
-    a session itself (a request's, a replay's) is no helper: its calls outside a session
-    are outside one. When nothing tells which (a model call, the same call waiting in two
+    a session itself (a request's, a replay's) is a helper only for such a call (a pool's
+    thread runs requests and calls alike): its other calls outside a session are outside
+    one. When nothing tells which (a model call, the same call waiting in two
     sessions): in production the call runs as it is, unjournaled, and a warning says so
     (at most one per 10 s); while a replay is open it is refused (`HaltSession`, rule
     ``replay_stopped``), so a replay never runs a tool for real that it should have
@@ -124,19 +125,22 @@ def session_of_call(
     session there.
     """
     session = _SESSION.get()
-    if session is not None or getattr(_THREAD, "opened", False):
+    if session is not None:
         return session
     with _OPEN_LOCK:
         open_now = list(_OPEN)
-    if len(open_now) == 1:
-        return open_now[0]
     if not open_now:
         return None
+    opened = getattr(_THREAD, "opened", False)
+    if len(open_now) == 1 and not opened:
+        return open_now[0]
     if proposed is not None:
         tool, args = proposed()
         waiting = [s for s in open_now if s.waits_for(tool, args)]
         if len(waiting) == 1:
             return waiting[0]
+    if opened:
+        return None
     unplaced = (
         f"{what} was called outside the context of its session (from a thread that did not "
         f"inherit it?) while {len(open_now)} sessions are open in this process, so it "
