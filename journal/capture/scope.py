@@ -800,13 +800,13 @@ class Capture:
                 ...  # client.chat.completions.create, decorated tools
                 session.finish(answer)  # optional: else the model's last text ends the turn
 
-        An exception escaping the block ends the session as failed (``agent_halted``, rule
-        ``error``, with the exception's record) and propagates. ``metadata`` and ``tags``
-        (as ``metadata.tags``) join the capture's metadata in ``session_started``;
-        ``entry`` is the ``module:qualname`` a replay calls with ``inputs``, which are
-        recorded as ``metadata.entry_inputs`` (JSON text; a string is kept as it is). In a
-        replay (inside `replaying`) the session is the replay's. Inside a session already,
-        the block is part of that one.
+        An exception escaping the block (a cancellation too) ends the session as failed
+        (``agent_halted``, rule ``error``, with the exception's record) and propagates.
+        ``metadata`` and ``tags`` (as ``metadata.tags``) join the capture's metadata in
+        ``session_started``; ``entry`` is the ``module:qualname`` a replay calls with
+        ``inputs``, which are recorded as ``metadata.entry_inputs`` (JSON text; a string is
+        kept as it is). In a replay (inside `replaying`) the session is the replay's. Inside
+        a session already, the block is part of that one.
         """
         outer = current_session()
         if outer is not None:  # inside a session already: the block is part of it
@@ -842,7 +842,9 @@ class Capture:
         try:
             yield session
             session.finish(None, given=False)
-        except (Exception, HaltSession) as error:
+        except GeneratorExit:
+            raise
+        except BaseException as error:  # a cancellation, a Ctrl-C end it as failed too
             session.fail(error)
             raise
         finally:
