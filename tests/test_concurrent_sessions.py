@@ -55,6 +55,15 @@ def get_weather(city: str) -> dict[str, Any]:
     return {"city": city}
 
 
+CHANGED: list[str] = []
+"""The code as edited: the cities whose call now asks with a "!" added."""
+
+
+def city_asked(call: Any) -> str:
+    city: str = json.loads(call.function.arguments)["city"]
+    return city + "!" if city in CHANGED else city
+
+
 def answer(city: str, pool: ThreadPoolExecutor) -> str:
     """Ask, run the model's calls on ``pool`` (no context copied), until it answers."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": city}]
@@ -65,9 +74,7 @@ def answer(city: str, pool: ThreadPoolExecutor) -> str:
             return str(message.content)
         messages.append(message.model_dump(exclude_none=True))
         calls = list(message.tool_calls)
-        futures = [
-            pool.submit(get_weather, **json.loads(call.function.arguments)) for call in calls
-        ]
+        futures = [pool.submit(get_weather, city=city_asked(call)) for call in calls]
         for call, future in zip(calls, futures, strict=True):
             content = json.dumps(future.result())
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
@@ -227,3 +234,17 @@ def test_a_pool_thread_that_ran_a_request_before_runs_a_call_for_its_session(
         ("Nuuk", True),
         ("Nuuk North", True),
     ]
+
+
+def test_a_changed_call_on_a_pool_diverges_at_it_naming_it(journal: Journal) -> None:
+    """Its sibling's outcome, queued behind it, does not take its place in the verdict."""
+    (session,) = serve_at_once(journal, ["Hobart"])
+    CHANGED[:] = ["Hobart"]
+    try:
+        result = replay_entry(journal, session, request)
+    finally:
+        CHANGED.clear()
+    divergence = result.first_divergence
+    assert divergence is not None
+    assert (divergence.seq, (divergence.actual or {}).get("type")) == (3, "agent_halted")
+    assert "get_weather({'city': 'Hobart!'})" in divergence.reason

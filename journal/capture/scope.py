@@ -300,12 +300,18 @@ class CapturedSession:
             self.recorder.final(result)
 
     def fail(self, error: BaseException) -> None:
-        """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s)."""
+        """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s).
+
+        The outcomes still waiting for an earlier call's are journaled first, unless a
+        replay stopped at that call: the halt then takes its place, naming it, where a
+        later call's outcome would have looked like the change.
+        """
         with self._lock:
             if self.recorder.ended:
                 return
             self.start()
-            self.settle()
+            if not (isinstance(error, HaltSession) and error.rule == "replay_stopped"):
+                self.settle()
             self.recorder.fail(error)
 
     # -- model calls -------------------------------------------------------------------
