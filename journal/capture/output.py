@@ -247,7 +247,12 @@ def _health_of(journal: Journal) -> _Health:
 def _opened(target: str, busy_timeout: float) -> Journal:
     """A journal opened with a short busy bound (the capture's, not the default 5 s)."""
     if target.startswith(("postgresql://", "postgres://")):
-        from ..postgres import PostgresJournal
+        try:
+            from ..postgres import PostgresJournal
+        except ImportError as error:  # fail open: the call goes on, the session is spooled
+            raise StoreError(
+                "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
+            ) from error
 
         return PostgresJournal(target, connect_timeout=busy_timeout, pool_timeout=busy_timeout)
     from ..sqlite import SQLiteJournal

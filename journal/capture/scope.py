@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -59,7 +59,7 @@ from typing import Any, TypeVar, overload
 from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
 from ..canonical import canonical_bytes
-from ..events import json_stand_in
+from ..events import ToolCall, json_stand_in
 from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
 from ..formats.redact import Redactor
 from ..keys import ENTRY_INPUTS_KEY
@@ -106,27 +106,41 @@ def current_session() -> CapturedSession | None:
     return _SESSION.get()
 
 
-def session_of_call(what: str) -> CapturedSession | None:
+def session_of_call(
+    what: str, proposed: Callable[[], tuple[str, dict[str, Any]]] | None = None
+) -> CapturedSession | None:
     """The session a wrapped call (of the client or a tool, named ``what``) belongs to.
 
     The current context's; else, for a call from a helper thread that did not inherit it
     (a ``ThreadPoolExecutor`` running a response's calls at once), the only session open
-    in the process. A thread that opened a session itself (a request's, a replay's) is no
-    helper: its calls outside a session are outside one. With several open, nothing tells
-    which: in production the call runs as it is, unjournaled, and a warning says so (at
-    most one per 10 s); while a replay is open it is refused (`HaltSession`, rule
+    in the process, or, with several open, the only one whose model proposed this very
+    call and is waiting for it (``proposed`` gives a tool call's name and arguments): a
+    server's concurrent requests each run their own calls on a pool. A thread that opened
+    a session itself (a request's, a replay's) is a helper only for such a call (a pool's
+    thread runs requests and calls alike): its other calls outside a session are outside
+    one. When nothing tells which (a model call, the same call waiting in two
+    sessions): in production the call runs as it is, unjournaled, and a warning says so
+    (at most one per 10 s); while a replay is open it is refused (`HaltSession`, rule
     ``replay_stopped``), so a replay never runs a tool for real that it should have
     served. ``contextvars.copy_context().run`` around the thread's work carries the
     session there.
     """
     session = _SESSION.get()
-    if session is not None or getattr(_THREAD, "opened", False):
+    if session is not None:
         return session
     with _OPEN_LOCK:
         open_now = list(_OPEN)
-    if len(open_now) == 1:
-        return open_now[0]
     if not open_now:
+        return None
+    opened = getattr(_THREAD, "opened", False)
+    if len(open_now) == 1 and not opened:
+        return open_now[0]
+    if proposed is not None:
+        tool, args = proposed()
+        waiting = [s for s in open_now if s.waits_for(tool, args)]
+        if len(waiting) == 1:
+            return waiting[0]
+    if opened:
         return None
     unplaced = (
         f"{what} was called outside the context of its session (from a thread that did not "
@@ -231,6 +245,8 @@ class CapturedSession:
     _messages: list[Any] = field(default_factory=list)
     _inputs: list[str] = field(default_factory=list)
     _claimed: set[str] = field(default_factory=set)
+    _started: set[str] = field(default_factory=set)
+    """Proposed calls a tool call was started for (no helper thread's call is theirs)."""
     _last_text: str | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     """Held while the session journals: calls may finish on several threads at once."""
@@ -299,13 +315,19 @@ class CapturedSession:
         self._streams.clear()
 
     def fail(self, error: BaseException) -> None:
-        """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s)."""
+        """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s).
+
+        The outcomes still waiting for an earlier call's are journaled first, unless a
+        replay stopped at that call: the halt then takes its place, naming it, where a
+        later call's outcome would have looked like the change.
+        """
         with self._lock:
             if self.recorder.ended:
                 return
             self._end_streams()
             self.start()
-            self.settle()
+            if not (isinstance(error, HaltSession) and error.rule == "replay_stopped"):
+                self.settle()
             self.recorder.fail(error)
 
     # -- model calls -------------------------------------------------------------------
@@ -378,25 +400,47 @@ class CapturedSession:
             self._last_text = proposal.text
             self._inputs = []
             self._claimed = set()
+            self._started = set()
 
     # -- tool calls --------------------------------------------------------------------
 
+    def waits_for(self, tool: str, args: dict[str, Any]) -> bool:
+        """Whether the model proposed a call of ``tool`` with ``args`` not started yet."""
+        with self._lock:
+            return self._waiting(tool, args, same_args=True, skip=self._started) is not None
+
     def _pair(self, tool: str, args: dict[str, Any]) -> str | None:
         """The waiting call a tool call answers: same tool and arguments, else same tool."""
-        waiting = [c for c in self.recorder.pending if c.call_id not in self._claimed]
-        same = canonical_bytes(args)
-        found = next(
-            (
-                c
-                for c in waiting
-                if c.tool == tool and isinstance(c.args, dict) and canonical_bytes(c.args) == same
-            ),
-            None,
-        ) or next((c for c in waiting if c.tool == tool), None)
+        found = self._waiting(tool, args, same_args=True) or self._waiting(tool, args)
         if found is None:
             return None
         self._claimed.add(found.call_id)
         return found.call_id
+
+    def _waiting(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        same_args: bool = False,
+        skip: Collection[str] = (),
+    ) -> ToolCall | None:
+        """The first proposed call of ``tool`` not answered yet (with ``args``, if asked)."""
+        same = canonical_bytes(args) if same_args else None
+        return next(
+            (
+                call
+                for call in self.recorder.pending
+                if call.call_id not in self._claimed
+                and call.call_id not in skip
+                and call.tool == tool
+                and (
+                    same is None
+                    or (isinstance(call.args, dict) and canonical_bytes(call.args) == same)
+                )
+            ),
+            None,
+        )
 
     def _journal_outcome(
         self,
@@ -523,6 +567,9 @@ class CapturedSession:
         """At a call's start: the calls finished before it, and what to do with it."""
         with self._lock:
             self.start()
+            started = self._waiting(info.name, args, same_args=True, skip=self._started)
+            if started is not None:
+                self._started.add(started.call_id)
             return self._order.finished(), self._play(info, args)
 
     def _play(self, info: ToolInfo, args: dict[str, Any]) -> ToolPlay:
@@ -681,7 +728,9 @@ class Capture:
 
                 @functools.wraps(function)
                 async def arun(*args: Any, **kwargs: Any) -> Any:
-                    session = session_of_call(f"tool {info.name}")
+                    session = session_of_call(
+                        f"tool {info.name}", lambda: (info.name, arguments(args, kwargs))
+                    )
                     if session is None:
                         return await function(*args, **kwargs)
                     return await session.acall_tool(
@@ -692,7 +741,9 @@ class Capture:
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
-                session = session_of_call(f"tool {info.name}")
+                session = session_of_call(
+                    f"tool {info.name}", lambda: (info.name, arguments(args, kwargs))
+                )
                 if session is None:
                     return function(*args, **kwargs)
                 return session.call_tool(
@@ -771,13 +822,13 @@ class Capture:
                 ...  # client.chat.completions.create, decorated tools
                 session.finish(answer)  # optional: else the model's last text ends the turn
 
-        An exception escaping the block ends the session as failed (``agent_halted``, rule
-        ``error``, with the exception's record) and propagates. ``metadata`` and ``tags``
-        (as ``metadata.tags``) join the capture's metadata in ``session_started``;
-        ``entry`` is the ``module:qualname`` a replay calls with ``inputs``, which are
-        recorded as ``metadata.entry_inputs`` (JSON text; a string is kept as it is). In a
-        replay (inside `replaying`) the session is the replay's. Inside a session already,
-        the block is part of that one.
+        An exception escaping the block (a cancellation too) ends the session as failed
+        (``agent_halted``, rule ``error``, with the exception's record) and propagates.
+        ``metadata`` and ``tags`` (as ``metadata.tags``) join the capture's metadata in
+        ``session_started``; ``entry`` is the ``module:qualname`` a replay calls with
+        ``inputs``, which are recorded as ``metadata.entry_inputs`` (JSON text; a string is
+        kept as it is). In a replay (inside `replaying`) the session is the replay's. Inside
+        a session already, the block is part of that one.
         """
         outer = current_session()
         if outer is not None:  # inside a session already: the block is part of it
@@ -813,7 +864,9 @@ class Capture:
         try:
             yield session
             session.finish(None, given=False)
-        except (Exception, HaltSession) as error:
+        except GeneratorExit:
+            raise
+        except BaseException as error:  # a cancellation, a Ctrl-C end it as failed too
             session.fail(error)
             raise
         finally:
