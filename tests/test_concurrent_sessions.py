@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from journal import ActionCommitted, Journal
-from journal.capture import Capture, scope
+from journal.capture import Capture, placement
 from journal.capture.scope import reference_of
 from replay import replay_entry
 
@@ -196,7 +196,7 @@ def test_a_call_waiting_in_two_sessions_is_put_in_neither(
     journal: Journal, caplog: pytest.LogCaptureFixture
 ) -> None:
     capture.journal = journal
-    scope._UNPLACED_LOGGED[0] = -math.inf  # the warning is at most one per 10 s
+    placement._UNPLACED_LOGGED[0] = -math.inf  # the warning is at most one per 10 s
     RAN.clear()
     with caplog.at_level(logging.WARNING, logger="journal.capture"):
         with a_request_waiting("Lisbon"):  # the same calls wait in both

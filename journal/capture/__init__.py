@@ -19,6 +19,7 @@ from .exceptions import ReplayedException, exception_record, rebuilt
 from .openai_client import JournaledOpenAI
 from .order import InProposalOrder, RecordedOrder
 from .output import Destination, Sampling, SessionOutput
+from .placement import current_session
 from .play import Player, ReplayTarget, ToolPlay, replay_target, replaying
 from .recorder import (
     HaltSession,
@@ -31,7 +32,7 @@ from .recorder import (
     failure_of,
 )
 from .requests import full_requests, request_record
-from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, current_session, is_method
+from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, is_method
 from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_path_for
 
 __all__ = [

@@ -43,15 +43,12 @@ import asyncio
 import functools
 import inspect
 import json
-import logging
-import math
 import sys
 import threading
 import time
 import typing
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -67,10 +64,11 @@ from ..store import Journal
 from .exceptions import rebuilt
 from .order import InProposalOrder
 from .output import Destination, Sampling
+from .placement import current_session, opened, session_of_call
 from .play import Player, ToolPlay, replay_target
 from .recorder import HaltSession, Recorder
 from .requests import jsonable, proposal_of, request_record, sent_parameters
-from .spool import LOG_INTERVAL, Spool
+from .spool import Spool
 from .streams import StreamRecording
 
 __all__ = [
@@ -78,90 +76,13 @@ __all__ = [
     "Capture",
     "CapturedSession",
     "ToolInfo",
-    "current_session",
     "reference_of",
-    "session_of_call",
 ]
 
 CAPTURED_WITH = "entry"
 """The ``captured_with`` metadata of sessions captured around an entry function."""
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_SESSION: ContextVar[CapturedSession | None] = ContextVar("agent_journal_session", default=None)
-
-
-_OPEN: list[CapturedSession] = []
-"""The sessions open in this process, oldest first."""
-_OPEN_LOCK = threading.Lock()
-_THREAD = threading.local()
-"""``opened``: this thread has opened a session (its calls outside one are outside one)."""
-_UNPLACED_LOGGED = [-math.inf]
-"""When a call no session could be found for was last logged (once per `LOG_INTERVAL`)."""
-log = logging.getLogger("journal.capture")
-
-
-def current_session() -> CapturedSession | None:
-    """The captured session the current context is in, if any."""
-    return _SESSION.get()
-
-
-def session_of_call(
-    what: str, proposed: Callable[[], tuple[str, dict[str, Any]]] | None = None
-) -> CapturedSession | None:
-    """The session a wrapped call (of the client or a tool, named ``what``) belongs to.
-
-    The current context's; else, for a call from a helper thread that did not inherit it
-    (a ``ThreadPoolExecutor`` running a response's calls at once), the only session open
-    in the process, or, with several open, the only one whose model proposed this very
-    call and is waiting for it (``proposed`` gives a tool call's name and arguments): a
-    server's concurrent requests each run their own calls on a pool. A thread that opened
-    a session itself (a request's, a replay's) is a helper only for such a call (a pool's
-    thread runs requests and calls alike): its other calls outside a session are outside
-    one. When nothing tells which (a model call, the same call waiting in two
-    sessions): in production the call runs as it is, unjournaled, and a warning says so
-    (at most one per 10 s); while a replay is open it is refused (`HaltSession`, rule
-    ``replay_stopped``), so a replay never runs a tool for real that it should have
-    served. ``contextvars.copy_context().run`` around the thread's work carries the
-    session there.
-    """
-    session = _SESSION.get()
-    if session is not None:
-        return session
-    with _OPEN_LOCK:
-        open_now = list(_OPEN)
-    if not open_now:
-        return None
-    opened = getattr(_THREAD, "opened", False)
-    if len(open_now) == 1 and not opened:
-        return open_now[0]
-    if proposed is not None:
-        tool, args = proposed()
-        waiting = [s for s in open_now if s.waits_for(tool, args)]
-        if len(waiting) == 1:
-            return waiting[0]
-    if opened:
-        return None
-    unplaced = (
-        f"{what} was called outside the context of its session (from a thread that did not "
-        f"inherit it?) while {len(open_now)} sessions are open in this process, so it "
-        "cannot be told which one it belongs to"
-    )
-    if any(open_session.player is not None for open_session in open_now):
-        raise HaltSession(
-            "replay_stopped",
-            f"{unplaced}; a replay does not run it (contextvars."
-            "copy_context().run carries the session into the thread)",
-        )
-    now = time.monotonic()
-    if now - _UNPLACED_LOGGED[0] >= LOG_INTERVAL:
-        _UNPLACED_LOGGED[0] = now
-        log.warning(
-            "%s: it ran unjournaled (contextvars.copy_context().run carries the session into "
-            "the thread)",
-            unplaced,
-        )
-    return None
 
 
 def reference_of(function: Callable[..., Any]) -> str:
@@ -233,7 +154,8 @@ def _from_model(item: Any) -> bool:
 class CapturedSession:
     """One session of captured code: its recorder, its requests so far, its tool outcomes.
 
-    Built by `Capture` for each entry call; the wrappers find it with `current_session`.
+    Built by `Capture` for each entry call; the wrappers find it with
+    `journal.capture.placement.session_of_call`.
     """
 
     recorder: Recorder
@@ -857,20 +779,14 @@ class Capture:
             metadata=given,
             player=player,
         )
-        token = _SESSION.set(session)
-        _THREAD.opened = True
-        with _OPEN_LOCK:
-            _OPEN.append(session)
         try:
-            yield session
-            session.finish(None, given=False)
+            with opened(session):
+                yield session
+                session.finish(None, given=False)
         except GeneratorExit:
             raise
         except BaseException as error:  # a cancellation, a Ctrl-C end it as failed too
             session.fail(error)
             raise
         finally:
-            with _OPEN_LOCK:
-                _OPEN.remove(session)
-            _SESSION.reset(token)
             recorder.close()

@@ -28,8 +28,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .placement import session_of_call
 from .recorder import HaltSession
-from .scope import CapturedSession, session_of_call
+from .scope import CapturedSession
 from .streams import (
     AsyncRecordedStream,
     Kind,
