@@ -417,7 +417,7 @@ def in_order_of(
     for record in b:
         if record.get("type") in ("action_committed", "action_failed"):
             seen = tuple(record.get("ran_after") or ()) or None
-            agreed = order.ran_after(int(record.get("seq", -1)), seen)
+            agreed = order.ran_after(int(record.get("seq", -1)), str(record.get("call_id")), seen)
             if agreed != seen:
                 record = {**record, "ran_after": list(agreed) if agreed else None}
         out.append(record)

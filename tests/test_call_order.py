@@ -249,10 +249,10 @@ def test_a_replay_writes_the_recorded_order_exactly_when_no_two_calls_swapped(
     order = RecordedOrder(_recording(recorded))
     for call, observed in enumerate(seen):
         swapped = any(call in recorded[other] for other in observed)
-        written = order.ran_after(call + 1, observed or None)
+        written = order.ran_after(call + 1, f"c{call}", observed or None)
         assert written == (observed or None if swapped else recorded[call] or None)
     same = RecordedOrder(_recording(recorded))  # the recording's own order: written as is
-    assert [same.ran_after(i + 1, r or None) for i, r in enumerate(recorded)] == [
+    assert [same.ran_after(i + 1, f"c{i}", r or None) for i, r in enumerate(recorded)] == [
         r or None for r in recorded
     ]
 
@@ -381,3 +381,11 @@ def test_diff_of_two_runs_shows_only_calls_run_the_other_way_round() -> None:
     result = diff_records(in_order, swapped)
     assert [row.kind for row in result.rows] == ["equal", "changed", "equal"]  # A ran late
     assert [c.path for row in result.rows for c in row.changes] == ["ran_after"]
+
+
+def test_off_the_record_an_outcome_keeps_what_it_saw() -> None:
+    """A replay gone off the record (re-recording with a live model) writes its own order."""
+    order = RecordedOrder(_recording([(), (0,)]))
+    assert order.ran_after(2, "c1", None) == (0,)  # the recording's call there: its order
+    assert order.ran_after(2, "another", None) is None  # another call at that seq: its own
+    assert order.ran_after(9, "c1", (0,)) == (0,)  # past the recording

@@ -124,8 +124,8 @@ class RecordedOrder:
     """
 
     def __init__(self, recording: Iterable[RecordedEvent | Mapping[str, Any]]) -> None:
-        self._at: dict[int, tuple[int, dict[int, Positions]]] = {}
-        """For each outcome's seq: its call's position and the ``ran_after`` of its step."""
+        self._at: dict[int, tuple[str, int, dict[int, Positions]]] = {}
+        """For each outcome's seq: its call id and position, and the ``ran_after`` of its step."""
         step: dict[int, Positions] = {}
         calls: list[Any] = []
         taken: set[int] = set()
@@ -142,20 +142,20 @@ class RecordedOrder:
                     continue
                 taken.add(position)
                 step[position] = tuple(ran_after or ())
-                self._at[seq] = (position, step)
+                self._at[seq] = (str(call_id), position, step)
 
-    def ran_after(self, seq: int, observed: Positions | None) -> Positions | None:
-        """The ``ran_after`` to journal at ``seq`` for a replayed outcome that saw ``observed``.
+    def ran_after(self, seq: int, call_id: str, observed: Positions | None) -> Positions | None:
+        """What to journal as ``ran_after`` at ``seq`` for ``call_id``, which saw ``observed``.
 
         The recording's, unless the replay ran this call after one that the recording ran
         after it (the two ran the other way round, one after the other): then ``observed``,
         and the replay diverges at ``seq``. Also ``observed`` where the recording holds no
-        outcome at ``seq``.
+        outcome of ``call_id`` at ``seq`` (a replay gone off the record, re-recording).
         """
         found = self._at.get(seq)
-        if found is None:
+        if found is None or found[0] != call_id:
             return observed
-        position, step = found
+        _, position, step = found
         reversed_pair = any(position in step.get(other, ()) for other in observed or ())
         if reversed_pair:
             return observed

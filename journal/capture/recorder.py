@@ -541,11 +541,11 @@ class Recorder:
             what, f"no model output proposed call {call_id!r}{named}; waiting: {waiting}"
         )
 
-    def _ran_after(self, observed: Collection[int] | None) -> list[int] | None:
+    def _ran_after(self, call_id: str, observed: Collection[int] | None) -> list[int] | None:
         """The ``ran_after`` to journal: sorted, None for none; the recording's in a replay."""
         positions = tuple(sorted(observed)) if observed else None
         if self.order is not None:
-            positions = self.order.ran_after(self.next_seq, positions)
+            positions = self.order.ran_after(self.next_seq, call_id, positions)
         return list(positions) if positions else None
 
     @staticmethod
@@ -598,7 +598,7 @@ class Recorder:
             result=value,
             duration_ms=duration_ms,
             result_text=text,
-            ran_after=self._ran_after(ran_after),
+            ran_after=self._ran_after(call.call_id, ran_after),
         )
         self._write(event)
         return event
@@ -633,7 +633,7 @@ class Recorder:
             args=self._args(call, args),
             duration_ms=duration_ms,
             error=None if record is None else _json_object(record, "the error"),
-            ran_after=self._ran_after(ran_after),
+            ran_after=self._ran_after(call.call_id, ran_after),
         )
         self._write(event)
         return event
