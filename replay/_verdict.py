@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from journal import AgentCompleted, AgentHalted, JournalError, RecordedEvent, predated_settings
+from journal import (
+    ActionProposed,
+    AgentCompleted,
+    AgentHalted,
+    JournalError,
+    RecordedEvent,
+    predated_settings,
+)
 
 from .diff import Change, behaviour_rules, config_changes, field_changes
 from .normalize import DEFAULT_RULES, NormalizationRules, fingerprint, normalize, record_of
@@ -327,9 +334,17 @@ def compare(
             continue
         changes = field_changes(normalize(expected, rules), normalize(actual, rules))
         ran_out = exhaustion if exhaustion is not None and exhaustion.seq == seq else None
-        reason = _reason(expected, actual, changes, ran_out)
+        reason = _reason(expected, actual, changes, ran_out, _step_tools(replayed, seq))
         return Divergence(seq, reason, expected, actual, changes)
     return None
+
+
+def _step_tools(events: Sequence[RecordedEvent], seq: int) -> list[str]:
+    """The tools of the model output before ``seq``, by position."""
+    for item in reversed(events[:seq]):
+        if isinstance(item.event, ActionProposed):
+            return [call.tool for call in item.event.calls]
+    return []
 
 
 def _reason(
@@ -337,6 +352,7 @@ def _reason(
     actual: dict[str, Any],
     changes: tuple[Change, ...],
     ran_out: Exhaustion | None,
+    tools: Sequence[str] = (),
 ) -> str:
     kind = actual.get("type")
     if kind == "agent_halted" and ran_out is not None:
@@ -357,15 +373,21 @@ def _reason(
             detail = f" ({actual.get('rule')}: {actual.get('reason')})"
         return f"expected {expected.get('type')}, got {kind}{detail}"
     if [change.path for change in changes] == ["ran_after"]:
-        return _reordered(actual)
+        return _reordered(actual, tools)
     paths = ", ".join(change.path for change in changes[:5])
     return f"{kind} differs in {paths}"
 
 
-def _reordered(actual: dict[str, Any]) -> str:
-    """The reason for an outcome whose call ran after calls the recording ran it before."""
+def _reordered(actual: dict[str, Any], tools: Sequence[str]) -> str:
+    """The reason for an outcome whose call ran after calls the recording ran it before.
+
+    ``tools`` are those of the model output's calls, by position.
+    """
     positions = actual.get("ran_after") or ()
-    before = " and ".join(f"#{position + 1}" for position in positions)
+    before = " and ".join(
+        f"#{position + 1}" + (f" ({tools[position]})" if position < len(tools) else "")
+        for position in positions
+    )
     which, them = ("calls", "one of them") if len(positions) > 1 else ("call", "that call")
     return (
         f"the calls ran in another order: {actual.get('tool')} ({actual.get('call_id')}) "
