@@ -3,6 +3,8 @@ its Python example runs, and every link between the pages leads somewhere."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import subprocess
@@ -82,3 +84,58 @@ def test_every_link_between_the_pages_leads_to_a_file() -> None:
 
 def test_the_readme_fits_a_screenful_of_screens() -> None:
     assert len(README.splitlines()) <= 220
+
+
+REPLAY_DOC = (REPO / "docs" / "replay.md").read_text(encoding="utf-8")
+
+
+def _doc_block(page: str, after: str, language: str) -> str:
+    """The first fenced block of ``language`` after the text ``after`` in ``page``."""
+    return page.split(after, 1)[1].split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_replay_commands_print_what_docs_replay_shows(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "demo.db") as journal:
+        run_demo(journal, seed=0)
+    console = _doc_block(REPLAY_DOC, "**The commands**", "console")
+    printed: list[str] = []
+    shown: list[str] = []
+    for line in console.splitlines():
+        if line.startswith("$ "):
+            command = shlex.split(line[2:].split("   #", 1)[0])
+            ran = subprocess.run(
+                [str(BIN / command[0]), *command[1:]],
+                cwd=tmp_path,
+                env=os.environ | {"COLUMNS": "400"},  # no wrapping: lines as the page has them
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            assert ran.returncode in (0, 1), (line, ran.stderr)
+            printed += ran.stdout.splitlines()
+        elif "..." not in line:  # the page shortens the long event lines with "..."
+            shown.append(line)
+    missing = [line for line in shown if line not in printed]
+    assert missing == []
+
+
+def test_replay_json_has_the_keys_docs_replay_shows(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "demo.db") as journal:
+        run_demo(journal, seed=0)
+    documented = json.loads(_doc_block(REPLAY_DOC, "**JSON.**", "json"))
+    ran = subprocess.run(
+        [str(BIN / "agent-journal"), "replay", "demo-refund-buggy-s0", "--db", "demo.db"]
+        + ["--agent", "agentloop.examples.refund:build_fixed", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    printed = json.loads(ran.stdout)
+    assert sorted(documented) == sorted(printed)
+    scalars = {key: value for key, value in documented.items() if not isinstance(value, dict)}
+    assert scalars == {key: printed[key] for key in scalars}
+    assert documented["first_divergence"]["seq"] == printed["first_divergence"]["seq"]
+    assert sorted(documented["first_divergence"]) == sorted(printed["first_divergence"])
