@@ -51,7 +51,8 @@ and its result, the clock) is a typed event in an append-only, hash-chained jour
 SQLite file or PostgreSQL for a fleet.
 
 \b
-  record   the agent loop or the Recorder writes sessions; demo runs examples
+  record   Capture (your own loop), the Recorder or the agent loop write
+           sessions; drain moves a spool in; demo runs examples
   look     sessions, show, state; search finds events by their words across
            sessions; tui steps through a timeline, live
   replay   replay re-runs a session on the recorded model and tools (no API
@@ -266,9 +267,10 @@ def import_(
     """Import sessions from files, each all or nothing.
 
     Importing a session that is already there with the same content does nothing;
-    different content is a conflict (exit 2) and the journal is left as it was. With
-    --format openai every file is read first (malformed input: exit 2, nothing written)
-    and a report says what could not be mapped (--json: as JSON on stdout).
+    different content is a conflict (exit 2) and the journal is left as it was; a
+    session erased from this journal is skipped, and named. With --format openai every
+    file is read first (malformed input: exit 2, nothing written) and a report says what
+    could not be mapped (--json: as JSON on stdout).
     """
     if fmt == "openai":
         from .cli_formats import import_openai_files
@@ -365,7 +367,8 @@ def copy(
 
     Every record's hash is checked against its chain on the way in; each session is one
     transaction. Running it again copies only what is new. A session that exists in the
-    destination with different content is reported (exit 2) and left as it was.
+    destination with different content is reported (exit 2) and left as it was; one
+    erased from the destination is not brought back.
     """
     from journal.formats import copy_sessions, select_sessions
 

@@ -212,7 +212,10 @@ def replay(
     The recorded model outputs stand in for the model and, unless --live-tools or
     --live-tool is given, the recorded tool results stand in for the tools: no API key, no
     side effects. Exit 0 when the replay is identical, 1 when it diverged (the first
-    divergence is printed: seq, expected and actual event, the fields that changed).
+    divergence is printed: seq, expected and actual event, the fields that changed; a
+    changed configuration diverges at seq 0, then the behaviour with the recorded replies
+    is told), 2 when it cannot run (no agent, untrusted, a --live-tool name the agent has
+    no tool for).
     """
     from replay import Replayer
 
@@ -332,8 +335,9 @@ def _records(journal: Journal | None, source: str) -> tuple[str, list[dict[str, 
 def diff(a: str, b: str, db: str, ignore: Sequence[str], as_json: bool) -> None:
     """Compare two runs, each a session id or a JSONL file, aligned by content.
 
-    Volatile fields (times, durations, latency, ids of the session) are ignored. Exit 0
-    when identical, 1 when they differ.
+    Volatile fields (times, durations, latency, ids of the session) are ignored; the
+    order tool calls ran in is compared as a replay compares it. Exit 0 when identical,
+    1 when they differ, 2 for bad input.
     """
     from replay import diff_records
 
