@@ -113,7 +113,7 @@ def test_the_top_level_help_describes_the_whole_tool_and_its_exit_codes() -> Non
 
 def test_the_top_level_overview_keeps_its_lines() -> None:
     lines = run_cli("--help", env={"COLUMNS": "80"}).stdout.splitlines()
-    record = "    record   the agent loop or the Recorder writes sessions; demo runs examples"
+    record = "    record   Capture (your own loop), the Recorder or the agent loop write"
     assert record in lines
     assert "    compare  diff aligns two runs and shows the first divergence" in lines
     assert not any("\\b" in line for line in lines)
