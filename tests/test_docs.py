@@ -139,3 +139,13 @@ def test_replay_json_has_the_keys_docs_replay_shows(tmp_path: Path) -> None:
     assert scalars == {key: printed[key] for key in scalars}
     assert documented["first_divergence"]["seq"] == printed["first_divergence"]["seq"]
     assert sorted(documented["first_divergence"]) == sorted(printed["first_divergence"])
+
+
+def test_docs_replay_names_every_field_the_default_rules_drop() -> None:
+    from replay import DEFAULT_RULES
+
+    section = " ".join(REPLAY_DOC.split("**Normalisation.**", 1)[1].split("```", 1)[0].split())
+    for event_type, paths in DEFAULT_RULES.ignore.items():
+        assert event_type == "*" or f"`{event_type}`" in section
+        for path in paths:
+            assert f"`{path}`" in section, (event_type, path)
