@@ -17,6 +17,7 @@ from agentloop import Agent, TrustList
 from journal import Journal, SessionState
 from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
+from ._session import recorded_start
 from ._verdict import ReplayResult
 from .agent_replay import LiveModel
 from .normalize import DEFAULT_RULES, NormalizationRules
@@ -90,6 +91,8 @@ class FixtureReplay:
     broken_expectation: str | None
     refused_update: str | None = None
     """Why ``update`` did not rewrite a fixture that moved (it needs a live model)."""
+    named_tools: frozenset[str] = frozenset()
+    """With ``recorded_tools_only``: the tools named live or allowed that the recording has."""
 
     @property
     def passed(self) -> bool:
@@ -120,6 +123,7 @@ def replay_fixture(
     live_model: LiveModel = None,
     live_tools: bool | Iterable[str] = False,
     allow_side_effects: Iterable[str] = (),
+    recorded_tools_only: bool = False,
 ) -> FixtureReplay:
     """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
 
@@ -127,7 +131,10 @@ def replay_fixture(
     allows it; ``agent`` runs as given. ``rules`` say what the comparison leaves out.
     ``live_tools`` run for real (``True``: every tool but those declared with side effects),
     so a fix inside a tool shows at its result; a tool declared with side effects runs for
-    real only when ``allow_side_effects`` names it too.
+    real only when ``allow_side_effects`` names it too. With ``recorded_tools_only`` (the
+    pytest plugin's project-wide settings, for fixtures of several agents) only the names
+    among the recording's tools apply (`FixtureReplay.named_tools`); otherwise a name the
+    agent has no tool for is refused.
 
     A fixture is rewritten only with what the code did on replies recorded for its very
     context: when the replay stopped for want of one (it diverged before the recording's
@@ -148,18 +155,27 @@ def replay_fixture(
     parsed = read_jsonl(path)
     expect = parsed.header.get("expect")
     expected = expect if isinstance(expect, dict) else None
-    replayer = Replayer(
-        agent=agent,
-        save=True,
-        trust=trust,
-        rules=rules,
-        live_model=live_model,
-        live_tools=live_tools,
-        allow_side_effects=allow_side_effects,
-    )
     refused = broken = state = None
+    named: frozenset[str] = frozenset()
     with Journal.open(":memory:") as journal:
         imported = import_file(journal, path)
+        if recorded_tools_only:
+            started = recorded_start(journal, imported.session_id)
+            recorded = frozenset(spec.name for spec in started.config.tools)
+            if not isinstance(live_tools, bool):
+                live_tools = [name for name in live_tools if name in recorded]
+            allow_side_effects = [name for name in allow_side_effects if name in recorded]
+            named = frozenset(live_tools if not isinstance(live_tools, bool) else ())
+            named |= frozenset(allow_side_effects)
+        replayer = Replayer(
+            agent=agent,
+            save=True,
+            trust=trust,
+            rules=rules,
+            live_model=live_model,
+            live_tools=live_tools,
+            allow_side_effects=allow_side_effects,
+        )
         result = replayer.replay(journal, imported.session_id, source=str(path))
         if result.saved:
             state = journal.state(result.replay_session_id)
@@ -181,6 +197,7 @@ def replay_fixture(
         expect=expected,
         broken_expectation=broken,
         refused_update=refused,
+        named_tools=named,
     )
 
 

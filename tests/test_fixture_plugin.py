@@ -213,3 +213,38 @@ def test_a_fixture_with_a_damaged_header_fails_instead_of_dropping_out(
     result = project.runpytest_subprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*damaged.jsonl:1: not valid JSON*"])
+
+
+def test_live_tools_apply_to_the_fixtures_whose_recording_has_them(
+    project: pytest.Pytester,
+) -> None:
+    """Project-wide settings over fixtures of two agents: each takes the names it has."""
+    _copy(project, REFUND)
+    _copy(project, FIXTURES / "research-parallel-reads.jsonl")
+    project.makeini("[pytest]\njournal_live_tools = lookup_order\n")
+    result = project.runpytest_subprocess()
+    # the refund agent's lookup_order ran live: its real data is not the redacted recording's
+    # (so it ran); the research agent has no lookup_order, and its fixture is not refused
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*refund-overrefund-fixed.jsonl*no longer replays identically*",
+            "*result.customer_email: *",
+            "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl "
+            "--live-tool lookup_order",
+        ]
+    )
+    assert "research-parallel-reads.jsonl::research-parallel-reads PASSED" in (
+        project.runpytest_subprocess("-v").stdout.str()
+    )
+
+
+def test_a_live_tool_no_fixture_has_fails_the_run_naming_it(project: pytest.Pytester) -> None:
+    _copy(project, REFUND)
+    project.makeini("[pytest]\njournal_live_tools = lookup_ordr\n")
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*journal_live_tools / journal_allow_side_effects name lookup_ordr: no replayed*"]
+    )

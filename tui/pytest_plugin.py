@@ -19,6 +19,10 @@ or ``pytest.ini``):
 * ``journal_allow_side_effects``: tools declared with side effects that may run for real
   too (what ``agent-journal replay --allow-side-effects`` takes), one name per line.
 
+Each fixture takes the tool names of those two settings that its recording has among its
+tools (fixtures of several agents share one project's settings); a name no replayed
+fixture has (a typo) fails the run, named in the summary.
+
 The agent a fixture records runs only when the trust list allows it (the ``agents`` of
 ``[tool.agent-journal]`` in ``pyproject.toml``, found from the rootdir upwards; see
 `agentloop.trust`), and is imported from that table's ``pythonpath`` (default: the
@@ -158,22 +162,31 @@ class JournalFixtureItem(pytest.Item):
                 live_model=str(self.config.getini("journal_live_model")) or None,
                 live_tools=_live_tools(self.config.getini("journal_live_tools")),
                 allow_side_effects=self.config.getini("journal_allow_side_effects"),
+                recorded_tools_only=True,
             )
         except JournalError as e:
             raise FixtureError(str(e)) from e
+        self.config.stash.setdefault(_NAMED, set()).update(outcome.named_tools)
         if outcome.passed:
             return
         if update and outcome.refused_update:
             raise FixtureFailure(
-                _report(self._shown_path(), outcome, self._reproduce(), outcome.refused_update)
+                _report(
+                    self._shown_path(),
+                    outcome,
+                    self._reproduce(outcome.named_tools),
+                    outcome.refused_update,
+                )
             )
         if update:
             self.config.stash.setdefault(_UPDATED, []).append(str(self.path))
             return
-        raise FixtureFailure(_report(self._shown_path(), outcome, self._reproduce()))
+        raise FixtureFailure(
+            _report(self._shown_path(), outcome, self._reproduce(outcome.named_tools))
+        )
 
-    def _reproduce(self) -> str:
-        """The command that replays this fixture as the plugin did."""
+    def _reproduce(self, named: frozenset[str]) -> str:
+        """The command that replays this fixture as the plugin did (``named``: its tools)."""
         import shlex
 
         words = ["agent-journal", "replay", str(self._shown_path())]
@@ -184,9 +197,10 @@ class JournalFixtureItem(pytest.Item):
         if live == ["*"]:
             words.append("--live-tools")
         else:
-            words += [word for name in live for word in ("--live-tool", name)]
+            words += [word for name in live if name in named for word in ("--live-tool", name)]
         for name in self.config.getini("journal_allow_side_effects"):
-            words += ["--allow-side-effects", name]
+            if name in named:
+                words += ["--allow-side-effects", name]
         for spec in self.config.getini("journal_ignore"):
             words += ["--ignore", spec]
         return shlex.join(words)
@@ -208,6 +222,19 @@ class JournalFixtureItem(pytest.Item):
 
 
 _UPDATED = pytest.StashKey[list[str]]()
+_NAMED = pytest.StashKey[set[str]]()
+"""The tools named in the settings that a replayed fixture's recording has."""
+
+
+def _unknown_tools(config: pytest.Config) -> list[str]:
+    """Tools the settings name that no replayed fixture's recording has (a typo, say)."""
+    if _NAMED not in config.stash:  # no fixture ran
+        return []
+    live = config.getini("journal_live_tools")
+    named: set[str] = set(() if live == ["*"] else live)
+    named |= set(config.getini("journal_allow_side_effects"))
+    had: set[str] = config.stash[_NAMED]
+    return sorted(named - had)
 
 
 def _short(value: object, width: int = 200) -> str:
@@ -253,8 +280,22 @@ def _change(change: Any) -> str:
     return f"    {change.path}: {expected} -> {actual}"
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when the settings name a tool no replayed fixture has."""
+    if _unknown_tools(session.config) and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """List the fixtures ``--journal-update`` rewrote."""
+    """Name tools no fixture has; list the fixtures ``--journal-update`` rewrote."""
+    unknown = _unknown_tools(config)
+    if unknown:
+        terminalreporter.section("agent-journal settings")
+        terminalreporter.write_line(
+            f"journal_live_tools / journal_allow_side_effects name {', '.join(unknown)}: no "
+            "replayed fixture's recording has such a tool (a typo?), so none ran it live",
+            red=True,
+        )
     updated = config.stash.get(_UPDATED, [])
     if updated:
         terminalreporter.section("agent-journal fixtures updated")
