@@ -492,6 +492,7 @@ def test_an_erased_conversation_is_not_imported_again(tmp_path: Path, pg_schema:
         again = run_cli(*args, "--json")
         assert again.exit_code == 0, again.stderr
         assert f"skipped airline-task-48: erased from this journal ({SAMPLE})" in again.stderr
+        assert f"imported {SAMPLE}: 2 sessions, already present" in again.stderr
         document = json.loads(again.stdout)
         assert document["files"][0]["erased"] == ["airline-task-48"]
         assert (document["new_sessions"], document["new_events"]) == (0, 0)

@@ -60,7 +60,9 @@ def _print_report(report: ImportReport, as_json: bool) -> None:
     if as_json:
         print_json(document)
     for item in report.files:
-        new, sessions = item["new_sessions"], counted(item["sessions"], "session")
+        # (the sessions this journal erased are named below, not counted as present)
+        new = item["new_sessions"]
+        sessions = counted(item["sessions"] - len(item["erased"]), "session")
         what = (
             f"{sessions} ({new} new, {counted(item['new_events'], 'event')})"
             if new
