@@ -25,7 +25,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentloop import ModelResponse
-from journal import ActionCommitted, ActionProposed, Journal, RecordedEvent, Recorder, ToolCall
+from journal import (
+    ActionCommitted,
+    ActionProposed,
+    Journal,
+    RecordedEvent,
+    Recorder,
+    RecordingOrderError,
+    ToolCall,
+)
 from journal.capture import Capture, RecordedOrder, placement
 from replay import diff_records, replay_entry, replay_loop
 from replay.normalize import record_of
@@ -390,3 +398,22 @@ def test_off_the_record_an_outcome_keeps_what_it_saw() -> None:
     assert order.ran_after(2, "c1", None) == (0,)  # the recording's call there: its order
     assert order.ran_after(2, "another", None) is None  # another call at that seq: its own
     assert order.ran_after(9, "c1", (0,)) == (0,)  # past the recording
+
+
+@pytest.mark.parametrize("ran_after", [[2], [-1], ["0"], [0.0]])
+def test_a_hand_written_loop_gets_one_line_for_a_position_no_call_has(ran_after: Any) -> None:
+    journal = Journal.open(":memory:")
+    with Recorder(journal, "loop") as recorder:
+        recorder.start(agent="app:run")
+        recorder.user_input("go")
+        recorder.model_output(
+            ModelResponse(calls=[ToolCall(call_id=c, tool="t") for c in ("a", "b")])
+        )
+        with pytest.raises(RecordingOrderError) as raised:
+            recorder.tool_result("b", "ok", ran_after=ran_after)
+        assert str(raised.value) == (
+            "session loop: cannot record the outcome of b: ran_after holds "
+            f"{ran_after[0]!r}, which is no position of the model output's 2 calls"
+        )
+        recorder.tool_result("b", "ok", ran_after=[0])  # nothing was written before
+        assert [e.type for e in journal.events("loop")][-1] == "action_committed"

@@ -542,7 +542,19 @@ class Recorder:
         )
 
     def _ran_after(self, call_id: str, observed: Collection[int] | None) -> list[int] | None:
-        """The ``ran_after`` to journal: sorted, None for none; the recording's in a replay."""
+        """The ``ran_after`` to journal: sorted, None for none; the recording's in a replay.
+
+        Raises:
+            RecordingOrderError: a position that is none of the model output's calls.
+        """
+        size = len(self._proposal)
+        for position in observed or ():
+            if type(position) is not int or not 0 <= position < size:
+                raise self._refuse(
+                    f"the outcome of {call_id}",
+                    f"ran_after holds {position!r}, which is no position of the model "
+                    f"output's {size} call{'s' * (size != 1)}",
+                )
         positions = tuple(sorted(observed)) if observed else None
         if self.order is not None:
             positions = self.order.ran_after(self.next_seq, call_id, positions)
@@ -577,7 +589,8 @@ class Recorder:
         order the code ran them in; see `ActionCommitted`).
 
         Raises:
-            RecordingOrderError: no waiting call has this id (never proposed, or answered).
+            RecordingOrderError: no waiting call has this id (never proposed, or answered),
+                or ``ran_after`` names no call of the model output.
             InvalidEventError: the result is not JSON (NaN, an object); nothing written.
         """
         if isinstance(result, BaseException):
