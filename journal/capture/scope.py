@@ -374,26 +374,12 @@ class CapturedSession:
         duration_ms: float | None = None,
         started_after: frozenset[int],
     ) -> None:
-        with self._lock:
-            self._journal_outcome_now(
-                tool, args, result, error, duration_ms=duration_ms, started_after=started_after
-            )
-
-    def _journal_outcome_now(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        result: Any,
-        error: BaseException | dict[str, Any] | None,
-        *,
-        duration_ms: float | None,
-        started_after: frozenset[int],
-    ) -> None:
-        call_id = self._pair(tool, args)
         recorder = self.recorder
+        # a recorded failure (an `exception_record`) is raised again as its own type
+        failure, record = (rebuilt(error), error) if isinstance(error, dict) else (error, None)
 
         def write(ran_after: tuple[int, ...] | None = None) -> None:
-            if error is None:
+            if failure is None:
                 recorder.tool_result(
                     call_id,
                     jsonable(result),
@@ -403,31 +389,24 @@ class CapturedSession:
                     exact=True,
                     ran_after=ran_after,
                 )
-            elif isinstance(error, dict):
-                recorder.tool_failure(
-                    call_id,
-                    rebuilt(error),
-                    tool=tool,
-                    args=args,
-                    duration_ms=duration_ms,
-                    record=error,
-                    ran_after=ran_after,
-                )
             else:
                 recorder.tool_failure(
                     call_id,
-                    error,
+                    failure,
                     tool=tool,
                     args=args,
                     duration_ms=duration_ms,
+                    record=record,
                     ran_after=ran_after,
                 )
 
-        if call_id is None:  # a call no model output proposed: journaled where it happens
-            self.settle()
-            write()
-        else:
-            self._order.add(call_id, write, started_after=started_after)
+        with self._lock:
+            call_id = self._pair(tool, args)
+            if call_id is None:  # a call no model output proposed: journaled where it happens
+                self.settle()
+                write()
+            else:
+                self._order.add(call_id, write, started_after=started_after)
 
     def call_tool(
         self,

@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..canonical import dumps_canonical
+from ..canonical import GENESIS_HASH, dumps_canonical
 from ..store import Journal
 
 __all__ = ["erased_heads", "reaches_erased"]
-
-GENESIS = "0" * 64
 
 
 def erased_heads(journal: Journal, session_id: str) -> dict[int, str]:
@@ -41,7 +39,7 @@ def reaches_erased(
     """
     if not heads:
         return False
-    chain, last = GENESIS, max(heads)
+    chain, last = GENESIS_HASH, max(heads)
     for record in records:
         chain = journal.hasher(chain, dumps_canonical(record))
         seq = record["seq"]
