@@ -59,13 +59,12 @@ class ErrorBoundaryGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; map our errors to one stderr line and an exit code."""
+        stdout = sys.stdout
+        sys.stdout = _ReaderMayLeave(stdout)
         try:
             return super().invoke(ctx)
         except JournalError as e:
             fail(str(e), EXIT_BAD_INPUT)
-        except BrokenPipeError:
-            sys.stderr.close()  # the reader went away (| head): not an error
-            sys.exit(0)
         except KeyboardInterrupt:
             fail("interrupted", 130)
         except click.UsageError as e:
@@ -80,6 +79,45 @@ class ErrorBoundaryGroup(click.Group):
                 f"internal error: {type(e).__name__}: {e} (AGENT_JOURNAL_DEBUG=1 shows the trace)",
                 EXIT_INTERNAL,
             )
+        finally:
+            sys.stdout = stdout
+
+
+class _ReaderMayLeave:
+    """Standard output whose reader may go away (``| head``) without ending the command.
+
+    Once a write or flush finds the pipe closed, the rest of the output goes to the null
+    device and the command runs to its end, so its exit code (a replay's verdict: 0
+    identical, 1 diverged) still reaches a script that reads it with ``set -o pipefail``.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def write(self, text: str) -> int:
+        """Write ``text``, or drop it once the reader has gone."""
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        """Flush, or drop what is buffered once the reader has gone."""
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
 
 
 _RFC3339 = re.compile(

@@ -123,9 +123,9 @@ def console(stderr: bool = False) -> Console:
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
-            # rich exits 1 here; a reader that went away (| head) is the CLI's to handle (exit 0)
+            # rich exits 1 here; the CLI's stdout drops what a reader that went away (| head)
+            # does not read, and the command keeps its own exit code
             self.quiet = True
-            raise BrokenPipeError
 
     stream = sys.stderr if stderr else sys.stdout
     columns = os.environ.get("COLUMNS", "")
