@@ -81,6 +81,7 @@ from _common import (
 
 from journal import ActionCommitted, ActionProposed, AgentEvent, Journal, Recorder, fold
 from journal._planner import SessionHead, plan_append
+from journal._sqlstore import STATE_EVERY
 from journal.canonical import chain_hash
 from journal.projection import projection_row
 from journal.sqlite import FIRST_INSERT, SQLiteJournal, without_nulls
@@ -163,17 +164,21 @@ def floor_steps(
             sql = f"INSERT INTO sessions({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
             params = [*row.values(), session_id]
         else:
+            state_due = row["last_seq"] // STATE_EVERY != before["last_seq"] // STATE_EVERY
             names = [
                 n
                 for n in row
                 if n != "session_id"  # the key: setting it rewrites the primary-key index
                 and (n not in SQLiteJournal.INDEXED_COLUMNS or row[n] != before[n])
+                and (n != "state" or state_due)  # written every STATE_EVERY events
             ]
             sql = (
                 f"UPDATE sessions SET {', '.join(f'{n} = ?' for n in names)} "
                 "WHERE session_id = ? AND last_seq = ?"
             )
             params = [*(row[n] for n in names), session_id, before["last_seq"]]
+            if not state_due:
+                row["state"] = before["state"]
         row_values: tuple[Any, ...] = plan.rows[0][:8]
         steps.append((row_values, *without_nulls(sql, params)))
     return steps

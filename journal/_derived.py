@@ -4,8 +4,10 @@ Everything a store derives from a session's events is a claim `verify` checks, n
 fact it trusts: the ``summary`` column of each event row (recomputed from the decoded
 event, for rows written at the event type's current version: an upcast event may summarise
 differently), the ``sessions`` projection row (every column and the state JSON compared with
-the fold of the events) and the stored snapshots of the current fold version (each compared
-with the fold up to its seq; one past the last event is a finding too).
+the fold of the events; its state JSON with the fold up to the state's own ``last_seq``, as
+an append writes it only every ``STATE_EVERY`` events) and the stored snapshots of the
+current fold version (each compared with the fold up to its seq; one past the last event is
+a finding too).
 
 `DerivedCheck` is fed the session's rows in seq order by `journal.verify.check_session`.
 The refold is buffered: events are folded in runs that end at a snapshot's seq or every
@@ -67,7 +69,11 @@ class DerivedCheck:
         self._session_id = session_id
         self._projection = projection
         self._snapshots = dict(snapshots)
-        self._pending = sorted(self._snapshots)
+        self._state_seq = _older_state_seq(projection)
+        """The seq the projection's state JSON is folded to, when before the last event's."""
+        self._state_checked = False
+        claims = self._snapshots.keys()
+        self._pending = sorted(claims if self._state_seq is None else {*claims, self._state_seq})
         self._buffer: list[RecordedEvent] = []
         self._state = SessionState()
         self.problems: list[Problem] = []
@@ -94,8 +100,18 @@ class DerivedCheck:
             self._buffer = []
         if at_snapshot:
             seq = self._pending.pop(0)
-            if _json(self._snapshots[seq]) != orjson.loads(self._state.model_dump_json()):
+            folded = orjson.loads(self._state.model_dump_json())
+            if seq in self._snapshots and _json(self._snapshots[seq]) != folded:
                 self._report(seq, "snapshot", f"the snapshot at seq {seq} is not the fold there")
+            if seq == self._state_seq and self._projection is not None:
+                self._state_checked = True  # here, not against the last event's fold
+                if _json(self._projection["state"]) != folded:
+                    self._report(
+                        seq,
+                        "projection",
+                        f"the projection's state JSON (folded to seq {seq}) is not the fold "
+                        "of the events there",
+                    )
 
     def finish(self, head_hash: str) -> None:
         """Compare the projection and the snapshots with the fold of every event seen."""
@@ -104,13 +120,14 @@ class DerivedCheck:
         self._state = fold(self._buffer, self._state)
         self._buffer = []
         for seq in self._pending:
-            self._report(seq, "snapshot", f"a snapshot at seq {seq} is past the last event")
+            if seq in self._snapshots:
+                self._report(seq, "snapshot", f"a snapshot at seq {seq} is past the last event")
         if self._projection is not None:
             expected = projection_row(self._state, head_hash)
             stored = dict(self._projection)
             written_by = stored.get("fold_version")
-            if written_by != FOLD_VERSION:
-                expected.pop("state")  # written by another fold: its state JSON may differ
+            if written_by != FOLD_VERSION or self._state_checked:
+                expected.pop("state")  # another fold's, or checked at its own seq above
             if type(written_by) is int and 1 <= written_by < FOLD_VERSION:
                 # written before an upgrade of the fold: stale, refolded on read and by the
                 # next append, not a false claim (a version from the future is one)
@@ -135,3 +152,17 @@ class DerivedCheck:
                     f"the projection disagrees with the fold of the events: "
                     f"{shown or 'state'}{more}",
                 )
+
+
+def _older_state_seq(projection: Mapping[str, Any] | None) -> int | None:
+    """The ``last_seq`` of a projection's state JSON of the current fold version when it is
+    before the row's own (an append writes the state only every ``STATE_EVERY`` events):
+    the seq where verify compares it with the fold. None: compared with the last fold."""
+    if projection is None or projection.get("fold_version") != FOLD_VERSION:
+        return None
+    state = _json(projection.get("state"))
+    seq = state.get("last_seq") if isinstance(state, dict) else None
+    last = projection.get("last_seq")
+    if type(seq) is int and type(last) is int and 0 <= seq < last:
+        return seq
+    return None

@@ -81,6 +81,14 @@ from .store import (
 from .verify import Problem, VerifyReport, check_session
 
 _STATE_CACHE_SIZE = 256
+STATE_EVERY = 32
+"""An append on this connection's cached head writes the session's state JSON only when
+its last seq reaches another multiple of this (``last_seq // STATE_EVERY`` changes); the
+other appends update the projection's columns alone. The stored state is then the fold up
+to its own ``last_seq``, never more than ``STATE_EVERY - 1`` events behind the session, and
+whoever reads it folds those events on (`SQLJournal._locate`). The state grows with the
+session (its repeat counters: ~24 kB at 10,000 events of the bench's workload); written on
+every append, it doubled the cost of one in a long session."""
 _ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _BODY_COLUMNS = "body, seq, hash, pos"
 """What `decode_body` takes (``seq`` second, as `_row_pages` needs)."""
@@ -171,23 +179,24 @@ def _upsert_sql(names: tuple[str, ...]) -> str:
 
 
 @functools.cache
-def _always_set(indexed: tuple[str, ...]) -> tuple[str, ...]:
+def _always_set(indexed: tuple[str, ...], state: bool) -> tuple[str, ...]:
     """The columns of a `projection_row` that an append always writes: all but the key and
-    the ``indexed`` ones."""
+    the ``indexed`` ones (and the state JSON unless ``state``)."""
     return tuple(
         name
         for name in (*PROJECTION_COLUMNS, "fold_version", "state")
-        if name != "session_id" and name not in indexed
+        if name != "session_id" and name not in indexed and (state or name != "state")
     )
 
 
 def _changed_columns(
-    plan: AppendPlan, columns: tuple[str, ...], stored: tuple[Any, ...]
+    plan: AppendPlan, columns: tuple[str, ...], stored: tuple[Any, ...], state: bool = True
 ) -> tuple[tuple[str, ...], list[Any]]:
     """The projection columns to SET for ``plan``'s state, and their values: all but the
-    key and the indexed ``columns`` that keep their ``stored`` value."""
+    key and the indexed ``columns`` that keep their ``stored`` value (and the state JSON
+    unless ``state``)."""
     values = plan.state.__dict__
-    names = _always_set(columns)
+    names = _always_set(columns, state)
     if value_picker(columns)(values) != stored:  # rare: most appends change no indexed column
         names += tuple(
             name for name, value in zip(columns, stored, strict=True) if values[name] != value
@@ -457,7 +466,8 @@ class SQLJournal(Journal):
 
         The state comes from this connection's cache when it is the one for the stored last
         seq and head hash; otherwise from the stored state JSON (read only then: it is the
-        widest column), or by a refold when that was written by another fold version.
+        widest column) and the events after its own ``last_seq`` folded on (`STATE_EVERY`),
+        or by a refold when that was written by another fold version or is garbled.
         """
         indexed = len(self.INDEXED_COLUMNS)
         head = f"SELECT last_seq, head_hash, fold_version, {', '.join(self.INDEXED_COLUMNS)}"
@@ -485,8 +495,12 @@ class SQLJournal(Journal):
                 state = SessionState.model_validate(orjson.loads(row[-1]))
             except (orjson.JSONDecodeError, ValidationError, TypeError):
                 pass  # derived data a foreign writer garbled: the fold of the events instead
-        if state is None:
+        if state is None or not -1 <= state.last_seq <= last_seq:
             state = fold(decode(r) for r in self._pages(tx.rows, session_id))
+        elif state.last_seq < last_seq:  # written STATE_EVERY appends at most
+            state = fold(
+                (decode(r) for r in self._pages(tx.rows, session_id, state.last_seq + 1)), state
+            )
         return SessionHead(last_seq, head_hash, state), row[3 : 3 + indexed]
 
     def _corrupt(self, session_id: object, field: str, problem: str) -> StoreError:
@@ -532,7 +546,8 @@ class SQLJournal(Journal):
 
         One guarded UPDATE of the projection stands in for reading the head first: it
         changes the row only while its last seq, head hash, fold version and indexed
-        columns are the ones this connection wrote. False (nothing written) when another
+        columns are the ones this connection wrote; it writes the state JSON only when it is
+        due (`STATE_EVERY`). False (nothing written) when another
         writer got there first, or the row was changed or removed outside this connection.
         """
         text, params = self._guarded_update(session_id, plan, head)
@@ -547,7 +562,8 @@ class SQLJournal(Journal):
         """The projection UPDATE of `_write_on_head` and its parameters."""
         columns = self.INDEXED_COLUMNS
         indexed = value_picker(columns)(head.state.__dict__)
-        names, params = _changed_columns(plan, columns, indexed)
+        state_due = plan.rows[-1].seq // STATE_EVERY != head.last_seq // STATE_EVERY
+        names, params = _changed_columns(plan, columns, indexed, state_due)
         params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
         return _guarded_update_sql(names, self.NULL_SAFE_EQUAL, columns), params
 

@@ -100,6 +100,22 @@ def test_the_user_code_bench_runs_and_prints_every_row() -> None:
         assert row in done.stdout, done.stdout
 
 
+def test_the_long_session_bench_runs_both_sides_and_restores_the_setting() -> None:
+    bench = BENCH.parent / "long_session_bench.py"
+    code = (
+        f"import sys; sys.path.insert(0, {str(bench.parent)!r}); import long_session_bench as b; "
+        "import journal._sqlstore as s; b.main(['--lengths', '60', '--appends', '40', "
+        "'--repeat', '1']); print('after', s.STATE_EVERY)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(b) every append, µs/append" in done.stdout
+    assert "|             60 |" in done.stdout
+    assert done.stdout.rstrip().endswith("after 32"), done.stdout
+
+
 def test_the_search_bench_runs_and_prints_its_reference() -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH.parent / "search_bench.py"), "--events", "1500"]
