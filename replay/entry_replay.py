@@ -51,6 +51,7 @@ from journal.capture import (
 )
 
 from ._follow import RecordingFollower
+from ._live import checked_live
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
@@ -279,13 +280,7 @@ def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str
     if capture is None:
         return
     known: dict[str, Any] = capture.tools
-    named = (set() if isinstance(live, bool) else set(live)) | set(allowed)
-    unknown = sorted(named - set(known))
-    if unknown:
-        raise AgentLoopError(
-            f"no tool {unknown[0]!r} is decorated with this entry's capture "
-            f"(tools: {', '.join(sorted(known)) or 'none'})"
-        )
+    checked_live((set() if isinstance(live, bool) else set(live)) | allowed, known)
     risky = sorted(
         name
         for name in (set() if isinstance(live, bool) else set(live))

@@ -246,8 +246,10 @@ def test_tools_with_side_effects_run_live_only_when_allowed(shop: Shop) -> None:
         "agent-journal: tool send_email has side effects: it runs for real in a replay only "
         "when allowed too (--allow-side-effects send_email)"
     )
-    unknown = shop.cli("replay", session, "--db", "shop.db", "--live-tool", "lookup")
-    assert unknown.returncode == 2 and "no tool 'lookup'" in unknown.stderr
+    for option in ("--live-tool", "--allow-side-effects"):  # one message, as for the runtime
+        unknown = shop.cli("replay", session, "--db", "shop.db", option, "lookup")
+        assert unknown.returncode == 2
+        assert unknown.stderr.startswith("agent-journal: no tool 'lookup' in this agent (tools: ")
     every = shop.cli("replay", session, "--db", "shop.db", "--live-tools")
     assert every.returncode == 0, every.stdout + every.stderr  # send_email stays recorded
     assert shop.outbox.read_bytes() == before
