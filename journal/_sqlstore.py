@@ -495,7 +495,7 @@ class SQLJournal(Journal):
                 state = SessionState.model_validate(orjson.loads(row[-1]))
             except (orjson.JSONDecodeError, ValidationError, TypeError):
                 pass  # derived data a foreign writer garbled: the fold of the events instead
-        if state is None or not -1 <= state.last_seq <= last_seq:
+        if state is None or not 0 <= state.last_seq <= last_seq:
             state = fold(decode(r) for r in self._pages(tx.rows, session_id))
         elif state.last_seq < last_seq:  # written STATE_EVERY appends at most
             state = fold(

@@ -107,3 +107,14 @@ def test_any_appends_and_reopenings_fold_to_the_state_of_the_events(
         assert report.ok, report.problems
     finally:
         journal.close()
+
+
+def test_a_stored_state_past_the_last_event_is_not_folded_on(any_store: StoreUnderTest) -> None:
+    _one_event_appends(any_store.journal, "s", STATE_EVERY + 5)
+    forged = _stored_state(any_store, "s")
+    forged["last_seq"], forged["turns"] = 10**6, 10**6
+    text = json.dumps(forged, separators=(",", ":")).replace("'", "''")
+    any_store.tamper(f"UPDATE sessions SET state = '{text}' WHERE session_id = 's'")
+    with Journal.open(any_store.target) as other:
+        assert other.state("s") == fold(other.events("s"))  # refolded, the claim ignored
+    assert [p.kind for p in any_store.journal.verify().problems] == ["projection"]
