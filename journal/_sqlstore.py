@@ -497,7 +497,7 @@ class SQLJournal(Journal):
                 pass  # derived data a foreign writer garbled: the fold of the events instead
         if state is None or not 0 <= state.last_seq <= last_seq:
             state = fold(decode(r) for r in self._pages(tx.rows, session_id))
-        elif state.last_seq < last_seq:  # written STATE_EVERY appends at most
+        elif state.last_seq < last_seq:  # at most STATE_EVERY - 1 events behind
             state = fold(
                 (decode(r) for r in self._pages(tx.rows, session_id, state.last_seq + 1)), state
             )
@@ -547,8 +547,8 @@ class SQLJournal(Journal):
         One guarded UPDATE of the projection stands in for reading the head first: it
         changes the row only while its last seq, head hash, fold version and indexed
         columns are the ones this connection wrote; it writes the state JSON only when it is
-        due (`STATE_EVERY`). False (nothing written) when another
-        writer got there first, or the row was changed or removed outside this connection.
+        due (`STATE_EVERY`). False (nothing written) when another writer got there first, or
+        the row was changed or removed outside this connection.
         """
         text, params = self._guarded_update(session_id, plan, head)
         if not self._project(tx, text, params, session_id, plan):

@@ -280,10 +280,11 @@ def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str
     if capture is None:
         return
     known: dict[str, Any] = capture.tools
-    checked_live((set() if isinstance(live, bool) else set(live)) | allowed, known)
+    named_live = set() if isinstance(live, bool) else set(live)
+    checked_live(named_live | allowed, known)
     risky = sorted(
         name
-        for name in (set() if isinstance(live, bool) else set(live))
+        for name in named_live
         if known[name].side_effects and name not in allowed
     )
     if risky:
