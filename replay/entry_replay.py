@@ -282,11 +282,7 @@ def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str
     known: dict[str, Any] = capture.tools
     named_live = set() if isinstance(live, bool) else set(live)
     checked_live(named_live | allowed, known)
-    risky = sorted(
-        name
-        for name in named_live
-        if known[name].side_effects and name not in allowed
-    )
+    risky = sorted(name for name in named_live if known[name].side_effects and name not in allowed)
     if risky:
         raise AgentLoopError(
             f"tool {risky[0]} has side effects: it runs for real in a replay only when "
