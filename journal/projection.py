@@ -1,7 +1,8 @@
 """The ``sessions`` projection: one row per session, derived from its events by the fold.
 
-Listings read it without decoding a payload; every append writes the row of its new state
-in the same transaction, and ``verify`` checks it against the events.
+Listings read it without decoding a payload; every append writes the row's columns for its
+new state in the same transaction (the state JSON beside them every ``STATE_EVERY`` events,
+see `journal._sqlstore`), and ``verify`` checks it against the events.
 """
 
 from __future__ import annotations
