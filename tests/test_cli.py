@@ -839,6 +839,7 @@ getattr(importlib.import_module({module!r}), {function!r})()
     ("command", "first_line", "code"),
     [
         (["show", "s"], b"s ", 0),
+        (["export", "s"], b'{"agent":', 0),  # bytes written to stdout's buffer
         (["diff", "s", "t"], b"--- s", EXIT_FINDING),  # the verdict survives `| head -1`
     ],
 )

@@ -97,13 +97,18 @@ class _ReaderMayLeave:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
-    def write(self, text: str) -> int:
-        """Write ``text``, or drop it once the reader has gone."""
+    @property
+    def buffer(self) -> _ReaderMayLeave:
+        """The binary stream beneath (``export`` writes bytes), dropping writes alike."""
+        return _ReaderMayLeave(self._stream.buffer)
+
+    def write(self, data: str | bytes) -> int:
+        """Write ``data``, or drop it once the reader has gone."""
         try:
-            return int(self._stream.write(text))
+            return int(self._stream.write(data))
         except BrokenPipeError:
             self._reader_gone()
-            return len(text)
+            return len(data)
 
     def flush(self) -> None:
         """Flush, or drop what is buffered once the reader has gone."""
