@@ -56,7 +56,13 @@ from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
 from .normalize import DEFAULT_RULES, NormalizationRules
-from .recorded import REPLAY_STOPPED, RecordedClock, RecordedLLM, RecordedTools
+from .recorded import (
+    REPLAY_STOPPED,
+    RecordedClock,
+    RecordedLLM,
+    RecordedModelFailure,
+    RecordedTools,
+)
 
 __all__ = ["CAPTURED_WITH", "EntryPlayer", "replay_captured", "replay_entry"]
 
@@ -175,7 +181,10 @@ class EntryPlayer(Player):
             self.llm.next_response(seq)
         except HaltSession:
             raise
-        except Exception as off:  # off the record, or a recorded failure of the model
+        except RecordedModelFailure as crash:  # the recorded entry raised here instead
+            why = f"the code asked for model output at seq {seq}, where the recorded entry raised"
+            return self._off_record(seq, f"{why} {crash}")
+        except Exception as off:  # off the record
             return self._off_record(seq, str(off))
         assert isinstance(event, ActionProposed)
         return event.response

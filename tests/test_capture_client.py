@@ -15,7 +15,7 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from journal import ActionFailed, ActionProposed, Journal, UserInput
+from journal import ActionFailed, ActionProposed, AgentHalted, Journal, UserInput
 from journal.capture import ReplayedException, exception_record, rebuilt, wrapped
 from replay import replay_entry
 
@@ -74,6 +74,41 @@ def test_a_call_no_model_proposed_is_journaled_and_replayed(journal: Journal) ->
     committed = list(journal.events(session))[1].event
     assert committed.call_id == "direct-1"  # type: ignore[union-attr]
     assert replay_entry(journal, session, capture_app.direct).identical
+
+
+def test_code_that_now_catches_the_recorded_crash_stops_where_the_entry_raised(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @capture_app.capture.tool(name="check_stock")
+    def warehouse_down(sku: str, quantity: int) -> capture_app.Stock:
+        raise RuntimeError("warehouse down")
+
+    monkeypatch.setitem(capture_app.DISPATCH, "check_stock", warehouse_down)
+    with pytest.raises(RuntimeError):  # the loop catches OutOfStock only
+        capture_app.answer("Is order 101 in stock? I want a unit.")
+    session = only_session(journal)
+    recorded = list(journal.events(session))
+    assert recorded[-1].event.type == "agent_halted"
+
+    def caught(sku: str, quantity: int) -> capture_app.Stock:  # the change: it is caught
+        try:
+            return warehouse_down(sku, quantity)
+        except RuntimeError:
+            return capture_app.Stock(sku=sku, units=0)
+
+    monkeypatch.setitem(capture_app.DISPATCH, "check_stock", caught)
+    result = replay_entry(journal, session, capture_app.answer, save=True)
+    last = recorded[-1].seq
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == last  # the recorded agent_halted
+    assert result.replay_session_id is not None
+    halted = list(journal.events(result.replay_session_id))[-1].event
+    assert isinstance(halted, AgentHalted) and halted.rule == "replay_stopped"
+    assert halted.reason == (
+        f"replay stopped at seq {last}: the code asked for model output at seq {last}, where "
+        "the recorded entry raised RuntimeError: warehouse down; no live model to go on with "
+        "(--live-model)"
+    )
 
 
 def test_a_tool_that_is_a_method_records_its_arguments_without_the_instance(
