@@ -218,6 +218,6 @@ def _refusal(result: ReplayResult, state: SessionState | None) -> str | None:
         return (
             f"not rewritten: {state.halt_reason}; that stop is the replay's, not the code's "
             "(in pytest, journal_allow_side_effects names the tools with side effects that "
-            "may run for real)"
+            "may run for real, journal_live_tools the others)"
         )
     return None
