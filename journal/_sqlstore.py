@@ -686,17 +686,20 @@ class SQLJournal(Journal):
         """Lock the session, plan against its head and write the plan, in one transaction
         (`_write_committed`: on SQLite one shared with concurrent appends).
 
-        With ``on_cached_head``, the plan is first made before the transaction against this
-        connection's cached head and written by `_write_on_head` (no read of the head: one
-        statement less, and the lock is held for less). When the cache turns out stale, or
+        With ``on_cached_head``, the plan is first made against this connection's cached
+        head, in the transaction but before the session is locked, and written by
+        `_write_on_head` (no read of the head: one statement less, and the lock is held for
+        less). It is made in the transaction, not before it, so that on SQLite the leader of
+        a group commit plans every queued append itself: its callers wait asleep instead of
+        taking turns at the interpreter lock with it. When the cache turns out stale, or
         that plan fails (it may fail differently against the stored head), the session is
         planned again against the stored head in the same transaction. ``count``, when every
         plan has that many rows (an append), reserves their positions with the lock;
         otherwise they are reserved once the plan is made.
         """
-        cached, guess = self._guess(session_id, on_cached_head)
 
         def write(tx: SqlTx) -> AppendPlan | None:
+            cached, guess = self._guess(session_id, on_cached_head)
             if count is None:
                 self._lock_session(tx, session_id)
             else:

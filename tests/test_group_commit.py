@@ -313,6 +313,42 @@ def test_a_waiting_append_interrupted_is_withdrawn_and_the_rest_go_on(tmp_path: 
         assert [s.session_id for s in journal.sessions()] == ["behind", "leader"]
 
 
+def test_a_caller_interrupted_in_a_batch_does_not_strand_the_callers_woken_after_it(
+    tmp_path: Path,
+) -> None:
+    """The callers of a batch are woken one after the other, each by the one before it; one
+    interrupted while its write was in the batch is left out of that chain (its write may
+    still be committed, as documented), and the caller after it is woken all the same."""
+    with Journal.open(tmp_path / "j.db") as journal:
+        first = Held(journal)
+        interrupted = threading.Event()
+        with _calls([lambda: journal.append("leader", [START])]) as leader:
+            assert first.entered.wait(WAIT)
+            batch = Held(journal)  # holds the next commit: x leads it, m and y wait in it
+            later: list[Any] = []
+
+            def conduct() -> None:
+                _queued(journal, 2)  # x, then the main thread's m
+                with _calls([lambda: journal.append("y", [START])]) as outcome:
+                    _queued(journal, 3)
+                    first.release()
+                    assert batch.entered.wait(WAIT)
+                    os.kill(os.getpid(), signal.SIGINT)
+                    assert interrupted.wait(WAIT)
+                    batch.release()
+                later.extend(outcome)
+
+            with _calls([lambda: journal.append("x", [START])]) as x:
+                _queued(journal, 1)
+                with _calls([conduct]):
+                    with pytest.raises(KeyboardInterrupt):
+                        journal.append("m", [START])
+                    interrupted.set()
+        assert (leader, x, later) == ([0], [0], [0])
+        assert sorted(s.session_id for s in journal.sessions()) == ["leader", "m", "x", "y"]
+        assert journal.verify().ok
+
+
 def test_threads_appending_to_one_session_take_dense_seqs(tmp_path: Path) -> None:
     with Journal.open(tmp_path / "j.db") as journal:
         journal.append("s", [START])
