@@ -13,10 +13,15 @@ session's ``session_started`` is written before the clock starts):
       arrive while a commit is in progress share the next one (group commit);
   (c) (b) with group commit off (``SQLiteJournal(group_commit=False)``): the threads take
       turns, each append its own commit;
-  (d) S coroutines on one event loop, each awaiting `Journal.append_async` for its session;
+  (d) S coroutines on one event loop, each awaiting `Journal.append_async` for its session
+      (one pool thread at a time writes what they queued, in one transaction);
   (e) one writer alone, one session: latency per append with group commit;
   (f) (e) with group commit off ((e) and (f) take turns every 10 appends, each in its
-      own file, so the load of a shared machine falls on both alike).
+      own file, so the load of a shared machine falls on both alike);
+  (g) the bound of grouping: one thread writes each round of (a) (one event to each
+      session) as one batch of the group commit, in one transaction (`GroupCommit.run_many`),
+      no thread waiting or woken: what (b) would reach if handing appends between threads
+      cost nothing.
 
 Targets (issue 21): (b) events/s ≥ 3× (a)'s at ``synchronous=NORMAL`` (``--durability
 full`` is reported too); (e) ≤ 1.05× (f).
@@ -66,6 +71,22 @@ def one_thread(journal: SQLiteJournal, work: Work) -> None:
             journal.append(session_id, [events[index]])
 
 
+def one_batch_per_round(journal: SQLiteJournal, work: Work) -> None:
+    """(g): one thread, each round's appends (one event to every session) in one batch."""
+    group = journal._group
+    assert group is not None
+    for index in range(1, len(work[0][1])):
+        writes = [
+            journal._write_of(
+                session_id, *journal._append_plans(session_id, [events[index]], None, None)
+            )
+            for session_id, events in work
+        ]
+        for outcome in group.run_many(writes):
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+
 def threads(journal: SQLiteJournal, work: Work) -> None:
     """(b), (c): a thread per session, started together; returns when all are done."""
     start = threading.Barrier(len(work) + 1)
@@ -110,6 +131,7 @@ CASES: dict[str, Case] = {
     "b": (threads, True),
     "c": (threads, False),
     "d": (coroutines, True),
+    "g": (one_batch_per_round, True),
 }
 LABELS = {
     "a": "(a) 1 thread, sessions in turn, 1 event/call",
@@ -118,6 +140,7 @@ LABELS = {
     "d": "(d) a coroutine per session, append_async",
     "e": "(e) one writer alone, group commit",
     "f": "(f) one writer alone, group commit off",
+    "g": "(g) 1 thread, each round of (a) one batch",
 }
 BLOCK = 10
 """Appends (e) and (f) take in turn, so a load spike on a shared machine hits both."""

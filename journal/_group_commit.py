@@ -36,7 +36,7 @@ import copy
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
@@ -141,25 +141,49 @@ class GroupCommit:
         if alone:
             return self._run_alone(write, committed)
         entry = _Write(write, committed)
-        try:
-            with self._mutex:
-                self._queue.append(entry)
-                if self._leading:
-                    entry.wake = threading.Lock()
-                    entry.wake.acquire()
-                else:
-                    entry.leads = self._leading = True
-            if entry.wake is not None:
-                entry.wake.acquire()  # done, or handed the lead
-                self._wake_next(entry)
-        except BaseException:  # an interrupt (Ctrl-C) while it waited
-            self._withdraw(entry)
-            raise
-        if not entry.done:
-            self._lead()
+        self._join([entry])
         if entry.error is not None:
             raise entry.error
         return entry.result  # type: ignore[return-value]  # done without an error: set
+
+    def run_many(
+        self, writes: Sequence[tuple[Callable[[SqlTx], T], Callable[[T], None]]]
+    ) -> list[T | BaseException]:
+        """Run several writes (each with its ``committed``, as `run` takes them) in one
+        batch; return once it is committed, what each write returned or raised (translated).
+
+        They are queued together, so one commit holds them all (with whatever else was
+        queued), each in its own savepoint: one failing fails only itself.
+        """
+        entries = [_Write(write, committed) for write, committed in writes]
+        if entries:
+            self._join(entries)
+        return [
+            entry.result if entry.error is None else entry.error  # type: ignore[misc]  # set
+            for entry in entries
+        ]
+
+    def _join(self, entries: list[_Write[Any]]) -> None:
+        """Queue ``entries`` (one caller's) together and wait until they are committed: by
+        the batch led by someone else, or by leading it when the lead comes to this caller.
+        The first entry stands for the caller: it is the one woken."""
+        first = entries[0]
+        try:
+            with self._mutex:
+                self._queue.extend(entries)
+                if self._leading:
+                    first.wake = threading.Lock()
+                    first.wake.acquire()
+                else:
+                    first.leads = self._leading = True
+            if first.wake is not None:
+                first.wake.acquire()  # done, or handed the lead
+                self._wake_next(first)
+        except BaseException:  # an interrupt (Ctrl-C) while it waited
+            self._withdraw(entries)
+            raise
+        if not first.done:
+            self._lead()
 
     def _run_alone(self, write: Callable[[SqlTx], T], committed: Callable[[T], None]) -> T:
         """A write that found no commit in progress: its own transaction, as a batch of one
@@ -210,19 +234,20 @@ class GroupCommit:
         if after is not None:
             after.release()
 
-    def _withdraw(self, entry: _Write[Any]) -> None:
+    def _withdraw(self, entries: list[_Write[Any]]) -> None:
         """A caller was interrupted while it waited (Ctrl-C): no one waits for it.
 
-        A write still queued is taken out of the queue, and the lead handed on if it was its
-        own. A write already taken into a batch stays (it may be committed); the caller
-        woken after it is woken now, or left out of the chain when it is made.
+        Writes still queued are taken out of the queue, and the lead handed on if it was the
+        caller's. Writes already taken into a batch stay (they may be committed); the caller
+        woken after this one is woken now, or left out of the chain when it is made.
         """
+        first = entries[0]
         with self._mutex:
-            entry.gone = True
-            after, entry.then = entry.then, None
-            if not entry.done and entry in self._queue:
-                self._queue.remove(entry)
-                if entry.leads:
+            first.gone = True
+            after, first.then = first.then, None
+            if not first.done and first in self._queue:
+                self._queue = [entry for entry in self._queue if entry not in entries]
+                if first.leads:
                     after = self._hand_on()
         if after is not None:
             after.release()

@@ -587,6 +587,21 @@ class SQLJournal(Journal):
         ts: datetime | str | None = None,
     ) -> int:
         """Append events in one transaction; see `Journal.append`."""
+        plan = self._commit(session_id, *self._append_plans(session_id, events, expected_seq, ts))
+        assert plan is not None
+        return plan.rows[-1].seq
+
+    def _append_plans(
+        self,
+        session_id: str,
+        events: Sequence[AgentEvent],
+        expected_seq: int | None,
+        ts: datetime | str | None,
+    ) -> tuple[
+        Callable[[SqlTx, SessionHead | None], AppendPlan], Callable[[SessionHead], AppendPlan], int
+    ]:
+        """What `_commit` takes to append ``events``: its planner on the stored head, on the
+        cached head, and the count of rows every plan has. The stamp is taken now."""
         if not events:
             raise ValueError("append needs at least one event")
         stamp = ts if ts is not None else self._clock()
@@ -602,9 +617,7 @@ class SQLJournal(Journal):
                 max_event_bytes=self.max_event_bytes,
             )
 
-        plan = self._commit(session_id, lambda tx, head: planned(head), planned, len(events))
-        assert plan is not None
-        return plan.rows[-1].seq
+        return (lambda tx, head: planned(head)), planned, len(events)
 
     def import_records(
         self,
@@ -697,6 +710,16 @@ class SQLJournal(Journal):
         plan has that many rows (an append), reserves their positions with the lock;
         otherwise they are reserved once the plan is made.
         """
+        return self._write_committed(*self._write_of(session_id, make_plan, on_cached_head, count))
+
+    def _write_of(
+        self,
+        session_id: str,
+        make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
+        on_cached_head: Callable[[SessionHead], AppendPlan] | None,
+        count: int | None,
+    ) -> tuple[Callable[[SqlTx], AppendPlan | None], Callable[[AppendPlan | None], None]]:
+        """`_commit`'s write (run in the transaction) and what runs once it is committed."""
 
         def write(tx: SqlTx) -> AppendPlan | None:
             cached, guess = self._guess(session_id, on_cached_head)
@@ -723,7 +746,7 @@ class SQLJournal(Journal):
             if plan is not None:
                 self._remember(session_id, plan)
 
-        return self._write_committed(write, committed)
+        return write, committed
 
     def _write_committed(
         self,

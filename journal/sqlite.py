@@ -20,12 +20,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from itertools import compress, count, repeat
 from operator import is_
 from pathlib import Path
 from typing import Any
 
 from . import _sqlite_schema as schema
+from ._async_appends import AsyncAppends
 from ._file_watch import FileWatch
 from ._group_commit import GroupCommit
 from ._planner import AppendPlan
@@ -41,6 +43,7 @@ from .errors import (
     NotAJournalError,
     StoreError,
 )
+from .events import AgentEvent
 from .records import StoredEvent
 from .store import DEFAULT_MAX_EVENT_BYTES, Durability
 
@@ -94,6 +97,7 @@ class SQLiteJournal(SQLJournal):
         self._group = (
             GroupCommit(self._transaction, self._write_failure, path) if group_commit else None
         )
+        self._async_appends = AsyncAppends(self._group) if self._group is not None else None
         self._identity: tuple[int, int] | None = None
         self._watch: FileWatch | None = None
         memory = path == ":memory:"
@@ -199,6 +203,26 @@ class SQLiteJournal(SQLJournal):
         if self._group is None:
             return super()._write_committed(write, committed)
         return self._group.run(write, committed)
+
+    async def append_async(
+        self,
+        session_id: str,
+        events: Sequence[AgentEvent],
+        *,
+        expected_seq: int | None = None,
+        ts: datetime | str | None = None,
+    ) -> int:
+        """`Journal.append_async`, in batches when group commit is on.
+
+        The appends of every coroutine waiting at once are written by one thread in one
+        transaction (`journal._async_appends`), sharing commits with the appends of threads.
+        """
+        if self._async_appends is None:
+            return await super().append_async(session_id, events, expected_seq=expected_seq, ts=ts)
+        plans = self._append_plans(session_id, events, expected_seq, ts)
+        plan = await self._async_appends.run(*self._write_of(session_id, *plans))
+        assert plan is not None  # an append always plans rows
+        return plan.rows[-1].seq
 
     def _check_still_there(self) -> None:
         """Refuse to commit into a file that was deleted or replaced since it was opened.

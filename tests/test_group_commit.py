@@ -251,7 +251,7 @@ def test_async_appends_share_commits(tmp_path: Path) -> None:
             rest = [
                 asyncio.ensure_future(journal.append_async(f"s{n}", [START])) for n in range(1, 8)
             ]
-            while journal._group.waiting < 7:  # type: ignore[attr-defined]
+            while journal._async_appends.waiting < 7:  # type: ignore[attr-defined]
                 await asyncio.sleep(0.001)
             held.release()
             return await leader, list(await asyncio.gather(*rest)), statements
@@ -260,6 +260,78 @@ def test_async_appends_share_commits(tmp_path: Path) -> None:
         assert (first, seqs) == (0, [0] * 7)
         assert _commits(statements) == 2
         assert len(journal.sessions()) == 8 and journal.verify().ok
+
+
+def test_an_async_append_that_fails_fails_only_its_own_caller(tmp_path: Path) -> None:
+    """In a batch of coroutines' appends, a conflict and an invalid event are raised to their
+    own callers; the rest are committed in the same commit, and a cancelled caller's
+    append is written all the same (as documented), without an unretrieved error."""
+    with Journal.open(tmp_path / "j.db") as journal:
+        journal.append("taken", [START])
+        held = Held(journal)
+
+        async def main() -> tuple[list[Any], list[str]]:
+            leader = asyncio.ensure_future(journal.append_async("s0", [START]))
+            while not held.entered.is_set():
+                await asyncio.sleep(0.001)
+            statements = _statements(journal)
+            calls = [
+                journal.append_async("s1", [START]),
+                journal.append_async("taken", [START], expected_seq=0),
+                journal.append_async("s2", [UserInput(text="no start")]),
+                journal.append_async("cancelled", [START]),
+                journal.append_async("s3", [START]),
+            ]
+            tasks = [asyncio.ensure_future(call) for call in calls]
+            while journal._async_appends.waiting < len(calls):  # type: ignore[attr-defined]
+                await asyncio.sleep(0.001)
+            tasks[3].cancel()
+            held.release()
+            await leader
+            return list(await asyncio.gather(*tasks, return_exceptions=True)), statements
+
+        outcomes, statements = asyncio.run(asyncio.wait_for(main(), WAIT))
+        assert outcomes[0] == 0 and outcomes[4] == 0
+        assert isinstance(outcomes[1], ConflictError)
+        assert isinstance(outcomes[2], InvalidEventError)
+        assert isinstance(outcomes[3], asyncio.CancelledError)
+        assert _commits(statements) == 2
+        assert sorted(s.session_id for s in journal.sessions()) == [
+            "cancelled",
+            "s0",
+            "s1",
+            "s3",
+            "taken",
+        ]
+        assert journal.last_seq("taken") == 0 and journal.verify().ok
+
+
+def test_event_loops_on_two_threads_each_get_their_own_results(tmp_path: Path) -> None:
+    """Coroutines of two event loops (a thread each) appending to one journal at once: each
+    append is settled in its own loop with its own seq."""
+    with Journal.open(tmp_path / "j.db") as journal:
+
+        def loop_of(name: str) -> list[int]:
+            async def session(n: int) -> list[int]:
+                sid = f"{name}-{n}"
+                first = [await journal.append_async(sid, [START])]
+                texts = [UserInput(text=f"{sid}/{k}") for k in range(20)]
+                return first + [await journal.append_async(sid, [text]) for text in texts]
+
+            async def main() -> list[int]:
+                found = await asyncio.gather(*(session(n) for n in range(4)))
+                return [seq for seqs in found for seq in seqs]
+
+            return asyncio.run(main())
+
+        with _calls([lambda: loop_of("a"), lambda: loop_of("b")]) as outcomes:
+            pass
+        assert outcomes == [list(range(21)) * 4] * 2
+        for name in "ab":
+            for n in range(4):
+                texts = [_text(e.event) for e in journal.events(f"{name}-{n}", start=1)]
+                assert texts == [f"{name}-{n}/{k}" for k in range(20)]
+        assert journal.verify().ok
 
 
 def test_append_async_on_either_store(any_journal: Journal) -> None:

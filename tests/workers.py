@@ -93,7 +93,8 @@ def zygote() -> None:
     Everything is imported once, here, so a child starts in a millisecond instead of the
     half second a new interpreter takes. A command is a JSON array: ``["sessions", PATH,
     PREFIX, SEED, LOG]`` runs `tests.drill_agent.write_sessions`; ``["grouped", PATH,
-    PREFIX, THREADS, LOG]`` runs `tests.drill_grouped.write_grouped`; ``["cli", LOG, ARG...]``
+    PREFIX, THREADS, LOG]`` runs `tests.drill_grouped.write_grouped` (``"grouped-async"``:
+    `tests.drill_grouped.write_grouped_async`, THREADS coroutines); ``["cli", LOG, ARG...]``
     runs ``agent-journal ARG...``. For each: fork, print ``pid PID``; the child sends its
     reports as ``r TEXT`` lines on this process's stdout (the CLI says ``r ready`` before it
     starts) and writes its own output to LOG; then wait for any line on stdin (the parent
@@ -126,7 +127,7 @@ def zygote() -> None:
 def _child(command: list[str]) -> int:
     """Run one zygote command in the forked child; return its exit code."""
     reports = os.dup(1)
-    log = command[4] if command[0] in ("sessions", "grouped") else command[1]
+    log = command[4] if command[0] in ("sessions", "grouped", "grouped-async") else command[1]
     handle = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(handle, 1)
     os.dup2(handle, 2)
@@ -144,6 +145,10 @@ def _child(command: list[str]) -> int:
             from tests.drill_grouped import write_grouped
 
             write_grouped(command[1], command[2], int(command[3]), report)
+        elif command[0] == "grouped-async":
+            from tests.drill_grouped import write_grouped_async
+
+            write_grouped_async(command[1], command[2], int(command[3]), report)
         else:
             from tui.cli import main
 
