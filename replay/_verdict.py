@@ -381,16 +381,17 @@ def _reason(
 def _reordered(actual: dict[str, Any], tools: Sequence[str]) -> str:
     """The reason for an outcome whose call ran after calls the recording ran it before.
 
-    ``tools`` are those of the model output's calls, by position.
+    ``tools`` are those of the model output's calls, by position. Positions are counted
+    from 0, as ``ran_after`` (shown beside the reason) counts them.
     """
     positions = actual.get("ran_after") or ()
     before = " and ".join(
-        f"#{position + 1}" + (f" ({tools[position]})" if position < len(tools) else "")
+        f"{position}" + (f" ({tools[position]})" if position < len(tools) else "")
         for position in positions
     )
     which, them = ("calls", "one of them") if len(positions) > 1 else ("call", "that call")
     return (
         f"the calls ran in another order: {actual.get('tool')} ({actual.get('call_id')}) "
-        f"started after {which} {before} of its model output had finished; in the recording "
-        f"it ran before {them}"
+        f"started after {which} {before} of its model output had finished (counted from 0, "
+        f"as ran_after counts them); in the recording it ran before {them}"
     )

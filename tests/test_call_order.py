@@ -147,8 +147,9 @@ def test_calls_run_the_other_way_round_diverge_at_the_call_that_ran_late(url: st
     assert result.first_divergence is not None
     assert result.first_divergence.seq == 3  # Lisbon's outcome: it ran after Oslo now
     assert result.first_divergence.reason.startswith(
-        "the calls ran in another order: get_weather (call_0_0) started after call #2 "
-        "(get_weather) of its model output had finished; in the recording it ran before that"
+        "the calls ran in another order: get_weather (call_0_0) started after call 1 "
+        "(get_weather) of its model output had finished (counted from 0, as ran_after counts "
+        "them); in the recording it ran before that call"
     )
     journal, session = record(url, "reversed")
     result = replayed(journal, session, "in order")
@@ -219,7 +220,7 @@ def test_a_hand_written_loop_is_judged_on_the_order_it_says() -> None:
     result = replay_loop(journal, "loop", loop)
     assert result.first_divergence is not None
     assert result.first_divergence.seq == 3  # send: it ran after charge now
-    assert "send (a) started after call #2 (charge)" in result.first_divergence.reason
+    assert "send (a) started after call 1 (charge)" in result.first_divergence.reason
 
 
 # -- RecordedOrder against interval orders ---------------------------------------------
