@@ -148,6 +148,7 @@ def replay_session(
             exhaustion=ran.llm.exhaustion,
             unrecorded=ran.tools.unrecorded,
             live_differences=ran.tools.live_differences,
+            unserved=ran.tools.unserved(),
             stopped_at=ran.llm.stopped_at,
             live_from=ran.llm.went_live_at,
         )

@@ -10,7 +10,7 @@ out, the calls the recording never ran, live results that differ) are handed to 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -232,6 +232,7 @@ def judge(
     exhaustion: Exhaustion | None = None,
     unrecorded: Sequence[UnrecordedCall] = (),
     live_differences: Sequence[LiveDifference] = (),
+    unserved: Collection[int] = (),
     stopped_at: int | None = None,
     live_from: int | None = None,
 ) -> ReplayResult:
@@ -257,6 +258,7 @@ def judge(
         exhaustion: where the code asked the model for more than was recorded, if it did.
         unrecorded: tool calls the recording never ran.
         live_differences: tools run live whose results differ from the recording.
+        unserved: the seqs of recorded tool outcomes no call of the replay asked for.
         stopped_at: where the replay stopped for want of a fitting recorded output.
         live_from: where a live model took over.
     """
@@ -268,7 +270,12 @@ def judge(
         record_of(recorded[0]), record_of(replayed[0]) if replayed else None, rules
     )
     divergence = compare(
-        recorded, replayed, behaviour_rules(rules), error=error, exhaustion=exhaustion
+        recorded,
+        replayed,
+        behaviour_rules(rules),
+        error=error,
+        exhaustion=exhaustion,
+        unserved=unserved,
     )
     if divergence is None and unrecorded and is_complete(recorded):
         # (past the end of a cut recording every call is unrecorded, and that is fine)
@@ -310,8 +317,13 @@ def compare(
     *,
     error: str | None = None,
     exhaustion: Exhaustion | None = None,
+    unserved: Collection[int] = (),
 ) -> Divergence | None:
-    """Return the first divergence between a recording and a replay, or None."""
+    """Return the first divergence between a recording and a replay, or None.
+
+    ``unserved`` are the seqs of recorded tool outcomes the replay's code never asked for:
+    an outcome there that answers the same call says the tool was not called.
+    """
     complete = is_complete(recorded)
     for seq in range(max(len(recorded), len(replayed))):
         if seq >= len(recorded):
@@ -335,8 +347,29 @@ def compare(
         changes = field_changes(normalize(expected, rules), normalize(actual, rules))
         ran_out = exhaustion if exhaustion is not None and exhaustion.seq == seq else None
         reason = _reason(expected, actual, changes, ran_out, _step_tools(replayed, seq))
+        if seq in unserved and _answered_without_running(expected, actual):
+            reason = (
+                f"the code answered {actual.get('call_id')} without calling "
+                f"{expected.get('tool')}, which the recording ran here; {reason}"
+            )
         return Divergence(seq, reason, expected, actual, changes)
     return None
+
+
+def _answered_without_running(expected: dict[str, Any], actual: dict[str, Any]) -> bool:
+    """Whether ``actual`` answers the call ``expected`` did, where ``expected`` was a run of
+    the tool (timed) that no call of the replay asked for.
+
+    A result the recording took from a message (no tool of its own ran: no duration) does
+    not count.
+    """
+    outcomes = ("action_committed", "action_failed")
+    return (
+        expected.get("type") in outcomes
+        and expected.get("duration_ms") is not None
+        and actual.get("type") in outcomes
+        and actual.get("call_id") == expected.get("call_id")
+    )
 
 
 def _step_tools(events: Sequence[RecordedEvent], seq: int) -> list[str]:

@@ -286,6 +286,10 @@ class RecordedTools:
                 return outcome
         return None
 
+    def unserved(self) -> frozenset[int]:
+        """The seqs of the recorded outcomes no call of the replay asked for (so far)."""
+        return frozenset(outcome.seq for outcome in self._outcomes if not outcome.used)
+
     def times_ran(self, tool: str, args: Any) -> int:
         """How many outcomes of ``tool`` with ``args`` the recording holds, used or not."""
         key = call_key(tool, args)

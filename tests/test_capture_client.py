@@ -217,6 +217,43 @@ def test_a_changed_request_stops_the_replay_and_names_what_changed(
     assert result.stopped_at == 2
 
 
+def _looked_up(order_id: str) -> dict[str, object]:
+    """What `capture_app.lookup_order` returns, built without calling it."""
+    return {"order_id": order_id, "sku": "SKU-2", "total": 10}
+
+
+def test_code_that_no_longer_calls_a_tool_diverges_saying_so(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture_app.answer("Is order 101 in stock? I want a unit.")
+    session = only_session(journal)
+    monkeypatch.setitem(capture_app.DISPATCH, "lookup_order", _looked_up)
+    result = replay_entry(journal, session, capture_app.answer)
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == 3  # lookup_order's result
+    assert divergence.expected is not None
+    call = divergence.expected["call_id"]
+    assert divergence.reason.startswith(
+        f"the code answered {call} without calling lookup_order, which the recording ran "
+        "here; action_committed differs in result"
+    )
+
+
+def test_a_result_the_recording_took_from_a_message_is_not_said_to_be_uncalled(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No decorated tool ran in the recording either: the reason is the values' alone."""
+    monkeypatch.setitem(capture_app.DISPATCH, "lookup_order", _looked_up)
+    capture_app.answer("Is order 101 in stock? I want a unit.")
+    session = only_session(journal)
+    monkeypatch.setitem(
+        capture_app.DISPATCH, "lookup_order", lambda order_id: {**_looked_up(order_id), "total": 9}
+    )
+    divergence = replay_entry(journal, session, capture_app.answer).first_divergence
+    assert divergence is not None and divergence.seq == 3
+    assert divergence.reason.startswith("action_committed differs in result")
+
+
 def test_the_request_is_kept_once_and_every_request_rebuilds(journal: Journal) -> None:
     from journal.capture import full_requests
 
