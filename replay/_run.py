@@ -66,6 +66,9 @@ class Drive:
     """The one-line text of an exception that escaped the code, if any."""
     agent: str | None
     """The reference of what ran."""
+    uncalled: frozenset[int] = frozenset()
+    """The seqs of recorded outcomes of tools that only the replay's own wrappers run (the
+    decorated tools of captured code), which no call of the code asked for."""
 
 
 Driver = Callable[[Journal, str, RecordingFollower, Sequence[RecordedEvent], SessionStarted], Drive]
@@ -148,7 +151,7 @@ def replay_session(
             exhaustion=ran.llm.exhaustion,
             unrecorded=ran.tools.unrecorded,
             live_differences=ran.tools.live_differences,
-            unserved=ran.tools.unserved(),
+            uncalled=ran.uncalled,
             stopped_at=ran.llm.stopped_at,
             live_from=ran.llm.went_live_at,
         )

@@ -14,6 +14,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from journal import (
     ActionProposed,
     AgentCompleted,
@@ -47,6 +49,12 @@ class UnrecordedCall:
 
     tool: str
     args: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        """The call as one line: its tool and its arguments as JSON (keys sorted)."""
+        args = orjson.dumps(self.args, option=orjson.OPT_SORT_KEYS, default=repr).decode()
+        return f"{self.tool}({args})"
 
 
 @dataclass(frozen=True)
@@ -232,7 +240,7 @@ def judge(
     exhaustion: Exhaustion | None = None,
     unrecorded: Sequence[UnrecordedCall] = (),
     live_differences: Sequence[LiveDifference] = (),
-    unserved: Collection[int] = (),
+    uncalled: Collection[int] = (),
     stopped_at: int | None = None,
     live_from: int | None = None,
 ) -> ReplayResult:
@@ -258,7 +266,8 @@ def judge(
         exhaustion: where the code asked the model for more than was recorded, if it did.
         unrecorded: tool calls the recording never ran.
         live_differences: tools run live whose results differ from the recording.
-        unserved: the seqs of recorded tool outcomes no call of the replay asked for.
+        uncalled: the seqs of recorded outcomes of decorated tools (which only the
+            capture's wrappers run) that no call of the replay asked for.
         stopped_at: where the replay stopped for want of a fitting recorded output.
         live_from: where a live model took over.
     """
@@ -275,14 +284,14 @@ def judge(
         behaviour_rules(rules),
         error=error,
         exhaustion=exhaustion,
-        unserved=unserved,
+        uncalled=uncalled,
     )
     if divergence is None and unrecorded and is_complete(recorded):
         # (past the end of a cut recording every call is unrecorded, and that is fine)
         call = unrecorded[0]
         divergence = Divergence(
             seq=len(replayed) - 1,
-            reason=f"the code called {call.tool}({call.args}), which the recording never ran",
+            reason=f"the code called {call.text}, which the recording never ran",
             expected=None,
             actual=None,
         )
@@ -317,12 +326,13 @@ def compare(
     *,
     error: str | None = None,
     exhaustion: Exhaustion | None = None,
-    unserved: Collection[int] = (),
+    uncalled: Collection[int] = (),
 ) -> Divergence | None:
     """Return the first divergence between a recording and a replay, or None.
 
-    ``unserved`` are the seqs of recorded tool outcomes the replay's code never asked for:
-    an outcome there that answers the same call says the tool was not called.
+    ``uncalled`` are the seqs of recorded outcomes of decorated tools the replay's code
+    never called: an outcome there that answers the same call without the tool diverges,
+    even with the same value (another code path gave it).
     """
     complete = is_complete(recorded)
     for seq in range(max(len(recorded), len(replayed))):
@@ -342,15 +352,18 @@ def compare(
                 reason += f": the loop raised {error}"
             return Divergence(seq, reason, expected, None)
         actual = record_of(replayed[seq])
-        if fingerprint(expected, rules) == fingerprint(actual, rules):
+        uncalled_here = seq in uncalled and _answered_without_running(expected, actual)
+        if fingerprint(expected, rules) == fingerprint(actual, rules) and not uncalled_here:
             continue
         changes = field_changes(normalize(expected, rules), normalize(actual, rules))
         ran_out = exhaustion if exhaustion is not None and exhaustion.seq == seq else None
         reason = _reason(expected, actual, changes, ran_out, _step_tools(replayed, seq))
-        if seq in unserved and _answered_without_running(expected, actual):
+        if uncalled_here:
             reason = (
                 f"the code answered {actual.get('call_id')} without calling "
-                f"{expected.get('tool')}, which the recording ran here; {reason}"
+                f"{expected.get('tool')}, which the recording ran here (the outcome is now "
+                "what the code sent the model)"
+                + (f"; {reason}" if changes else "; the value is the same")
             )
         return Divergence(seq, reason, expected, actual, changes)
     return None
@@ -403,7 +416,10 @@ def _reason(
         if kind == "verification_failed":
             detail = f" ({actual.get('stage')}: {actual.get('message')})"
         elif kind == "agent_halted":
-            detail = f" ({actual.get('rule')}: {actual.get('reason')})"
+            rule, why = str(actual.get("rule")), str(actual.get("reason"))
+            # a reason that starts with its rule's words ("replay stopped ...") names it already
+            said = why.startswith(rule.replace("_", " "))
+            detail = f" ({why})" if said else f" ({rule}: {why})"
         return f"expected {expected.get('type')}, got {kind}{detail}"
     if [change.path for change in changes] == ["ran_after"]:
         return _reordered(actual, tools)

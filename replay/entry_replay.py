@@ -229,12 +229,13 @@ class EntryPlayer(Player):
                 if ran
                 else "which the recording never ran"
             )
+            call = UnrecordedCall(tool, dict(args))
             stop = HaltSession(
-                REPLAY_STOPPED, f"replay stopped: the code called {tool}({args}), {never} ({how})"
+                REPLAY_STOPPED, f"replay stopped: the code called {call.text}, {never} ({how})"
             )
             if canonical_bytes([tool, args]) in self._unfinished:
                 return ToolPlay(unfinished=stop)
-            self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
+            self.tools.unrecorded.append(call)
             raise stop
         event = recorded.event
         if isinstance(event, ActionCommitted):
@@ -361,7 +362,13 @@ def replay_entry(
                 return completed(entry(*inputs.get("args", []), **inputs.get("kwargs", {})))
 
         error = run_code(run)  # the capture journaled it; the verdict reports it
-        return Drive(llm=player.llm, tools=player.tools, error=error, agent=started.agent)
+        return Drive(
+            llm=player.llm,
+            tools=player.tools,
+            error=error,
+            agent=started.agent,
+            uncalled=player.tools.unserved(),
+        )
 
     return replay_session(journal, session_id, drive, save=save, live_model=live_model, rules=rules)
 

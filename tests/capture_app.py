@@ -109,6 +109,28 @@ def answer(question: str, stream: bool = False) -> str:
             )
 
 
+@capture.tool(name="lookup_order")
+def lookup_order_text(order_id: str) -> str:
+    """`lookup_order`'s result as the JSON text the model reads."""
+    return json.dumps({"order_id": order_id, "sku": "SKU-2", "total": 10.0})
+
+
+TEXT_TOOLS: dict[str, Any] = {"lookup_order": lookup_order_text}
+
+
+@capture.entry
+def first_lookup(question: str) -> str:
+    """Two model calls over the Responses API; the first one's call answered by a tool that
+    returns text, which goes to the model as it is."""
+    items: list[Any] = [{"role": "user", "content": question}]
+    reply = client.responses.create(model="fake-1", input=items, tools=TOOLS)
+    call = next(item for item in reply.output if item.type == "function_call")
+    items.append(call.model_dump(exclude_none=True))
+    output = TEXT_TOOLS[call.name](**json.loads(call.arguments))
+    items.append({"type": "function_call_output", "call_id": call.call_id, "output": output})
+    return str(client.responses.create(model="fake-1", input=items, tools=TOOLS).output_text)
+
+
 @capture.entry
 def direct(order_id: str) -> str:
     """Calls a tool no model proposed, then asks the model."""

@@ -148,9 +148,7 @@ def test_a_call_still_running_when_the_entry_failed_replays_identical(journal: J
     changed = replay_entry(journal, session, capture_app.gathered_in_turn)
     divergence = changed.first_divergence
     assert divergence is not None and divergence.seq == 3
-    assert "replay stopped: the code called lookup_order({'order_id': '104'})" in (
-        divergence.reason
-    )
+    assert 'replay stopped: the code called lookup_order({"order_id":"104"})' in (divergence.reason)
 
 
 def test_a_client_derived_with_options_is_captured_too(journal: Journal) -> None:
@@ -211,7 +209,7 @@ def test_a_changed_request_stops_the_replay_and_names_what_changed(
     divergence = result.behaviour_divergence
     assert divergence is not None and divergence.seq == 2
     assert divergence.reason.startswith(
-        "expected action_proposed, got agent_halted (replay_stopped: replay stopped at seq 2: "
+        "expected action_proposed, got agent_halted (replay stopped at seq 2: "
         "the request at seq 2 differs from the recorded one: tools[2]: "
     )
     assert result.stopped_at == 2
@@ -235,7 +233,27 @@ def test_code_that_no_longer_calls_a_tool_diverges_saying_so(
     call = divergence.expected["call_id"]
     assert divergence.reason.startswith(
         f"the code answered {call} without calling lookup_order, which the recording ran "
-        "here; action_committed differs in result"
+        "here (the outcome is now what the code sent the model); action_committed differs "
+        "in result"
+    )
+
+
+def test_code_that_no_longer_calls_a_tool_diverges_even_with_the_same_value(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool returned text and the code now sends the very same text without calling it:
+    the values agree, the code path does not."""
+    capture_app.first_lookup("Where is order 7?")
+    session = only_session(journal)
+    assert replay_entry(journal, session, capture_app.first_lookup).identical
+    same_text = capture_app.lookup_order_text.__wrapped__  # the undecorated function
+    monkeypatch.setitem(capture_app.TEXT_TOOLS, "lookup_order", same_text)
+    result = replay_entry(journal, session, capture_app.first_lookup)
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == 3
+    assert divergence.changes == ()
+    assert divergence.reason.endswith(
+        "(the outcome is now what the code sent the model); the value is the same"
     )
 
 

@@ -247,4 +247,4 @@ def test_a_changed_call_on_a_pool_diverges_at_it_naming_it(journal: Journal) -> 
     divergence = result.first_divergence
     assert divergence is not None
     assert (divergence.seq, (divergence.actual or {}).get("type")) == (3, "agent_halted")
-    assert "get_weather({'city': 'Hobart!'})" in divergence.reason
+    assert 'get_weather({"city":"Hobart!"})' in divergence.reason

@@ -88,9 +88,9 @@ DIVERGES = [
     ("int as float", True, 9, "result.count"),
     ("int as bool", True, 9, "result.count"),
     ("drop a call", False, 4, "asked for model output at seq 4"),
-    ("add a call", False, 10, "get_weather({'city': 'Lisbon'}), which the recording ran only 1"),
-    ("a call twice", False, 7, "to_fahrenheit({'celsius': 21.5}), which the recording ran only"),
-    ("arguments", False, 6, "to_fahrenheit({'celsius': 21.0}), which the recording never ran"),
+    ("add a call", False, 10, 'get_weather({"city":"Lisbon"}), which the recording ran only 1'),
+    ("a call twice", False, 7, 'to_fahrenheit({"celsius":21.5}), which the recording ran only'),
+    ("arguments", False, 6, 'to_fahrenheit({"celsius":21.0}), which the recording never ran'),
     # outcomes are journaled in the order the model proposed the calls (docs/capture.md),
     # each with the calls that had finished before it started: a swap shows at the first
     # call that ran late, whether or not the results reach the model in another order
