@@ -239,7 +239,8 @@ class EntryPlayer(Player):
             raise stop
         event = recorded.event
         if isinstance(event, ActionCommitted):
-            return ToolPlay(result=event.given_result)
+            # untimed: no call of the tool was journaled, the result is the message's text
+            return ToolPlay(result=event.given_result, as_sent=event.duration_ms is None)
         error = event.error or {
             "type": "journal.capture.exceptions:ReplayedException",
             "mro": [],

@@ -7,6 +7,7 @@ belongs to the one session whose model proposed that very call and is waiting fo
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import logging
@@ -22,7 +23,7 @@ import openai
 import pytest
 
 from journal import ActionCommitted, Journal
-from journal.capture import Capture, placement
+from journal.capture import Capture, placement, scope
 from journal.capture.scope import reference_of
 from replay import replay_entry
 
@@ -213,6 +214,26 @@ def test_a_call_waiting_in_two_sessions_is_put_in_neither(
         ("Lisbon North", None),
     ]
     assert outcomes(journal, theirs) == []  # nor the other's
+    RAN.clear()  # replayed alone, the call is placed: it gets the value its message encodes
+    result = replay_entry(journal, ours, request)
+    assert result.identical, result.first_divergence
+    assert RAN == []
+
+
+@pytest.mark.parametrize(
+    ("text", "returns", "value"),
+    [
+        ('{"city": "Lisbon"}', dict[str, Any], {"city": "Lisbon"}),  # json.dumps of a dict
+        ('{"city": "Lisbon"}', str, '{"city": "Lisbon"}'),  # a tool of text: the text
+        ('{"city": "Lisbon"}', inspect.Signature.empty, '{"city": "Lisbon"}'),  # no type
+        ("sunny", dict[str, Any], "sunny"),  # not JSON: the text, as recorded
+        ("[1, 2]", dict[str, Any], "[1, 2]"),  # JSON of another type: the text
+    ],
+)
+def test_a_result_recorded_as_the_text_sent_is_decoded_as_the_declared_type(
+    text: str, returns: Any, value: Any
+) -> None:
+    assert scope._typed_text(text, returns) == value
 
 
 def test_a_pool_thread_that_ran_a_request_before_runs_a_call_for_its_session(

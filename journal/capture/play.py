@@ -31,7 +31,11 @@ class ToolPlay:
     """What a replay does with one tool call: run it for real, or give a recorded outcome.
 
     ``live`` runs the tool. Otherwise ``error`` (an `exception_record`) is raised again, or
-    ``result`` is returned. ``unfinished`` marks a call the recording started and never
+    ``result`` is returned. ``as_sent`` says the recorded result is the text the code sent
+    the model, not the tool's value: the recording took it from a message, no call of the
+    tool having been journaled (a pool thread's call that two sessions waited for); the
+    code is given the value that text encodes, as the tool's declared type, where it has
+    one. ``unfinished`` marks a call the recording started and never
     finished (it was still running when the entry failed): an async call waits while the
     rest of the code runs, as it did, and raises ``unfinished`` when the code waits on it
     alone; a sync call raises it at once.
@@ -41,6 +45,7 @@ class ToolPlay:
     result: Any = None
     error: dict[str, Any] | None = None
     unfinished: BaseException | None = None
+    as_sent: bool = False
 
 
 class Player(Protocol):

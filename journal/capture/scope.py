@@ -490,6 +490,8 @@ class CapturedSession:
             self._journal_outcome(info.name, args, error=play.error, started_after=after)
             raise rebuilt(play.error)
         self._journal_outcome(info.name, args, result=play.result, started_after=after)
+        if play.as_sent:
+            return _typed_text(play.result, returns())
         return _typed(play.result, returns())
 
     def _ran(
@@ -522,6 +524,21 @@ def _typed(value: Any, returns: Any) -> Any:
         return TypeAdapter(returns).validate_python(value)
     except (ValidationError, PydanticUserError, TypeError, NameError):
         return value
+
+
+def _typed_text(text: Any, returns: Any) -> Any:
+    """A result recorded as the text the code sent the model, as the tool's declared type.
+
+    The text is decoded as JSON (the code sent ``json.dumps`` of the value) when the tool
+    declares a type that is not text and the decoded value validates as it; otherwise the
+    text is the value, as `_typed` makes it (a tool with no declared type gets the text).
+    """
+    if isinstance(text, str) and returns not in (str, Any, inspect.Signature.empty):
+        try:
+            return TypeAdapter(returns).validate_python(json.loads(text))
+        except (ValueError, PydanticUserError, TypeError, NameError):  # ValidationError too
+            pass
+    return _typed(text, returns)
 
 
 def _return_type(function: Callable[..., Any]) -> Any:
