@@ -63,10 +63,10 @@ class AsyncAppends:
         if start:
             try:
                 append_pool().submit(self._drain)
-            except BaseException:  # no thread to run it (the interpreter is shutting down)
-                with self._mutex:
-                    self._draining = False
-                    self._queue = [queued for queued in self._queue if queued[2] is not future]
+            except BaseException as error:  # no thread to run it (the interpreter shuts down)
+                with self._mutex:  # none will: what queued behind this call fails with it
+                    queued, self._queue, self._draining = self._queue, [], False
+                _settle([(other, error) for _, _, other in queued if other is not future])
                 raise
         return await future
 

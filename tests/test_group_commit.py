@@ -334,6 +334,30 @@ def test_event_loops_on_two_threads_each_get_their_own_results(tmp_path: Path) -
         assert journal.verify().ok
 
 
+def test_an_async_append_with_no_thread_to_write_it_fails_and_the_next_one_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At interpreter shutdown the pool takes no work: the append raises what it said, and
+    nothing is left waiting for a drainer that never started."""
+    from journal import _async_appends
+
+    class Closed:
+        def submit(self, *args: object) -> None:
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    with Journal.open(tmp_path / "j.db") as journal:
+
+        async def main() -> int:
+            with monkeypatch.context() as patched:
+                patched.setattr(_async_appends, "append_pool", Closed)
+                with pytest.raises(RuntimeError, match="after interpreter shutdown"):
+                    await journal.append_async("s", [START])
+            return await journal.append_async("s", [START])
+
+        assert asyncio.run(asyncio.wait_for(main(), WAIT)) == 0
+        assert journal.last_seq("s") == 0 and journal.verify().ok
+
+
 def test_append_async_on_either_store(any_journal: Journal) -> None:
     """Coroutines appending at once: each gets its own seqs, a conflict fails its caller."""
 
