@@ -201,6 +201,18 @@ class EntryPlayer(Player):
             f"replay stopped at seq {seq}: {why}; no live model to go on with (--live-model)",
         )
 
+    def nested(self, tool: str, outer: str, *, side_effects: bool) -> None:
+        """Let a tool called by another one that runs for real run too.
+
+        Not one with side effects that were not allowed: the replay stops there.
+        """
+        if side_effects and tool not in self.allowed:
+            raise HaltSession(
+                REPLAY_STOPPED,
+                f"replay stopped: {outer} runs for real and calls {tool}, which has side "
+                f"effects (--allow-side-effects {tool} lets it run for real)",
+            )
+
     def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
         """The recorded outcome of a call, or a live run where allowed; see the module."""
         named = not isinstance(self.live_tools, bool) and tool in self.live_tools

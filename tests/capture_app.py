@@ -115,6 +115,25 @@ def lookup_order_text(order_id: str) -> str:
     return json.dumps({"order_id": order_id, "sku": "SKU-2", "total": 10.0})
 
 
+@capture.tool(side_effects=True)
+def reserve(sku: str) -> str:
+    """A tool with side effects that another tool calls."""
+    RESERVED.append(sku)
+    return f"held-{sku}"
+
+
+RESERVED: list[str] = []
+"""What `reserve` held, in order."""
+
+
+@capture.tool(name="lookup_order")
+def lookup_and_reserve(order_id: str) -> str:
+    """`lookup_order_text`, which reserves the order's item through another decorated tool
+    (a part of its run)."""
+    found = json.loads(lookup_order_text(order_id))
+    return json.dumps({**found, "hold": reserve(found["sku"])})
+
+
 TEXT_TOOLS: dict[str, Any] = {"lookup_order": lookup_order_text}
 
 

@@ -15,7 +15,7 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from journal import ActionFailed, ActionProposed, AgentHalted, Journal, UserInput
+from journal import ActionCommitted, ActionFailed, ActionProposed, AgentHalted, Journal, UserInput
 from journal.capture import ReplayedException, exception_record, rebuilt, wrapped
 from replay import replay_entry
 
@@ -270,6 +270,43 @@ def test_a_result_the_recording_took_from_a_message_is_not_said_to_be_uncalled(
     divergence = replay_entry(journal, session, capture_app.answer).first_divergence
     assert divergence is not None and divergence.seq == 3
     assert divergence.reason.startswith("action_committed differs in result")
+
+
+def test_a_tool_calling_tools_is_one_call_journaled_and_replayed(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decorated tools called by a decorated tool while it runs are part of its run: one
+    outcome is journaled, a replay serves it (the inner tools never run), and when the
+    outer tool runs for real, an inner one with side effects runs only when allowed."""
+    monkeypatch.setitem(capture_app.TEXT_TOOLS, "lookup_order", capture_app.lookup_and_reserve)
+    monkeypatch.setattr(capture_app, "RESERVED", [])
+    capture_app.first_lookup("Where is order 7?")
+    session = only_session(journal)
+    outcomes = [i.event for i in journal.events(session) if isinstance(i.event, ActionCommitted)]
+    assert [(o.tool, json.loads(o.result)["hold"]) for o in outcomes] == [
+        ("lookup_order", "held-SKU-2")
+    ]
+    assert capture_app.RESERVED == ["SKU-2"]
+
+    assert replay_entry(journal, session, capture_app.first_lookup).identical
+    assert capture_app.RESERVED == ["SKU-2"]  # served: nothing ran
+
+    live = replay_entry(journal, session, capture_app.first_lookup, live_tools=["lookup_order"])
+    assert live.first_divergence is not None and live.first_divergence.seq == 3
+    assert (
+        "replay stopped: lookup_order runs for real and calls reserve, which has side effects "
+        "(--allow-side-effects reserve lets it run for real)"
+    ) in live.first_divergence.reason
+    assert capture_app.RESERVED == ["SKU-2"]
+    allowed = replay_entry(
+        journal,
+        session,
+        capture_app.first_lookup,
+        live_tools=["lookup_order"],
+        allowed_side_effects=["reserve"],
+    )
+    assert allowed.identical, allowed.first_divergence
+    assert capture_app.RESERVED == ["SKU-2", "SKU-2"]
 
 
 def test_the_request_is_kept_once_and_every_request_rebuilds(journal: Journal) -> None:

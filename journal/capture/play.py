@@ -72,6 +72,16 @@ class Player(Protocol):
         """
         ...
 
+    def nested(self, tool: str, outer: str, *, side_effects: bool) -> None:
+        """Allow a call of ``tool`` made by the tool ``outer`` while it runs for real.
+
+        The call is part of ``outer``'s run: it runs, and is not journaled on its own.
+
+        Raises:
+            HaltSession: ``tool`` has side effects and may not run for real.
+        """
+        ...
+
 
 @dataclass(frozen=True)
 class ReplayTarget:

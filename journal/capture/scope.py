@@ -49,6 +49,7 @@ import time
 import typing
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -136,6 +137,10 @@ class ToolInfo:
 
 
 _MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
+
+_RUNNING: ContextVar[str | None] = ContextVar("agent_journal_running_tool", default=None)
+"""The decorated tool running for real in this context (its thread, its task and the tasks
+it starts): a decorated tool it calls is part of its run (`inside_a_tool`)."""
 
 _UNFINISHED_TURNS = 100
 """Event-loop turns a replayed call the recording never finished waits for the rest of the
@@ -422,11 +427,14 @@ class CapturedSession:
         if not play.live:
             return self._served(info, args, play, returns, after)
         started = self.timer()
+        running = _RUNNING.set(info.name)
         try:
             result = run()
         except Exception as error:
             self._ran(info, args, started, after, error=error)
             raise
+        finally:
+            _RUNNING.reset(running)
         self._ran(info, args, started, after, result=result)
         return result
 
@@ -444,11 +452,14 @@ class CapturedSession:
         if not play.live:
             return self._served(info, args, play, returns, after)
         started = self.timer()
+        running = _RUNNING.set(info.name)
         try:
             result = await run()
         except Exception as error:
             self._ran(info, args, started, after, error=error)
             raise
+        finally:
+            _RUNNING.reset(running)
         self._ran(info, args, started, after, result=result)
         return result
 
@@ -514,6 +525,23 @@ class CapturedSession:
             duration_ms=duration_ms,
             started_after=after,
         )
+
+
+def inside_a_tool(info: ToolInfo) -> bool:
+    """Whether a call of the decorated tool ``info`` is part of another one's run.
+
+    It is when a decorated tool runs for real in this context; the call then runs as it is.
+    It is not journaled on its own: in a replay the outer tool's recorded outcome stands for
+    both, and the inner call never happens. When the outer tool runs for real in a replay,
+    the inner one runs too, unless it has side effects that were not allowed (`Player.nested`).
+    """
+    outer = _RUNNING.get()
+    if outer is None:
+        return False
+    target = replay_target()
+    if target is not None:
+        target.player.nested(info.name, outer, side_effects=info.side_effects)
+    return True
 
 
 def _typed(value: Any, returns: Any) -> Any:
@@ -646,6 +674,8 @@ class Capture:
 
                 @functools.wraps(function)
                 async def arun(*args: Any, **kwargs: Any) -> Any:
+                    if inside_a_tool(info):
+                        return await function(*args, **kwargs)
                     session = session_of_call(
                         f"tool {info.name}", lambda: (info.name, arguments(args, kwargs))
                     )
@@ -659,6 +689,8 @@ class Capture:
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
+                if inside_a_tool(info):
+                    return function(*args, **kwargs)
                 session = session_of_call(
                     f"tool {info.name}", lambda: (info.name, arguments(args, kwargs))
                 )
