@@ -201,12 +201,19 @@ class EntryPlayer(Player):
             f"replay stopped at seq {seq}: {why}; no live model to go on with (--live-model)",
         )
 
-    def nested(self, tool: str, outer: str, *, side_effects: bool) -> None:
-        """Let a tool called by another one that runs for real run too.
+    def nested(self, tool: str | None, outer: str, *, side_effects: bool = False) -> None:
+        """Let a call made by a tool that runs for real run too.
 
-        Not one with side effects that were not allowed: the replay stops there.
+        Not a tool with side effects that were not allowed, nor the model without a live
+        model: the replay stops there.
         """
-        if side_effects and tool not in self.allowed:
+        if tool is None and not self.live_model:
+            raise HaltSession(
+                REPLAY_STOPPED,
+                f"replay stopped: {outer} runs for real and calls the model, which a replay "
+                "serves only to the entry itself (--live-model lets it call the model)",
+            )
+        if tool is not None and side_effects and tool not in self.allowed:
             raise HaltSession(
                 REPLAY_STOPPED,
                 f"replay stopped: {outer} runs for real and calls {tool}, which has side "

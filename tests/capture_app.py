@@ -134,6 +134,28 @@ def lookup_and_reserve(order_id: str) -> str:
     return json.dumps({**found, "hold": reserve(found["sku"])})
 
 
+@capture.entry
+def first_call(question: str) -> str:
+    """An agent of its own, used by a tool: one model call; the tool its model calls first."""
+    reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    return str(next(item.name for item in reply.output if item.type == "function_call"))
+
+
+@capture.tool(name="lookup_order")
+def lookup_by_agent(order_id: str) -> str:
+    """`lookup_order_text`, after asking an agent of its own (an entry) what to call."""
+    asked = first_call(f"order {order_id}")
+    return json.dumps({**json.loads(lookup_order_text(order_id)), "asked": asked})
+
+
+@capture.tool(name="lookup_order")
+def lookup_by_model(order_id: str) -> str:
+    """`lookup_order_text`, after asking the model itself (no entry of its own)."""
+    reply = client.responses.create(model="fake-1", input=f"order {order_id}", tools=TOOLS)
+    asked = next(item.name for item in reply.output if item.type == "function_call")
+    return json.dumps({**json.loads(lookup_order_text(order_id)), "asked": asked})
+
+
 TEXT_TOOLS: dict[str, Any] = {"lookup_order": lookup_order_text}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -307,6 +308,46 @@ def test_a_tool_calling_tools_is_one_call_journaled_and_replayed(
     )
     assert allowed.identical, allowed.first_divergence
     assert capture_app.RESERVED == ["SKU-2", "SKU-2"]
+
+
+def test_a_model_call_inside_a_tool_is_part_of_its_run(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not journaled (a warning says so): the tool's outcome stands for it, and a replay
+    serving that outcome is identical; run for real in a replay, it needs a live model."""
+    monkeypatch.setitem(capture_app.TEXT_TOOLS, "lookup_order", capture_app.lookup_by_model)
+    monkeypatch.setattr(wrapped, "_WARNED", set())  # as in a fresh process
+    with caplog.at_level(logging.WARNING, logger="journal.capture"):
+        capture_app.first_lookup("Where is order 7?")
+    assert "a model call made inside tool lookup_order is part of that tool's run" in caplog.text
+    session = only_session(journal)
+    types = [item.event.type for item in journal.events(session)]
+    assert types.count("action_proposed") == 2 and types.count("action_committed") == 1
+    assert replay_entry(journal, session, capture_app.first_lookup).identical
+    live = replay_entry(journal, session, capture_app.first_lookup, live_tools=["lookup_order"])
+    assert live.first_divergence is not None and live.first_divergence.seq == 3
+    assert "replay stopped: lookup_order runs for real and calls the model" in (
+        live.first_divergence.reason
+    )
+
+
+def test_an_entry_called_inside_a_tool_is_a_session_of_its_own(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent used as a tool: the outer session records the tool's outcome, the inner
+    entry its own session; each replays identical on its own."""
+    monkeypatch.setitem(capture_app.TEXT_TOOLS, "lookup_order", capture_app.lookup_by_agent)
+    capture_app.first_lookup("Where is order 7?")
+    by_entry = {summary.agent: summary.session_id for summary in journal.sessions()}
+    assert set(by_entry) == {"tests.capture_app:first_lookup", "tests.capture_app:first_call"}
+    outer = by_entry["tests.capture_app:first_lookup"]
+    inner = by_entry["tests.capture_app:first_call"]
+    outcomes = [i.event for i in journal.events(outer) if isinstance(i.event, ActionCommitted)]
+    assert [json.loads(o.result)["asked"] for o in outcomes] == ["lookup_order"]
+    inner_types = [item.event.type for item in journal.events(inner)]
+    assert inner_types.count("action_proposed") == 1 and "action_committed" not in inner_types
+    assert replay_entry(journal, outer, capture_app.first_lookup).identical
+    assert replay_entry(journal, inner, capture_app.first_call).identical
 
 
 def test_the_request_is_kept_once_and_every_request_rebuilds(journal: Journal) -> None:

@@ -72,13 +72,15 @@ class Player(Protocol):
         """
         ...
 
-    def nested(self, tool: str, outer: str, *, side_effects: bool) -> None:
-        """Allow a call of ``tool`` made by the tool ``outer`` while it runs for real.
+    def nested(self, tool: str | None, outer: str, *, side_effects: bool = False) -> None:
+        """Allow a call made by the tool ``outer`` while it runs for real.
 
-        The call is part of ``outer``'s run: it runs, and is not journaled on its own.
+        The call is of the decorated tool ``tool``, or of the model (``tool`` None). It is
+        part of ``outer``'s run: it runs, and is not journaled on its own.
 
         Raises:
-            HaltSession: ``tool`` has side effects and may not run for real.
+            HaltSession: ``tool`` has side effects and may not run for real, or the model
+                may not be called for real.
         """
         ...
 

@@ -527,21 +527,32 @@ class CapturedSession:
         )
 
 
-def inside_a_tool(info: ToolInfo) -> bool:
-    """Whether a call of the decorated tool ``info`` is part of another one's run.
+def inside_a_tool(tool: str | None, *, side_effects: bool = False) -> str | None:
+    """The decorated tool whose run a call is part of, if any.
 
-    It is when a decorated tool runs for real in this context; the call then runs as it is.
-    It is not journaled on its own: in a replay the outer tool's recorded outcome stands for
+    The call is of the decorated tool ``tool``, or of the model (None); a decorated tool
+    that runs for real in this context makes it part of its run, and it runs as it is. It
+    is not journaled on its own: in a replay the outer tool's recorded outcome stands for
     both, and the inner call never happens. When the outer tool runs for real in a replay,
-    the inner one runs too, unless it has side effects that were not allowed (`Player.nested`).
+    the inner call runs too, unless it is a tool with side effects that were not allowed or
+    the model without a live model (`Player.nested`). (An entry called there opens a session
+    of its own: `Capture.session`.)
     """
     outer = _RUNNING.get()
-    if outer is None:
-        return False
-    target = replay_target()
-    if target is not None:
-        target.player.nested(info.name, outer, side_effects=info.side_effects)
-    return True
+    if outer is not None:
+        target = replay_target()
+        if target is not None:
+            target.player.nested(tool, outer, side_effects=side_effects)
+    return outer
+
+
+def _joins_a_session() -> bool:
+    """Whether an entry or session block starting here is part of the current session.
+
+    It is when there is one, and no decorated tool runs for real here outside a replay
+    (`Capture.session`).
+    """
+    return current_session() is not None and (_RUNNING.get() is None or replay_target() is not None)
 
 
 def _typed(value: Any, returns: Any) -> Any:
@@ -674,7 +685,7 @@ class Capture:
 
                 @functools.wraps(function)
                 async def arun(*args: Any, **kwargs: Any) -> Any:
-                    if inside_a_tool(info):
+                    if inside_a_tool(info.name, side_effects=info.side_effects):
                         return await function(*args, **kwargs)
                     session = session_of_call(
                         f"tool {info.name}", lambda: (info.name, arguments(args, kwargs))
@@ -689,7 +700,7 @@ class Capture:
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
-                if inside_a_tool(info):
+                if inside_a_tool(info.name, side_effects=info.side_effects):
                     return function(*args, **kwargs)
                 session = session_of_call(
                     f"tool {info.name}", lambda: (info.name, arguments(args, kwargs))
@@ -731,7 +742,7 @@ class Capture:
 
                 @functools.wraps(function)
                 async def arun(*args: Any, **kwargs: Any) -> Any:
-                    if current_session() is not None:
+                    if _joins_a_session():
                         return await function(*args, **kwargs)
                     with self.session(entry=reference, inputs=inputs(args, kwargs)) as session:
                         result = await function(*args, **kwargs)
@@ -743,7 +754,7 @@ class Capture:
 
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
-                if current_session() is not None:
+                if _joins_a_session():
                     return function(*args, **kwargs)
                 with self.session(entry=reference, inputs=inputs(args, kwargs)) as session:
                     result = function(*args, **kwargs)
@@ -778,13 +789,15 @@ class Capture:
         ``session_started``; ``entry`` is the ``module:qualname`` a replay calls with
         ``inputs``, which are recorded as ``metadata.entry_inputs`` (JSON text; a string is
         kept as it is). In a replay (inside `replaying`) the session is the replay's. Inside
-        a session already, the block is part of that one.
+        a session already, the block is part of that one; but inside a decorated tool that
+        runs for real (an agent used as a tool), outside a replay, it is a session of its
+        own, replayable on its own: the outer session records the tool's outcome.
         """
         outer = current_session()
-        if outer is not None:  # inside a session already: the block is part of it
-            yield outer
-            return
         target = replay_target()
+        if outer is not None and _joins_a_session():
+            yield outer  # inside a session already: the block is part of it
+            return
         if target is None:
             recorder = Recorder(self.destination)
             player = None
@@ -807,6 +820,7 @@ class Capture:
             metadata=given,
             player=player,
         )
+        running = _RUNNING.set(None)  # its tools are its own, not part of an outer tool
         try:
             with opened(session):
                 yield session
@@ -817,4 +831,5 @@ class Capture:
             session.fail(error)
             raise
         finally:
+            _RUNNING.reset(running)
             recorder.close()

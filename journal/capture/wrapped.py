@@ -30,7 +30,7 @@ from typing import Any
 
 from .placement import session_of_call
 from .recorder import HaltSession
-from .scope import CapturedSession
+from .scope import CapturedSession, inside_a_tool
 from .streams import (
     AsyncRecordedStream,
     Kind,
@@ -122,6 +122,15 @@ class _Create:
         self.is_async = inspect.iscoroutinefunction(inspect.unwrap(create))
 
     def __call__(self, **kwargs: Any) -> Any:
+        tool = inside_a_tool(None)
+        if tool is not None:  # part of a decorated tool's run: its outcome stands for it
+            _warn_once(
+                f"inside {tool}",
+                f"agent-journal: a model call made inside tool {tool} is part of that tool's "
+                "run and is not journaled; make the code that calls the model an entry "
+                "(@capture.entry) to journal it as a session of its own",
+            )
+            return self.create(**kwargs)
         session = session_of_call(f"a {self.kind} model call")
         if session is None:
             return self.create(**kwargs)
