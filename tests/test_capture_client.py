@@ -8,8 +8,10 @@ The model is `tests/fake_openai.py`'s policy, served from a thread on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -18,6 +20,7 @@ import pytest
 
 from journal import ActionCommitted, ActionFailed, ActionProposed, AgentHalted, Journal, UserInput
 from journal.capture import ReplayedException, exception_record, rebuilt, wrapped
+from journal.capture.requests import jsonable
 from replay import replay_entry
 
 from . import capture_app
@@ -348,6 +351,18 @@ def test_an_entry_called_inside_a_tool_is_a_session_of_its_own(
     assert inner_types.count("action_proposed") == 1 and "action_committed" not in inner_types
     assert replay_entry(journal, outer, capture_app.first_lookup).identical
     assert replay_entry(journal, inner, capture_app.first_call).identical
+
+
+def test_bytes_that_are_not_utf8_are_journaled_and_never_fail_the_call() -> None:
+    """A failed ``subprocess.run(check=True)`` carries its output as bytes that need not be
+    UTF-8: its record (and a tool's result of such bytes) keeps them as base64, where
+    capturing raised UnicodeDecodeError into the code's own call."""
+    error = subprocess.CalledProcessError(1, ["make"], output=b"\xff\xfe bad")
+    record = exception_record(error)
+    assert record["attributes"]["output"] == base64.urlsafe_b64encode(b"\xff\xfe bad").decode()
+    assert rebuilt(record).returncode == 1  # type: ignore[attr-defined]
+    assert jsonable({"raw": b"\xff", "text": b"ok"}) == {"raw": "_w==", "text": "b2s="}
+    assert jsonable({"text": b"ok"}) == {"text": "ok"}  # UTF-8 bytes stay text
 
 
 def test_the_request_is_kept_once_and_every_request_rebuilds(journal: Journal) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+from .requests import json_value
 
 __all__ = ["ReplayedException", "exception_record", "rebuilt"]
 
@@ -40,7 +40,7 @@ def _path(cls: type) -> str:
 
 
 def _jsonable(value: object) -> Any:
-    return to_jsonable_python(value, fallback=repr)
+    return json_value(value, repr)
 
 
 def exception_record(error: BaseException) -> dict[str, Any]:

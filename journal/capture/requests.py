@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -51,7 +51,19 @@ def jsonable(value: object) -> Any:
     """
     if isinstance(value, Iterator | AsyncIterator):
         return f"<{type(value).__name__}>"
-    return to_jsonable_python(sets_ordered(value), fallback=_repr)
+    return json_value(sets_ordered(value), _repr)
+
+
+def json_value(value: object, fallback: Callable[[Any], Any]) -> Any:
+    """``to_jsonable_python(value, fallback=fallback)``, which never fails the code's call.
+
+    Bytes that are not UTF-8 (which it refuses: the output of a failed
+    ``subprocess.run(check=True)``) make the value's bytes base64 instead.
+    """
+    try:
+        return to_jsonable_python(value, fallback=fallback)
+    except UnicodeDecodeError:
+        return to_jsonable_python(value, fallback=fallback, bytes_mode="base64")
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
