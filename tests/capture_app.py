@@ -173,6 +173,16 @@ def first_lookup(question: str) -> str:
 
 
 @capture.entry
+def retried(question: str) -> str:
+    """One model call, made again once when the API refuses it (a rate limit)."""
+    try:
+        reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    except Exception:  # as code that handles its API's errors writes it
+        reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    return str(next(item.name for item in reply.output if item.type == "function_call"))
+
+
+@capture.entry
 def direct(order_id: str) -> str:
     """Calls a tool no model proposed, then asks the model."""
     found = lookup_order(order_id)

@@ -24,7 +24,7 @@ from journal.capture.requests import jsonable
 from replay import replay_entry
 
 from . import capture_app
-from .fake_openai import Handler
+from .fake_openai import Handler, serving
 
 openai = pytest.importorskip("openai")
 
@@ -351,6 +351,42 @@ def test_an_entry_called_inside_a_tool_is_a_session_of_its_own(
     assert inner_types.count("action_proposed") == 1 and "action_committed" not in inner_types
     assert replay_entry(journal, outer, capture_app.first_lookup).identical
     assert replay_entry(journal, inner, capture_app.first_call).identical
+
+
+class RefusesFirst(Handler):
+    """The fake model, refusing its first request with a 429 (a rate limit)."""
+
+    refused: list[bool] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        if self.refused:
+            return super().do_POST()
+        self.refused.append(True)
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = b'{"error": {"message": "slow down", "type": "rate_limit_exceeded"}}'
+        self.send_response(429)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return None
+
+
+def test_a_model_call_made_again_after_an_api_error_replays_identical() -> None:
+    """The refused call leaves no event; the call made again records its messages whole
+    (it recorded none, as if the refused one had been answered), so the replay serves it."""
+    RefusesFirst.refused.clear()
+    with Journal.open(":memory:") as opened, serving(RefusesFirst) as url:
+        capture_app.bind(opened, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+        assert capture_app.retried("Where is order 7?") == "lookup_order"
+        assert RefusesFirst.refused == [True]
+        session = only_session(opened)
+        events = [item.event for item in opened.events(session)]
+        (proposal,) = [event for event in events if isinstance(event, ActionProposed)]
+        assert proposal.request is not None
+        assert (proposal.request["from"], len(proposal.request["messages"])) == (0, 1)
+        result = replay_entry(opened, session, capture_app.retried)
+        assert result.identical, result.first_divergence
 
 
 def test_bytes_that_are_not_utf8_are_journaled_and_never_fail_the_call() -> None:

@@ -275,6 +275,19 @@ class CapturedSession:
             whole = {**record["params"], record["messages_key"]: messages}
             return record, whole, self.recorder.next_seq
 
+    def model_failed(self, record: Mapping[str, Any]) -> None:
+        """The model call of ``record`` raised (a rate limit, a timeout).
+
+        No response answers its messages, so the next request (a retry) records them again,
+        as sent anew. Only while no other request was recorded since: concurrent calls keep theirs.
+        """
+        with self._lock:
+            start = record.get("from")
+            if isinstance(start, int) and len(self._messages) == start + len(
+                record.get("messages") or ()
+            ):
+                self._messages = self._messages[:start]
+
     def _journal_messages(self, messages: list[Any]) -> None:
         """Journal the user's messages since the model's last output.
 

@@ -140,13 +140,23 @@ class _Create:
         record, served, started = self._begin(session, kwargs)
         if served is not None:
             return self._serve(session, record, served, kwargs)
-        return self._after(session, record, self.create(**kwargs), kwargs, started)
+        try:
+            response = self.create(**kwargs)
+        except BaseException:
+            session.model_failed(record)
+            raise
+        return self._after(session, record, response, kwargs, started)
 
     async def _acall(self, session: CapturedSession, kwargs: dict[str, Any]) -> Any:
         record, served, started = await self._abegin(session, kwargs)
         if served is not None:
             return self._serve(session, record, served, kwargs)
-        return self._after(session, record, await self.create(**kwargs), kwargs, started)
+        try:
+            response = await self.create(**kwargs)
+        except BaseException:
+            session.model_failed(record)
+            raise
+        return self._after(session, record, response, kwargs, started)
 
     def _begin(
         self, session: CapturedSession, kwargs: dict[str, Any]
