@@ -411,6 +411,8 @@ def _reason(
         return ran_out.reason
     if kind == "agent_halted" and actual.get("rule") == "error":
         return f"the agent's code raised: {actual.get('reason', '')}"
+    if kind == expected.get("type") == "agent_halted" and actual.get("rule") == "replay_stopped":
+        return str(actual.get("reason", ""))  # why it stopped where the recording halted
     if kind != expected.get("type"):
         detail = ""
         if kind == "verification_failed":

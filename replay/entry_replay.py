@@ -49,6 +49,7 @@ from journal.capture import (
     is_method,
     replaying,
 )
+from journal.capture.exceptions import MODEL_CALL, raised_by_model_call, rebuilt
 
 from ._follow import RecordingFollower
 from ._live import checked_live
@@ -131,6 +132,8 @@ class EntryPlayer(Player):
         self._requests = {seq: whole for (seq, _), whole in zip(asked, wholes, strict=True)}
         """Each recorded request in full, by the seq of its response."""
         self._taken: set[int] = set()
+        self._raised: set[int] = set()
+        """The seqs where a model call raised the recorded exception again (`_raise_again`)."""
         """The responses `recorded_at` gave to a call."""
 
     def recorded_at(self, seq: int, request: dict[str, Any], whole: dict[str, Any]) -> int:
@@ -182,12 +185,26 @@ class EntryPlayer(Player):
         except HaltSession:
             raise
         except RecordedModelFailure as crash:  # the recorded entry raised here instead
+            if isinstance(event, AgentHalted) and self._raise_again(seq, event):
+                assert event.error is not None
+                raise raised_by_model_call(rebuilt(event.error)) from None
             why = f"the code asked for model output at seq {seq}, where the recorded entry raised"
             return self._off_record(seq, f"{why} {crash}")
         except Exception as off:  # off the record
             return self._off_record(seq, str(off))
         assert isinstance(event, ActionProposed)
         return event.response
+
+    def _raise_again(self, seq: int, halt: AgentHalted) -> bool:
+        """Whether the model call asking for seq ``seq`` raises again what ended the session.
+
+        That is, the recorded model call raised it (``halt``); the first time only: code
+        that catches it and asks again stops there instead (`_off_record`).
+        """
+        if halt.error is None or halt.error.get("raised_by") != MODEL_CALL or seq in self._raised:
+            return False
+        self._raised.add(seq)
+        return True
 
     def _off_record(self, seq: int, why: str) -> Any:
         if self.live_model:

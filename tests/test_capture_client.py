@@ -389,6 +389,29 @@ def test_a_model_call_made_again_after_an_api_error_replays_identical() -> None:
         assert result.identical, result.first_divergence
 
 
+def test_a_session_ended_by_an_api_error_replays_identical() -> None:
+    """The model call's error ended the entry: its record says the model call raised it, so
+    the replay's model call raises it again (as the user's own type), once. Code that now
+    catches it and asks again diverges where it asks."""
+    RefusesFirst.refused.clear()
+    with Journal.open(":memory:") as opened, serving(RefusesFirst) as url:
+        capture_app.bind(opened, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+        with pytest.raises(openai.RateLimitError):
+            capture_app.first_call("Where is order 7?")
+        session = only_session(opened)
+        halt = list(opened.events(session))[-1].event
+        assert isinstance(halt, AgentHalted) and halt.error is not None
+        assert halt.error["type"] == "openai:RateLimitError"
+        assert halt.error["raised_by"] == "model_call"
+        result = replay_entry(opened, session, capture_app.first_call)
+        assert result.identical, result.first_divergence
+        catching = replay_entry(opened, session, capture_app.retried)
+        assert catching.first_divergence is not None and catching.first_divergence.seq == 2
+        assert "asked for model output at seq 2, where the recorded entry raised" in (
+            catching.first_divergence.reason
+        )
+
+
 def test_bytes_that_are_not_utf8_are_journaled_and_never_fail_the_call() -> None:
     """A failed ``subprocess.run(check=True)`` carries its output as bytes that need not be
     UTF-8: its record (and a tool's result of such bytes) keeps them as base64, where

@@ -43,18 +43,43 @@ def _jsonable(value: object) -> Any:
     return json_value(value, repr)
 
 
+MODEL_CALL = "model_call"
+"""The ``raised_by`` of the record of an exception a captured model call raised."""
+_RAISED_BY = "_agent_journal_raised_by"
+
+
+def raised_by_model_call(error: BaseException) -> BaseException:
+    """Note on ``error`` that a captured model call raised it, and return it.
+
+    Its record will say so (`exception_record`).
+    """
+    try:
+        setattr(error, _RAISED_BY, MODEL_CALL)
+    except (AttributeError, TypeError):  # an exception that takes no attributes
+        pass
+    return error
+
+
 def exception_record(error: BaseException) -> dict[str, Any]:
-    """The JSON record of an exception: type, MRO, args, attributes and message."""
+    """The JSON record of an exception: type, MRO, args, attributes and message.
+
+    And ``raised_by``: ``model_call`` when a captured model call raised it (a rate limit
+    that ended the session), which lets a replay raise it there again.
+    """
     attributes = {
         name: _jsonable(value) for name, value in vars(error).items() if not name.startswith("_")
     }
-    return {
+    record = {
         "type": _path(type(error)),
         "mro": [_path(cls) for cls in type(error).__mro__ if issubclass(cls, BaseException)],
         "args": [_jsonable(arg) for arg in error.args],
         "attributes": attributes,
         "message": str(error),
     }
+    raised_by = getattr(error, _RAISED_BY, None)
+    if raised_by is not None:
+        record["raised_by"] = raised_by
+    return record
 
 
 def _loaded(path: str) -> type[BaseException] | None:

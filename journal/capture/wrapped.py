@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .exceptions import raised_by_model_call
 from .placement import session_of_call
 from .recorder import HaltSession
 from .scope import CapturedSession, inside_a_tool
@@ -142,8 +143,9 @@ class _Create:
             return self._serve(session, record, served, kwargs)
         try:
             response = self.create(**kwargs)
-        except BaseException:
+        except BaseException as error:
             session.model_failed(record)
+            raised_by_model_call(error)
             raise
         return self._after(session, record, response, kwargs, started)
 
@@ -153,8 +155,9 @@ class _Create:
             return self._serve(session, record, served, kwargs)
         try:
             response = await self.create(**kwargs)
-        except BaseException:
+        except BaseException as error:
             session.model_failed(record)
+            raised_by_model_call(error)
             raise
         return self._after(session, record, response, kwargs, started)
 
