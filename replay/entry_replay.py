@@ -41,15 +41,17 @@ from journal import (
     loads_strict,
 )
 from journal.capture import (
+    MODEL_CALL,
     Player,
     RecordedOrder,
     ReplayTarget,
     ToolPlay,
     full_requests,
     is_method,
+    raised_by_model_call,
+    rebuilt,
     replaying,
 )
-from journal.capture.exceptions import MODEL_CALL, raised_by_model_call, rebuilt
 
 from ._follow import RecordingFollower
 from ._live import checked_live

@@ -149,6 +149,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "journal.capture": [
         "CAPTURED_WITH",
+        "MODEL_CALL",
         "Capture",
         "CapturedSession",
         "Destination",
@@ -178,6 +179,7 @@ PUBLIC: dict[str, list[str]] = {
         "failure_of",
         "full_requests",
         "is_method",
+        "raised_by_model_call",
         "rebuilt",
         "replay_target",
         "replaying",

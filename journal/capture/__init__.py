@@ -15,7 +15,13 @@ outcomes of the calls (`journal.capture.play`); recorded exceptions come back as
 types (`exception_record`, `rebuilt`).
 """
 
-from .exceptions import ReplayedException, exception_record, rebuilt
+from .exceptions import (
+    MODEL_CALL,
+    ReplayedException,
+    exception_record,
+    raised_by_model_call,
+    rebuilt,
+)
 from .openai_client import JournaledOpenAI
 from .order import InProposalOrder, RecordedOrder
 from .output import Destination, Sampling, SessionOutput
@@ -37,6 +43,7 @@ from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_pat
 
 __all__ = [
     "CAPTURED_WITH",
+    "MODEL_CALL",
     "Capture",
     "CapturedSession",
     "Destination",
@@ -66,6 +73,7 @@ __all__ = [
     "failure_of",
     "full_requests",
     "is_method",
+    "raised_by_model_call",
     "rebuilt",
     "replay_target",
     "replaying",
