@@ -189,7 +189,9 @@ class EntryPlayer(Player):
         except RecordedModelFailure as crash:  # the recorded entry raised here instead
             if isinstance(event, AgentHalted) and self._raise_again(seq, event):
                 assert event.error is not None
-                raise raised_by_model_call(rebuilt(event.error)) from None
+                raised = event.error.get("model_error") or event.error  # what the call raised
+                assert isinstance(raised, dict)
+                raise raised_by_model_call(rebuilt(raised)) from None
             why = f"the code asked for model output at seq {seq}, where the recorded entry raised"
             return self._off_record(seq, f"{why} {crash}")
         except Exception as off:  # off the record

@@ -172,6 +172,20 @@ def first_lookup(question: str) -> str:
     return str(client.responses.create(model="fake-1", input=items, tools=TOOLS).output_text)
 
 
+class ModelUnavailable(RuntimeError):
+    """The user's own error for a model call that failed."""
+
+
+@capture.entry
+def wrapped_failure(question: str) -> str:
+    """One model call; an API error is raised again as the user's own error, from it."""
+    try:
+        reply = client.responses.create(model="fake-1", input=question, tools=TOOLS)
+    except Exception as error:
+        raise ModelUnavailable(f"the model is unavailable: {type(error).__name__}") from error
+    return str(reply.output_text)
+
+
 @capture.entry
 def retried(question: str) -> str:
     """One model call, made again once when the API refuses it (a rate limit)."""

@@ -412,6 +412,24 @@ def test_a_session_ended_by_an_api_error_replays_identical() -> None:
         )
 
 
+def test_an_api_error_the_code_raised_as_its_own_replays_identical() -> None:
+    """``raise ModelUnavailable(...) from error``: the halt's record is the user's error, and
+    names the model call's (``model_error``), which the replay's model call raises again."""
+    RefusesFirst.refused.clear()
+    with Journal.open(":memory:") as opened, serving(RefusesFirst) as url:
+        capture_app.bind(opened, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+        with pytest.raises(capture_app.ModelUnavailable):
+            capture_app.wrapped_failure("Where is order 7?")
+        session = only_session(opened)
+        halt = list(opened.events(session))[-1].event
+        assert isinstance(halt, AgentHalted) and halt.error is not None
+        assert halt.error["type"] == "tests.capture_app:ModelUnavailable"
+        assert halt.error["raised_by"] == "model_call"
+        assert halt.error["model_error"]["type"] == "openai:RateLimitError"  # type: ignore[index]
+        result = replay_entry(opened, session, capture_app.wrapped_failure)
+        assert result.identical, result.first_divergence
+
+
 def test_bytes_that_are_not_utf8_are_journaled_and_never_fail_the_call() -> None:
     """A failed ``subprocess.run(check=True)`` carries its output as bytes that need not be
     UTF-8: its record (and a tool's result of such bytes) keeps them as base64, where

@@ -64,7 +64,10 @@ def exception_record(error: BaseException) -> dict[str, Any]:
     """The JSON record of an exception: type, MRO, args, attributes and message.
 
     And ``raised_by``: ``model_call`` when a captured model call raised it (a rate limit
-    that ended the session), which lets a replay raise it there again.
+    that ended the session), which lets a replay raise it there again; or raised it while
+    the exception was raised (its ``__cause__`` or ``__context__``, as ``raise MyError from
+    error`` makes it): ``model_error`` is then the record of the model call's exception,
+    the one a replay raises there.
     """
     attributes = {
         name: _jsonable(value) for name, value in vars(error).items() if not name.startswith("_")
@@ -76,10 +79,27 @@ def exception_record(error: BaseException) -> dict[str, Any]:
         "attributes": attributes,
         "message": str(error),
     }
-    raised_by = getattr(error, _RAISED_BY, None)
-    if raised_by is not None:
-        record["raised_by"] = raised_by
+    model_error = _model_call_error(error)
+    if model_error is not None:
+        record["raised_by"] = MODEL_CALL
+        if model_error is not error:
+            record["model_error"] = exception_record(model_error)
     return record
+
+
+def _model_call_error(error: BaseException) -> BaseException | None:
+    """The exception a captured model call raised, if ``error`` is it or came of it.
+
+    That is, ``error`` was raised while handling it: its chain of causes and contexts.
+    """
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if getattr(found, _RAISED_BY, None) == MODEL_CALL:
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def _loaded(path: str) -> type[BaseException] | None:
