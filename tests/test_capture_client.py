@@ -430,6 +430,19 @@ def test_an_api_error_the_code_raised_as_its_own_replays_identical() -> None:
         assert result.identical, result.first_divergence
 
 
+class Connection:
+    """An object with no JSON form, whose default repr holds its memory address."""
+
+
+def test_an_exception_record_holds_no_memory_address() -> None:
+    """An attribute with no JSON form is its repr without the address, which changes at
+    every run (a replay of unchanged code diverged on it)."""
+    error = ConnectionError("down")
+    error.connection = Connection()  # type: ignore[attr-defined]
+    record = exception_record(error)
+    assert record["attributes"]["connection"] == "<tests.test_capture_client.Connection object>"
+
+
 def test_bytes_that_are_not_utf8_are_journaled_and_never_fail_the_call() -> None:
     """A failed ``subprocess.run(check=True)`` carries its output as bytes that need not be
     UTF-8: its record (and a tool's result of such bytes) keeps them as base64, where

@@ -179,6 +179,7 @@ PUBLIC: dict[str, list[str]] = {
         "failure_of",
         "full_requests",
         "is_method",
+        "json_value",
         "raised_by_model_call",
         "rebuilt",
         "replay_target",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from journal import Journal, Recorder
+from journal import ActionCommitted, Journal, Recorder
 from replay import Replayer, integrations, replay_fixture, write_fixture
 from replay.integrations import MissingExtraError
 from replay.integrations.pydantic_ai import JournalCapability, replay_agent
@@ -261,6 +262,33 @@ def test_outcomes_are_journaled_in_proposal_order_not_completion_order(journal: 
     committed = [e.event for e in journal.events("waits") if e.event.type == "action_committed"]
     assert [e.call_id for e in committed] == ["slow", "fast"]  # journaled as proposed
     assert replay_agent(journal, "waits", waiter).identical
+
+
+odd_agent: Agent[None, str] = Agent(name="odd", system_prompt="You count.")
+
+
+@odd_agent.tool_plain
+def count(text: str) -> dict[str, Any]:
+    """A count past 64 bits, a ratio that is not a number, and a set of tags."""
+    return {"big": 2**70, "ratio": float("nan"), "tags": {"beta", "alpha", "gamma"}}
+
+
+def test_a_result_json_cannot_hold_as_it_is_is_journaled_and_replays_identical(
+    journal: Journal,
+) -> None:
+    """NaN and an integer past 64 bits are kept (they raised into the run before), a set
+    is a sorted list (its own order changes with the hash seed: live replays flickered)."""
+    with Recorder(journal, "odd") as recorder:
+        cap = JournalCapability(recorder, agent="tests.test_pydantic_ai:odd_agent")
+        asyncio.run(odd_agent.run("count", model=TestModel(), capabilities=[cap]))
+    (committed,) = [
+        item.event for item in journal.events("odd") if isinstance(item.event, ActionCommitted)
+    ]
+    assert committed.given_result["big"] == 2**70  # type: ignore[index]
+    assert math.isnan(committed.given_result["ratio"])  # type: ignore[index]
+    assert committed.result["tags"] == ["alpha", "beta", "gamma"]  # type: ignore[index]
+    assert replay_agent(journal, "odd", odd_agent).identical
+    assert replay_agent(journal, "odd", odd_agent, live=True).identical
 
 
 def test_a_test_model_session_replays_identical(journal: Journal) -> None:

@@ -37,7 +37,7 @@ from .recorder import (
     failure_message,
     failure_of,
 )
-from .requests import full_requests, request_record
+from .requests import full_requests, json_value, request_record
 from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, is_method
 from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_path_for
 
@@ -73,6 +73,7 @@ __all__ = [
     "failure_of",
     "full_requests",
     "is_method",
+    "json_value",
     "raised_by_model_call",
     "rebuilt",
     "replay_target",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .requests import json_value
+from .requests import json_value, stable_repr
 
 __all__ = ["ReplayedException", "exception_record", "rebuilt"]
 
@@ -40,7 +40,11 @@ def _path(cls: type) -> str:
 
 
 def _jsonable(value: object) -> Any:
-    return json_value(value, repr)
+    """An argument or attribute as JSON; an object with no JSON form as its repr.
+
+    The repr has no memory address: it changes at every run, and a replay would never match.
+    """
+    return json_value(value, stable_repr)
 
 
 MODEL_CALL = "model_call"

@@ -51,7 +51,7 @@ def jsonable(value: object) -> Any:
     """
     if isinstance(value, Iterator | AsyncIterator):
         return f"<{type(value).__name__}>"
-    return json_value(sets_ordered(value), _repr)
+    return json_value(sets_ordered(value), stable_repr)
 
 
 def json_value(value: object, fallback: Callable[[Any], Any]) -> Any:
@@ -70,7 +70,7 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
 """The memory address in a default repr (``<app.Handle object at 0x7f...>``)."""
 
 
-def _repr(value: object) -> str:
+def stable_repr(value: object) -> str:
     """``repr(value)`` without a memory address: it changes at every run."""
     return _ADDRESS.sub("", repr(value))
 

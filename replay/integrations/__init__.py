@@ -20,11 +20,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_core import to_jsonable_python
 
 from agentloop import TrustList, call_factory
-from journal import DEPS_FACTORY_KEY, ActionProposed, Journal, JournalError, canonical_bytes
-from journal.capture import InProposalOrder, request_record
+from journal import (
+    DEPS_FACTORY_KEY,
+    ActionProposed,
+    Journal,
+    JournalError,
+    canonical_bytes,
+    sets_ordered,
+)
+from journal.capture import InProposalOrder, json_value, request_record
 
 from .._captured import CapturedReplay
 from .._live import checked_live
@@ -122,9 +128,12 @@ def captured_replay(
 def jsonable(value: object) -> JsonValue:
     """A framework's value as JSON; what has no JSON form becomes its ``str``.
 
-    Captures use it so that an odd tool result never breaks the user's run.
+    Captures use it so that an odd tool result never breaks the user's run (bytes that are
+    not UTF-8 as base64: `journal.capture.json_value`). A set is a list in a fixed order, as
+    `journal.sets_ordered` makes it: its own order follows the hash seed, which changes from
+    run to run.
     """
-    converted: JsonValue = to_jsonable_python(value, fallback=str)
+    converted: JsonValue = json_value(sets_ordered(value), str)
     return converted
 
 

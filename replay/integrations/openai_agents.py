@@ -309,6 +309,7 @@ class JournalRunHooks(RunHooks[Any]):
             context.tool_call_id,
             jsonable(result),
             args=args if isinstance(args, dict) else None,
+            exact=True,  # NaN and huge integers kept, as a tool may return them
         )
         self._outcomes.add(context.tool_call_id, write)
 

@@ -411,6 +411,7 @@ class JournalCapability(AbstractCapability[Any]):
                 jsonable(result),
                 args=args,
                 duration_ms=duration,
+                exact=True,  # NaN and huge integers kept, as a tool may return them
             ),
         )
         return result
