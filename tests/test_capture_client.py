@@ -14,6 +14,7 @@ import logging
 import subprocess
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
 
 import pytest
@@ -372,12 +373,27 @@ class RefusesFirst(Handler):
         return None
 
 
-def test_a_model_call_made_again_after_an_api_error_replays_identical() -> None:
-    """The refused call leaves no event; the call made again records its messages whole
-    (it recorded none, as if the refused one had been answered), so the replay serves it."""
+@contextmanager
+def refused_once() -> Iterator[Journal]:
+    """A fresh journal the capture writes to, through a model that answers its first
+    request with a 429 (`RefusesFirst`)."""
     RefusesFirst.refused.clear()
     with Journal.open(":memory:") as opened, serving(RefusesFirst) as url:
         capture_app.bind(opened, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+        yield opened
+
+
+def ended_by_error(journal: Journal, session: str) -> AgentHalted:
+    """The halt that ends ``session``, which an exception's record must be in."""
+    halt = list(journal.events(session))[-1].event
+    assert isinstance(halt, AgentHalted) and halt.error is not None
+    return halt
+
+
+def test_a_model_call_made_again_after_an_api_error_replays_identical() -> None:
+    """The refused call leaves no event; the call made again records its messages whole
+    (it recorded none, as if the refused one had been answered), so the replay serves it."""
+    with refused_once() as opened:
         assert capture_app.retried("Where is order 7?") == "lookup_order"
         assert RefusesFirst.refused == [True]
         session = only_session(opened)
@@ -393,14 +409,11 @@ def test_a_session_ended_by_an_api_error_replays_identical() -> None:
     """The model call's error ended the entry: its record says the model call raised it, so
     the replay's model call raises it again (as the user's own type), once. Code that now
     catches it and asks again diverges where it asks."""
-    RefusesFirst.refused.clear()
-    with Journal.open(":memory:") as opened, serving(RefusesFirst) as url:
-        capture_app.bind(opened, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+    with refused_once() as opened:
         with pytest.raises(openai.RateLimitError):
             capture_app.first_call("Where is order 7?")
         session = only_session(opened)
-        halt = list(opened.events(session))[-1].event
-        assert isinstance(halt, AgentHalted) and halt.error is not None
+        halt = ended_by_error(opened, session)
         assert halt.error["type"] == "openai:RateLimitError"
         assert halt.error["raised_by"] == "model_call"
         result = replay_entry(opened, session, capture_app.first_call)
@@ -415,14 +428,11 @@ def test_a_session_ended_by_an_api_error_replays_identical() -> None:
 def test_an_api_error_the_code_raised_as_its_own_replays_identical() -> None:
     """``raise ModelUnavailable(...) from error``: the halt's record is the user's error, and
     names the model call's (``model_error``), which the replay's model call raises again."""
-    RefusesFirst.refused.clear()
-    with Journal.open(":memory:") as opened, serving(RefusesFirst) as url:
-        capture_app.bind(opened, openai.OpenAI(base_url=url, api_key="local", max_retries=0))
+    with refused_once() as opened:
         with pytest.raises(capture_app.ModelUnavailable):
             capture_app.wrapped_failure("Where is order 7?")
         session = only_session(opened)
-        halt = list(opened.events(session))[-1].event
-        assert isinstance(halt, AgentHalted) and halt.error is not None
+        halt = ended_by_error(opened, session)
         assert halt.error["type"] == "tests.capture_app:ModelUnavailable"
         assert halt.error["raised_by"] == "model_call"
         assert halt.error["model_error"]["type"] == "openai:RateLimitError"  # type: ignore[index]
