@@ -4,6 +4,7 @@ original sessions produced by a fake Model (the SDK's Model interface)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
 import sys
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 from agents import (
     Agent,
+    FunctionTool,
+    FunctionToolResult,
     ModelResponse,
     Runner,
     RunResult,
@@ -21,6 +24,10 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from agents import (
+    ToolsToFinalOutputResult as ToolsToFinal,
+)
+from agents.exceptions import UserError
 from agents.models.interface import Model, ModelTracing
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -30,8 +37,10 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails
+from pydantic import BaseModel
 
 from journal import Journal, Recorder
+from journal.capture import rebuilt
 from replay import Replayer, ReplayResult, integrations, replay_fixture, write_fixture
 from replay.integrations import MissingExtraError
 from replay.integrations.openai_agents import JournalRunHooks, replay_agent
@@ -317,3 +326,90 @@ def test_a_changed_agent_forks_a_captured_run_and_goes_on_with_its_own_model(
     ]
     assert RAN == ["Oslo"]
     assert run_cli("fork", "sdk", "--at", "5", "--db", db, *changed).exit_code == 2
+
+
+class Reading(BaseModel):
+    """A typed tool result."""
+
+    city: str
+    celsius: float
+
+
+@dataclasses.dataclass
+class ReadingRow:
+    """A typed tool result as a dataclass."""
+
+    city: str
+    celsius: float
+
+
+@function_tool(name_override="get_weather")
+def get_reading(city: str) -> Reading:
+    """The current temperature of a city, as a model."""
+    RAN.append(city)
+    return Reading(city=city, celsius=CELSIUS.get(city, 0.0))
+
+
+@function_tool(name_override="get_weather")
+def get_row(city: str) -> ReadingRow:
+    """The current temperature of a city, as a dataclass."""
+    RAN.append(city)
+    return ReadingRow(city=city, celsius=CELSIUS.get(city, 0.0))
+
+
+@function_tool(name_override="get_weather")
+def get_untyped(city: str):  # type: ignore[no-untyped-def]  # declares no return type
+    """The current temperature of a city, as a model it does not declare."""
+    RAN.append(city)
+    return Reading(city=city, celsius=CELSIUS.get(city, 0.0))
+
+
+@pytest.mark.parametrize(
+    "tool", [get_reading, get_row, get_untyped], ids=["model", "dataclass", "undeclared"]
+)
+def test_a_tool_that_returns_an_object_replays_identical(
+    journal: Journal, tool: FunctionTool
+) -> None:
+    """The model is sent ``str()`` of the tool's output: the replay sends the same text."""
+    agent = weather_agent.clone(tools=[tool])
+    session = capture(journal, agent, ["Weather in Lisbon and Oslo?"], "typed")
+    answer = [e.event for e in journal.events(session)][-1]
+    assert answer.answer == " | ".join(str(tool.__wrapped__(c)) for c in ("Lisbon", "Oslo"))
+    ran = len(RAN)
+    result = replay_agent(journal, session, agent)
+    assert result.identical, result.first_divergence
+    assert len(RAN) == ran
+    assert replay_agent(journal, session, agent, live=True).identical
+
+
+def test_a_tool_declared_to_return_a_model_is_handed_one_in_a_replay(journal: Journal) -> None:
+    """Code that reads the tool's output (here the run's tool_use_behavior) reads a model."""
+
+    def celsius_answers(context: Any, results: list[FunctionToolResult]) -> ToolsToFinal:
+        return ToolsToFinal(is_final_output=True, final_output=f"{results[0].output.celsius} °C")
+
+    agent = weather_agent.clone(tools=[get_reading], tool_use_behavior=celsius_answers)
+    session = capture(journal, agent, ["Weather in Lisbon?"], "first")
+    assert [e.event for e in journal.events(session)][-1].answer == "21.5 °C"
+    result = replay_agent(journal, session, agent)
+    assert result.identical, result.first_divergence
+
+
+def test_a_tool_exception_that_ends_the_run_replays_identical(journal: Journal) -> None:
+    """With ``failure_error_function=None`` the SDK raises the tool's error out of the run;
+    its record leaves out the SDK's run state (the whole agent, the input as passed)."""
+
+    @function_tool(failure_error_function=None)
+    def get_weather(city: str) -> dict[str, Any]:
+        """The current temperature of a city; raises for every city."""
+        raise LookupError(f"unknown city {city}")
+
+    agent = weather_agent.clone(tools=[get_weather])
+    with pytest.raises(UserError), Recorder(journal, "raises") as recorder:
+        asyncio.run(Runner.run(agent, "Weather in Oslo?", hooks=JournalRunHooks(recorder)))
+    halted = [e.event for e in journal.events("raises")][-1]
+    assert halted.type == "agent_halted" and "run_data" not in halted.error["attributes"]
+    assert halted.reason == "UserError: Error running tool get_weather: unknown city Oslo"
+    assert rebuilt(halted.error).run_data is None  # type: ignore[attr-defined]
+    result = replay_agent(journal, "raises", agent)
+    assert result.identical, result.first_divergence

@@ -38,6 +38,7 @@ from .recorder import (
     failure_of,
 )
 from .requests import full_requests, json_value, request_record
+from .returns import as_return_type, return_type
 from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, is_method
 from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_path_for
 
@@ -64,6 +65,7 @@ __all__ = [
     "SpoolCounts",
     "ToolInfo",
     "ToolPlay",
+    "as_return_type",
     "current_session",
     "describe_error",
     "drain",
@@ -79,6 +81,7 @@ __all__ = [
     "replay_target",
     "replaying",
     "request_record",
+    "return_type",
     "spool_line",
     "spool_path_for",
 ]

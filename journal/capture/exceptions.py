@@ -6,7 +6,8 @@ exception of the same type, or the replay takes another path than the original r
 
 `exception_record` keeps the exception's type (``module:qualname``), the names of the
 classes it derives from (its MRO, up to ``BaseException``), its ``args`` and the instance
-attributes that survive JSON. `rebuilt` makes it again:
+attributes that survive JSON (not those that hold a framework's run state: `_RUN_STATE`).
+`rebuilt` makes it again:
 
 * the recorded class itself, when its module is already imported (the code that raised it
   imported it; nothing is imported on a journal's say-so, so a journal cannot make a
@@ -47,6 +48,19 @@ def _jsonable(value: object) -> Any:
     return json_value(value, stable_repr)
 
 
+_RUN_STATE = {"agents.exceptions:AgentsException": ("run_data",)}
+"""Attributes in which a framework's exceptions carry the state of the whole run they ended
+(the OpenAI Agents SDK: its agent with every tool, the input as the code passed it, usage):
+not what the exception says, and not the same in a replay that serves the same facts. By
+the class (``module:qualname``) whose subclasses have them. A record leaves them out; a
+rebuilt exception holds None there."""
+
+
+def _run_state(mro: list[str]) -> tuple[str, ...]:
+    """The attributes `_RUN_STATE` leaves out of the record of an exception of ``mro``."""
+    return tuple(name for path in mro for name in _RUN_STATE.get(path, ()))
+
+
 MODEL_CALL = "model_call"
 """The ``raised_by`` of the record of an exception a captured model call raised."""
 _RAISED_BY = "_agent_journal_raised_by"
@@ -73,12 +87,16 @@ def exception_record(error: BaseException) -> dict[str, Any]:
     error`` makes it): ``model_error`` is then the record of the model call's exception,
     the one a replay raises there.
     """
+    mro = [_path(cls) for cls in type(error).__mro__ if issubclass(cls, BaseException)]
+    left_out = _run_state(mro)
     attributes = {
-        name: _jsonable(value) for name, value in vars(error).items() if not name.startswith("_")
+        name: _jsonable(value)
+        for name, value in vars(error).items()
+        if not name.startswith("_") and name not in left_out
     }
     record = {
         "type": _path(type(error)),
-        "mro": [_path(cls) for cls in type(error).__mro__ if issubclass(cls, BaseException)],
+        "mro": mro,
         "args": [_jsonable(arg) for arg in error.args],
         "attributes": attributes,
         "message": str(error),
@@ -132,7 +150,9 @@ def rebuilt(record: dict[str, Any]) -> BaseException:
         cls.__module__ = path.partition(":")[0]
     error = cls.__new__(cls)
     error.args = tuple(record.get("args", ()))
-    for key, value in dict(record.get("attributes", {})).items():
+    attributes = dict.fromkeys(_run_state([str(path) for path in record.get("mro", [])]))
+    attributes.update(record.get("attributes", {}))
+    for key, value in attributes.items():
         try:
             setattr(error, key, value)
         except (AttributeError, TypeError):  # a read-only attribute: the args carry it

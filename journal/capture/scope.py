@@ -46,15 +46,12 @@ import json
 import sys
 import threading
 import time
-import typing
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
-
-from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
 from ..canonical import canonical_bytes
 from ..events import ToolCall, json_stand_in
@@ -69,6 +66,7 @@ from .placement import current_session, opened, session_of_call
 from .play import Player, ToolPlay, replay_target
 from .recorder import HaltSession, Recorder
 from .requests import jsonable, proposal_of, request_record, sent_parameters
+from .returns import as_return_type, return_type, text_as_return_type
 from .spool import Spool
 from .streams import StreamRecording
 
@@ -515,8 +513,8 @@ class CapturedSession:
             raise rebuilt(play.error)
         self._journal_outcome(info.name, args, result=play.result, started_after=after)
         if play.as_sent:
-            return _typed_text(play.result, returns())
-        return _typed(play.result, returns())
+            return text_as_return_type(play.result, returns())
+        return as_return_type(play.result, returns())
 
     def _ran(
         self,
@@ -566,43 +564,6 @@ def _joins_a_session() -> bool:
     (`Capture.session`).
     """
     return current_session() is not None and (_RUNNING.get() is None or replay_target() is not None)
-
-
-def _typed(value: Any, returns: Any) -> Any:
-    """A recorded result as the tool's declared return type, when it validates as one."""
-    if returns is inspect.Signature.empty or returns is Any:
-        return value
-    try:
-        return TypeAdapter(returns).validate_python(value)
-    except (ValidationError, PydanticUserError, TypeError, NameError):
-        return value
-
-
-def _typed_text(text: Any, returns: Any) -> Any:
-    """A result recorded as the text the code sent the model, as the tool's declared type.
-
-    The text is decoded as JSON (the code sent ``json.dumps`` of the value) when the tool
-    declares a type that is not text and the decoded value validates as it; otherwise the
-    text is the value, as `_typed` makes it (a tool with no declared type gets the text).
-    """
-    if isinstance(text, str) and returns not in (str, Any, inspect.Signature.empty):
-        try:
-            return TypeAdapter(returns).validate_python(json.loads(text))
-        except (ValueError, PydanticUserError, TypeError, NameError):  # ValidationError too
-            pass
-    return _typed(text, returns)
-
-
-def _return_type(function: Callable[..., Any]) -> Any:
-    """A function's declared return type, a string annotation resolved in its module.
-
-    ``from __future__ import annotations`` makes every annotation a string; one that does
-    not resolve (a name defined nowhere) counts as none.
-    """
-    try:
-        return typing.get_type_hints(function).get("return", inspect.Signature.empty)
-    except Exception:  # a name not defined, an annotation that is not a type
-        return inspect.Signature.empty
 
 
 class Capture:
@@ -681,7 +642,7 @@ class Capture:
             self.tools[info.name] = info
             signature = inspect.signature(function)
             # resolved at the first served result: a later class may be named before it exists
-            returns = functools.cache(functools.partial(_return_type, function))
+            returns = functools.cache(functools.partial(return_type, function))
             receiver = next(iter(signature.parameters)) if is_method(function) else None
 
             def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from pydantic import JsonValue
 
 from agentloop import AgentLoadError
 from journal import CAPTURED_WITH_KEY, Journal, Recorder, ToolCall, Usage, describe_error
+from journal.capture import as_return_type, return_type
 from journal.formats import content_text, parse_arguments
 
 from .._run import ForkPoint
@@ -307,7 +308,7 @@ class JournalRunHooks(RunHooks[Any]):
         write = partial(
             self.recorder.tool_result,
             context.tool_call_id,
-            jsonable(result),
+            jsonable(result.recorded if isinstance(result, _SentText) else result),
             args=args if isinstance(args, dict) else None,
             exact=True,  # NaN and huge integers kept, as a tool may return them
         )
@@ -413,15 +414,65 @@ class ReplayModel(Model):
         yield  # pragma: no cover
 
 
-def _served(tool: FunctionTool, tools: RecordedToolPort) -> FunctionTool:
-    """A copy of ``tool`` whose calls the replay's tool port serves (or runs and compares)."""
+class _SentText(str):
+    """A served tool result as the text the model was sent of it (`_as_served`).
+
+    Its ``recorded`` result beside it, which the replay's hooks journal.
+    """
+
+    recorded: Any = None
+
+
+def _as_served(recorded: Any, returns: Any, sent: object) -> Any:
+    """A recorded tool result as the replayed tool returns it.
+
+    As the tool's declared return type (a pydantic model, a dataclass), as it returned it.
+    The SDK sends the model ``str()`` of a tool's output: where that of the typed result is
+    not the text the recording sent (``sent``; a tool that declares no type and returned a
+    model), the result is served as that text, so the model is sent what it was.
+    """
+    typed = as_return_type(recorded, returns)
+    if not isinstance(sent, str) or str(typed) == sent:
+        return typed
+    served = _SentText(sent)
+    served.recorded = recorded
+    return served
+
+
+def _sent_outputs(journal: Journal, session_id: str) -> dict[str, object]:
+    """What the recorded model requests sent of each call's output, by call id."""
+    sent: dict[str, object] = {}
+    for item in journal.events(session_id):
+        request = getattr(item.event, "request", None)
+        messages = request.get("messages") if isinstance(request, dict) else None
+        for message in messages if isinstance(messages, list) else ():
+            if isinstance(message, dict) and message.get("type") == "function_call_output":
+                sent[str(message.get("call_id"))] = message.get("output")
+    return sent
+
+
+def _served(
+    tool: FunctionTool, tools: RecordedToolPort, sent: Mapping[str, object]
+) -> FunctionTool:
+    """A copy of ``tool`` whose calls the replay's tool port serves (or runs and compares).
+
+    A served result is handed back as `_as_served` makes it.
+    """
     invoke = tool.on_invoke_tool
+    wrapped = getattr(tool, "__wrapped__", None)  # the function of @function_tool
+    returns = inspect.Signature.empty if wrapped is None else return_type(wrapped)
 
     async def served(context: ToolContext[Any], raw: str) -> Any:
         args, _ = parse_arguments(raw)
-        return await tools.arun(
-            tool.name, args if isinstance(args, dict) else {}, lambda: invoke(context, raw)
-        )
+        ran = False
+
+        async def live() -> Any:
+            nonlocal ran
+            ran = True
+            return await invoke(context, raw)
+
+        result = await tools.arun(tool.name, args if isinstance(args, dict) else {}, live)
+        return result if ran else _as_served(result, returns, sent.get(context.tool_call_id))
 
     replaced = copy.copy(tool)
     replaced.on_invoke_tool = served
@@ -429,16 +480,22 @@ def _served(tool: FunctionTool, tools: RecordedToolPort) -> FunctionTool:
 
 
 def _with_recorded_tools(
-    agent: Agent[Any], tools: RecordedToolPort, done: dict[int, Agent[Any]]
+    agent: Agent[Any],
+    tools: RecordedToolPort,
+    sent: Mapping[str, object],
+    done: dict[int, Agent[Any]],
 ) -> Agent[Any]:
     """A clone of ``agent`` (and of the agents it hands off to) with its tools served."""
     if id(agent) in done:
         return done[id(agent)]
     clone = agent.clone()
     done[id(agent)] = clone
-    clone.tools = [_served(t, tools) if isinstance(t, FunctionTool) else t for t in agent.tools]
+    clone.tools = [
+        _served(t, tools, sent) if isinstance(t, FunctionTool) else t for t in agent.tools
+    ]
     clone.handoffs = [
-        _with_recorded_tools(h, tools, done) if isinstance(h, Agent) else h for h in agent.handoffs
+        _with_recorded_tools(h, tools, sent, done) if isinstance(h, Agent) else h
+        for h in agent.handoffs
     ]
     return clone
 
@@ -487,6 +544,7 @@ def replay_agent(
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model, run_config)
     requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
+    sent = _sent_outputs(journal, session_id)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -496,7 +554,7 @@ def replay_agent(
         config = copy.copy(run_config) if run_config is not None else RunConfig()
         config.model = ReplayModel(llm)
         config.tracing_disabled = True
-        replayed = _with_recorded_tools(agent, tools, {})
+        replayed = _with_recorded_tools(agent, tools, sent, {})
         history: list[TResponseInputItem] = []
         for text in inputs:
             turn: list[TResponseInputItem] = [*history, {"role": "user", "content": text}]
