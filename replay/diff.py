@@ -26,7 +26,7 @@ import math
 import unicodedata
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import orjson
 
@@ -225,19 +225,41 @@ def _signed_zeros(expected: Any, actual: Any, path: str) -> Iterator[Change]:
             yield from _signed_zeros(old, new, f"{path}[{index}]")
 
 
+def _is_start(record: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a record is a ``session_started`` with a configuration."""
+    return (
+        record is not None
+        and record.get("type") == "session_started"
+        and record.get("config") is not None
+    )
+
+
 def _configured(start: Mapping[str, Any] | None) -> bool:
     """Whether a record is a ``session_started`` that says how its run was configured.
 
     A session imported from a transcript names no agent: nothing configured it, so there
-    is no configuration to compare with; nor with a recorder's session that names none.
-    A session the runtime ran records its agent's whole configuration, with or without a
-    reference (an `Agent` built by hand has none).
+    is no configuration to compare with; nor with a captured session that names none
+    (what its capture saw of the model and prompt), but against a run the same capture
+    recorded (`_captured_alike`). A session the runtime ran records its agent's whole
+    configuration, with or without a reference (an `Agent` built by hand has none).
     """
-    if start is None or start.get("type") != "session_started" or start.get("config") is None:
+    if not _is_start(start):
         return False
     metadata = start.get("metadata") or {}
     from_outside = "imported_from" in metadata or CAPTURED_WITH_KEY in metadata
     return start.get("agent") is not None or not from_outside
+
+
+def _captured_alike(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
+    """Whether one capture (the same integration) recorded both runs' ``session_started``.
+
+    Neither names an agent (a replay by the runtime names the agent it ran). The model, its
+    settings, the prompt and the tools as the capture saw them are then comparable (a
+    pydantic-ai agent whose model changed, captured with no agent reference).
+    """
+    runs = (expected, actual)
+    captured = {(run.get("metadata") or {}).get(CAPTURED_WITH_KEY) for run in runs}
+    return None not in captured and len(captured) == 1 and all(r.get("agent") is None for r in runs)
 
 
 def config_changes(
@@ -250,7 +272,9 @@ def config_changes(
     None when either run says nothing of its configuration (an imported transcript), or
     either record is not a ``session_started``. Paths ``rules`` ignore are left out.
     """
-    if expected is None or actual is None or not (_configured(expected) and _configured(actual)):
+    if not (_is_start(expected) and _is_start(actual)):
+        return ()
+    if not (_configured(expected) and _configured(actual) or _captured_alike(expected, actual)):
         return ()
     pick = [name for name in CONFIG_FIELDS if name not in rules.paths_for("session_started")]
     # (typed, so that nested paths the rules ignore, session_started.config.x, are dropped)

@@ -23,7 +23,8 @@ import openai
 import pytest
 
 from journal import ActionCommitted, Journal
-from journal.capture import Capture, placement, scope
+from journal.capture import Capture, placement
+from journal.capture.returns import text_as_return_type
 from journal.capture.scope import reference_of
 from replay import replay_entry
 
@@ -233,7 +234,7 @@ def test_a_call_waiting_in_two_sessions_is_put_in_neither(
 def test_a_result_recorded_as_the_text_sent_is_decoded_as_the_declared_type(
     text: str, returns: Any, value: Any
 ) -> None:
-    assert scope._typed_text(text, returns) == value
+    assert text_as_return_type(text, returns) == value
 
 
 def test_a_pool_thread_that_ran_a_request_before_runs_a_call_for_its_session(

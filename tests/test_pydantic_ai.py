@@ -528,3 +528,35 @@ def test_twenty_bank_sessions_replay_identical_and_their_fixtures_turn_red_on_a_
     with pytest.MonkeyPatch.context() as patch:  # the bank's rate moved
         patch.setattr(sys.modules[__name__], "bank_deps", lambda: Bank(rate=0.8))
         assert not any(replay_fixture(path).passed for path in fixtures)
+
+
+def own_model_session(journal: Journal, model: FunctionModel, session_id: str) -> Agent[None, str]:
+    """A session of an agent with a model of its own, captured with no agent reference."""
+    agent = build()
+    agent.model = model
+    with Recorder(journal, session_id) as recorder:
+        capability = JournalCapability(recorder)
+        asyncio.run(agent.run("Weather in Lisbon and Atlantis?", capabilities=[capability]))
+    return agent
+
+
+def test_an_agent_whose_own_model_changed_replays_with_the_change(journal: Journal) -> None:
+    """The replay's model stands in for the agent's own: its name and settings are journaled."""
+    recorded = FunctionModel(scripted, model_name="scripted-4", settings={"temperature": 0.2})
+    agent = own_model_session(journal, recorded, "own")
+    assert replay_agent(journal, "own", agent).identical
+    renamed = build()
+    renamed.model = FunctionModel(scripted, model_name="scripted-5", settings={"temperature": 0.2})
+    hotter = build()
+    hotter.model = FunctionModel(scripted, model_name="scripted-4", settings={"temperature": 0.9})
+    by_name = build()
+    by_name.model = "test"
+    changes = [
+        [(c.path, c.expected, c.actual) for c in replay_agent(journal, "own", a).config_changes]
+        for a in (renamed, hotter, by_name)
+    ]
+    assert changes == [
+        [("model", "scripted-4", "scripted-5")],
+        [("model_settings.temperature", 0.2, 0.9)],
+        [("model", "scripted-4", "test"), ("model_settings.temperature", 0.2, None)],
+    ]

@@ -422,17 +422,23 @@ class ReplayModel(Model):
 
     Args:
         llm: the replay's recorded model port (`replay.RecordedModel`).
-        model_name: the recorded model's name (what the capture journals).
+        model_name: the name of the model it stands in for (what the capture journals).
+        settings: that model's own settings (pydantic-ai merges them into each request's).
     """
 
-    def __init__(self, llm: RecordedModel, model_name: str | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        llm: RecordedModel,
+        model_name: str | None = None,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        super().__init__(settings=settings)
         self._llm = llm
         self._name = model_name or "agent-journal-replay"
 
     @property
     def model_name(self) -> str:
-        """The recorded model's name."""
+        """The name of the model it stands in for."""
         return self._name
 
     @property
@@ -533,7 +539,7 @@ def replay_agent(
             recorder, agent=reference or started.agent, metadata=metadata, tools=tools
         )
         capture.requests.enabled = requests
-        model = ReplayModel(llm, started.model)
+        model = _standing_in(agent, llm, started.model)
         history: list[ModelMessage] | None = None
         for text in inputs:
             try:
@@ -555,6 +561,22 @@ def replay_agent(
         save=save,
         rules=rules,
     )
+
+
+def _standing_in(agent: Agent[Any, Any], llm: RecordedModel, recorded: str | None) -> ReplayModel:
+    """The replay's model, standing in for the one the agent's run would use.
+
+    The agent's own model, so that a replay of an agent whose model or model settings
+    changed journals them, and the change shows (a model name such as ``openai:gpt-4.1``
+    named as pydantic-ai names its model: ``gpt-4.1``). An agent with no model of its own
+    is given one per run by its code, which the replay does not run: the recorded one.
+    """
+    own = agent.model
+    if own is None:
+        return ReplayModel(llm, recorded)
+    if isinstance(own, Model):
+        return ReplayModel(llm, own.model_name, own.settings)
+    return ReplayModel(llm, own.partition(":")[2] or own)
 
 
 def _tool_names(agent: Agent[Any, Any]) -> list[str] | None:
