@@ -18,6 +18,7 @@ from agents import (
     FunctionTool,
     FunctionToolResult,
     ModelResponse,
+    ModelSettings,
     Runner,
     RunResult,
     Usage,
@@ -37,7 +38,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from journal import Journal, Recorder
 from journal.capture import rebuilt
@@ -413,3 +414,112 @@ def test_a_tool_exception_that_ends_the_run_replays_identical(journal: Journal) 
     assert rebuilt(halted.error).run_data is None  # type: ignore[attr-defined]
     result = replay_agent(journal, "raises", agent)
     assert result.identical, result.first_divergence
+
+
+class HandingOffModel(ScriptedModel):
+    """Hands the first turn over to the specialist; the specialist answers every request."""
+
+    async def get_response(
+        self, system_instructions: str | None, input: Any, *a: Any, **k: Any
+    ) -> ModelResponse:
+        usage = Usage(requests=1, input_tokens=10, output_tokens=2)
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else input
+        if system_instructions == "Route." and not any(
+            i.get("type") == "function_call" for i in items
+        ):
+            call = ResponseFunctionToolCall(
+                arguments="{}",
+                call_id=f"hand-{len(items)}",
+                name="transfer_to_specialist",
+                type="function_call",
+            )
+            return ModelResponse(output=[call], usage=usage, response_id=None)
+        text = ResponseOutputText(text=f"booked ({len(items)})", type="output_text", annotations=[])
+        message = ResponseOutputMessage(
+            id="msg-1", content=[text], role="assistant", status="completed", type="message"
+        )
+        return ModelResponse(output=[message], usage=usage, response_id=None)
+
+
+def desk(
+    *, temperature: float | None = 0.0, tool_doc: str = "The current temperature of a city."
+) -> Agent[Any]:
+    """A triage agent handing off to a specialist with a tool and settings of its own."""
+    tool = function_tool(get_weather.__wrapped__, description_override=tool_doc)
+    specialist: Agent[Any] = Agent(
+        name="specialist",
+        instructions="Book.",
+        tools=[tool],
+        model=HandingOffModel(),
+        model_settings=ModelSettings(temperature=temperature),
+    )
+    return Agent(
+        name="triage", instructions="Route.", handoffs=[specialist], model=HandingOffModel()
+    )
+
+
+def test_a_change_to_an_agent_handed_off_to_diverges_at_its_first_request(
+    journal: Journal,
+) -> None:
+    """Its settings (0.0 too) and tools are sent with each of its requests, and compared."""
+    session = capture(journal, desk(), ["Book Lisbon"], "desk")
+    assert replay_agent(journal, session, desk()).identical
+    for changed, path in [
+        (desk(temperature=None), "request.params.model_settings.temperature"),
+        (desk(tool_doc="Degrees in a city."), "request.params.tools[0].description"),
+    ]:
+        divergence = replay_agent(journal, session, changed).first_divergence
+        assert divergence is not None and divergence.seq == 3  # the specialist's request
+        assert divergence.reason == f"action_proposed differs in {path}"
+
+
+def test_a_turn_the_code_starts_with_the_last_agent_replays_identical(journal: Journal) -> None:
+    """The second turn runs ``result.last_agent`` (the specialist), as the code did."""
+    triage = desk()
+
+    async def converse(hooks: JournalRunHooks) -> None:
+        first = await Runner.run(triage, "Book Lisbon", hooks=hooks)
+        await Runner.run(
+            first.last_agent,
+            [*first.to_input_list(), {"role": "user", "content": "And Oslo"}],
+            hooks=hooks,
+        )
+
+    with Recorder(journal, "last") as recorder:
+        asyncio.run(converse(JournalRunHooks(recorder)))
+    result = replay_agent(journal, "last", triage)
+    assert result.identical, result.first_divergence
+
+
+class Booking(BaseModel):
+    """A structured output."""
+
+    city: str
+
+
+class DescribedBooking(BaseModel):
+    """The structured output with a field described."""
+
+    city: str = Field(description="where to")
+
+
+def test_a_changed_output_schema_diverges_at_the_first_request(journal: Journal) -> None:
+    def agent(output: type[BaseModel]) -> Agent[Any]:
+        return Agent(name="booker", instructions="Book.", model=JsonAnswers(), output_type=output)
+
+    session = capture(journal, agent(Booking), ["Book Lisbon"], "booked")
+    assert replay_agent(journal, session, agent(Booking)).identical
+    divergence = replay_agent(journal, session, agent(DescribedBooking)).first_divergence
+    assert divergence is not None and divergence.seq == 2
+    assert "request.params.output_schema.schema.properties.city" in divergence.reason
+
+
+class JsonAnswers(ScriptedModel):
+    """Answers every request with a booking as JSON."""
+
+    async def get_response(self, *a: Any, **k: Any) -> ModelResponse:
+        text = ResponseOutputText(text='{"city": "Lisbon"}', type="output_text", annotations=[])
+        message = ResponseOutputMessage(
+            id="msg-1", content=[text], role="assistant", status="completed", type="message"
+        )
+        return ModelResponse(output=[message], usage=Usage(requests=1), response_id=None)

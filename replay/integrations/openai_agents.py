@@ -40,7 +40,16 @@ from typing import Any
 from pydantic import JsonValue
 
 from agentloop import AgentLoadError
-from journal import CAPTURED_WITH_KEY, Journal, Recorder, ToolCall, Usage, describe_error
+from journal import (
+    CAPTURED_WITH_KEY,
+    ActionProposed,
+    Journal,
+    Recorder,
+    ToolCall,
+    Usage,
+    UserInput,
+    describe_error,
+)
 from journal.capture import as_return_type, return_type
 from journal.formats import content_text, parse_arguments
 
@@ -61,7 +70,19 @@ from . import (
 )
 
 try:
-    from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner, Tool
+    from agents import (
+        Agent,
+        AgentOutputSchema,
+        AgentOutputSchemaBase,
+        FunctionTool,
+        Handoff,
+        RunConfig,
+        RunContextWrapper,
+        RunHooks,
+        Runner,
+        Tool,
+        handoff,
+    )
     from agents import ModelResponse as AgentsResponse
     from agents import Usage as AgentsUsage
     from agents.items import TResponseInputItem, TResponseStreamEvent
@@ -93,9 +114,11 @@ __all__ = [
 CAPTURED_WITH = "openai-agents"
 """The ``captured_with`` metadata of the sessions this module journals."""
 
-REQUEST_FORM = "openai-agents/1"
+REQUEST_FORM = "openai-agents/2"
 """How this module journals the requests the model is sent (`ModelRequests`): change it
-with `_seen`, so that sessions recorded before replay without comparing them."""
+with `_seen` or `_agent_params`, so that sessions recorded before replay without comparing
+them. (``/2``: each request names the calling agent's model, settings, tools and output
+schema.)"""
 
 
 def proposal_of(response: AgentsResponse) -> dict[str, Any]:
@@ -226,6 +249,42 @@ def _tool_specs(tools: Iterable[Tool]) -> list[dict[str, Any]]:
     ]
 
 
+def _handoff_specs(agent: Agent[Any]) -> list[dict[str, Any]]:
+    """The handoffs of ``agent`` as the tools the model is offered for them."""
+    offered = (item if isinstance(item, Handoff) else handoff(item) for item in agent.handoffs)
+    return [
+        {"name": h.tool_name, "description": h.tool_description, "parameters": h.input_json_schema}
+        for h in offered
+    ]
+
+
+def _output_schema(agent: Agent[Any]) -> JsonValue:
+    """The JSON schema of ``agent``'s structured output (None: plain text)."""
+    kind = agent.output_type
+    if kind is None or kind is str:
+        return None
+    schema = kind if isinstance(kind, AgentOutputSchemaBase) else AgentOutputSchema(kind)
+    if schema.is_plain_text():
+        return None
+    return jsonable({"schema": schema.json_schema(), "strict": schema.is_strict_json_schema()})
+
+
+def _agent_params(agent: Agent[Any]) -> dict[str, JsonValue]:
+    """What the model is sent besides the conversation, of the agent that asks.
+
+    Its model and model settings (every one set, 0 and False too), its tools and handoffs,
+    and its output schema: a change to an agent handed off to shows at its first request.
+    """
+    return {
+        "model": _model_name(agent.model),
+        "model_settings": {
+            k: jsonable(v) for k, v in agent.model_settings.to_json_dict().items() if v is not None
+        },
+        "tools": [*_tool_specs(agent.tools), *_handoff_specs(agent)],
+        "output_schema": _output_schema(agent),
+    }
+
+
 class JournalRunHooks(RunHooks[Any]):
     """Journals an Agents SDK run through a `journal.Recorder` (one session).
 
@@ -282,7 +341,7 @@ class JournalRunHooks(RunHooks[Any]):
             for text in _user_inputs(input_items):
                 recorder.user_input(text)
         self._request = self.requests.record(
-            _seen(input_items), instructions=system_prompt, agent=agent.name
+            _seen(input_items), instructions=system_prompt, agent=agent.name, **_agent_params(agent)
         )
         self._started_at = time.perf_counter()
 
@@ -516,7 +575,9 @@ def replay_agent(
 
     Each recorded user input is one ``Runner.run`` (the previous run's items as history),
     with a `ReplayModel` as the run's model, tracing off, and a `JournalRunHooks` writing
-    to a scratch journal.
+    to a scratch journal. A run starts with the agent that made the turn's first recorded
+    request: ``agent``, or one it hands off to that the code went on with (such as
+    ``result.last_agent``).
 
     Args:
         journal: the journal holding the session.
@@ -545,6 +606,7 @@ def replay_agent(
     answering = _live_model(agent, live_model, run_config)
     requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
     sent = _sent_outputs(journal, session_id)
+    starts = _turn_agents(journal, session_id)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -556,9 +618,10 @@ def replay_agent(
         config.tracing_disabled = True
         replayed = _with_recorded_tools(agent, tools, sent, {})
         history: list[TResponseInputItem] = []
-        for text in inputs:
+        for text, starting in zip(inputs, starts, strict=True):
             turn: list[TResponseInputItem] = [*history, {"role": "user", "content": text}]
-            result = await Runner.run(replayed, turn, hooks=hooks, run_config=config)
+            first = _agent_named(replayed, starting, set()) or replayed
+            result = await Runner.run(first, turn, hooks=hooks, run_config=config)
             history = result.to_input_list()
 
     return replay_loop(
@@ -570,6 +633,41 @@ def replay_agent(
         save=save,
         rules=rules,
     )
+
+
+def _turn_agents(journal: Journal, session_id: str) -> list[str | None]:
+    """The agent that made each recorded turn's first model request, by its name.
+
+    A turn starts where its code ran it: with the first agent, or with the one the previous
+    turn ended with (``result.last_agent``). None where no request names one.
+    """
+    starts: list[str | None] = []
+    asked = True
+    for item in journal.events(session_id):
+        event = item.event
+        if isinstance(event, UserInput):
+            starts.append(None)
+            asked = False
+        elif isinstance(event, ActionProposed) and not asked:
+            asked = True
+            params = (event.request or {}).get("params")
+            named = params.get("agent") if isinstance(params, dict) else None
+            starts[-1] = named if isinstance(named, str) else None
+    return starts
+
+
+def _agent_named(agent: Agent[Any], name: str | None, seen: set[int]) -> Agent[Any] | None:
+    """``agent`` or an agent it hands off to (at any depth) named ``name``."""
+    if name is None or id(agent) in seen:
+        return None
+    if agent.name == name:
+        return agent
+    seen.add(id(agent))
+    for item in agent.handoffs:
+        found = _agent_named(item, name, seen) if isinstance(item, Agent) else None
+        if found is not None:
+            return found
+    return None
 
 
 def _tool_names(agent: Agent[Any], seen: set[int]) -> list[str] | None:
