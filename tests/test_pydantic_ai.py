@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, Field
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.messages import (
     ModelMessage,
@@ -560,3 +561,36 @@ def test_an_agent_whose_own_model_changed_replays_with_the_change(journal: Journ
         [("model_settings.temperature", 0.2, 0.9)],
         [("model", "scripted-4", "test"), ("model_settings.temperature", 0.2, None)],
     ]
+
+
+class Booking(BaseModel):
+    """A structured output."""
+
+    city: str
+
+
+class DescribedBooking(BaseModel):
+    """The structured output with a field described."""
+
+    city: str = Field(description="where to")
+
+
+def books(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A FunctionModel script: answers with its output tool."""
+    return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"city": "Lisbon"}, "o1")])
+
+
+def test_a_changed_output_type_diverges_at_the_first_request(journal: Journal) -> None:
+    """The output tools' schema goes with each request: a changed one differs there."""
+
+    def agent(output: type[BaseModel]) -> Agent[None, BaseModel]:
+        return Agent(FunctionModel(books, model_name="books-1"), output_type=output)
+
+    with Recorder(journal, "booked") as recorder:
+        capability = JournalCapability(recorder)
+        asyncio.run(agent(Booking).run("Book Lisbon", capabilities=[capability]))
+    assert replay_agent(journal, "booked", agent(Booking)).identical
+    divergence = replay_agent(journal, "booked", agent(DescribedBooking)).first_divergence
+    assert divergence is not None and divergence.seq == 2
+    changed = {change.path for change in divergence.changes}
+    assert "request.params.output.tools[0].parameters.properties.city.description" in changed

@@ -120,9 +120,11 @@ __all__ = [
 CAPTURED_WITH = "pydantic-ai"
 """The ``captured_with`` metadata of the sessions this module journals."""
 
-REQUEST_FORM = "pydantic-ai/1"
+REQUEST_FORM = "pydantic-ai/2"
 """How this module journals the requests the model is sent (`ModelRequests`): change it
-with `_seen`, so that sessions recorded before replay without comparing them."""
+with `_seen` or `_request_params`, so that sessions recorded before replay without
+comparing them. (``/2``: each request names its function tools and its output: mode, output
+tools, output object.)"""
 
 
 def proposal_of(response: ModelResponse) -> dict[str, Any]:
@@ -207,6 +209,34 @@ def _tool_spec(tool: ToolDefinition) -> dict[str, Any]:
         "name": tool.name,
         "description": tool.description or "",
         "parameters": tool.parameters_json_schema,
+    }
+
+
+def _request_params(parameters: ModelRequestParameters) -> dict[str, JsonValue]:
+    """What the model is sent besides the conversation.
+
+    The function tools, and how it is to answer (the output mode, its output tools, the
+    object schema, whether text may do): a changed ``output_type`` diverges at the first
+    request that sends it.
+    """
+    shape = parameters.output_object
+    return {
+        "tools": [_tool_spec(tool) for tool in parameters.function_tools],
+        "output": {
+            "mode": parameters.output_mode,
+            "tools": [_tool_spec(tool) for tool in parameters.output_tools],
+            "object": None
+            if shape is None
+            else jsonable(
+                {
+                    "name": shape.name,
+                    "description": shape.description,
+                    "schema": shape.json_schema,
+                    "strict": shape.strict,
+                }
+            ),
+            "text": parameters.allow_text_output,
+        },
     }
 
 
@@ -321,9 +351,10 @@ class JournalCapability(AbstractCapability[Any]):
         response = await handler(request_context)
         latency = (time.perf_counter() - started) * 1000
         sent = self._sent if self._sent is not None else request_context.messages
-        self.recorder.model_output(
-            **proposal_of(response), latency_ms=latency, request=self.requests.record(_seen(sent))
+        request = self.requests.record(
+            _seen(sent), **_request_params(request_context.model_request_parameters)
         )
+        self.recorder.model_output(**proposal_of(response), latency_ms=latency, request=request)
         return response
 
     async def prepare_model_request(
