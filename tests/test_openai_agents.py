@@ -523,3 +523,22 @@ class JsonAnswers(ScriptedModel):
             id="msg-1", content=[text], role="assistant", status="completed", type="message"
         )
         return ModelResponse(output=[message], usage=Usage(requests=1), response_id=None)
+
+
+class ChatModel(ScriptedModel):
+    """A model object named as OpenAI's are (``model``), as one API would serve it."""
+
+    model = "gpt-4.1"
+
+
+class ResponsesModel(ChatModel):
+    """The same model name, as another API would serve it."""
+
+
+def test_the_same_model_name_on_another_model_class_diverges(journal: Journal) -> None:
+    """The Responses and Chat Completions models send one name differently: not identical."""
+    session = capture(journal, weather_agent.clone(model=ChatModel()), ["Weather in Oslo?"], "api")
+    assert journal.state(session).model == "gpt-4.1"
+    result = replay_agent(journal, session, weather_agent.clone(model=ResponsesModel()))
+    assert result.first_divergence is not None and result.first_divergence.seq == 2
+    assert result.first_divergence.reason == "action_proposed differs in request.params.model_class"

@@ -157,6 +157,10 @@ def _model_name(model: object) -> str | None:
     return named if isinstance(named, str) else type(model).__name__
 
 
+def _path(kind: type) -> str:
+    return f"{kind.__module__}:{kind.__qualname__}"
+
+
 def _user_inputs(items: list[TResponseInputItem]) -> list[str]:
     """The texts of the user messages after the last item that is not one."""
     texts: list[str] = []
@@ -272,11 +276,14 @@ def _output_schema(agent: Agent[Any]) -> JsonValue:
 def _agent_params(agent: Agent[Any]) -> dict[str, JsonValue]:
     """What the model is sent besides the conversation, of the agent that asks.
 
-    Its model and model settings (every one set, 0 and False too), its tools and handoffs,
-    and its output schema: a change to an agent handed off to shows at its first request.
+    Its model (a model object's class too: the Responses and the Chat Completions models
+    send one model name differently) and model settings (every one set, 0 and False too),
+    its tools and handoffs, and its output schema: a change to an agent handed off to shows
+    at its first request.
     """
     return {
         "model": _model_name(agent.model),
+        "model_class": None if isinstance(agent.model, str | None) else _path(type(agent.model)),
         "model_settings": {
             k: jsonable(v) for k, v in agent.model_settings.to_json_dict().items() if v is not None
         },
