@@ -27,7 +27,10 @@ an unchanged loop crashes the same way and the replay is identical.
 
 from __future__ import annotations
 
+import linecache
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from types import FrameType
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -81,8 +84,52 @@ def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, AgentHalted]:
     }
 
 
-def _crash(halt: AgentHalted) -> Exception:
-    """The recorded crash, raised again: its own exception when recorded, else its message."""
+_OWN_PACKAGES = frozenset({"journal", "replay"})
+"""Packages whose frames stand between the code and its replayed port (the port itself,
+an integration's model)."""
+
+
+def _port_caller() -> list[str] | None:
+    """The function and line of the code that called the replayed port.
+
+    As `journal.capture.raised_at` notes a frame; the first frame outside agent-journal's
+    own packages.
+    """
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and (
+        str(frame.f_globals.get("__name__", "")).partition(".")[0] in _OWN_PACKAGES
+    ):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    code = frame.f_code
+    return [code.co_name, linecache.getline(code.co_filename, frame.f_lineno).strip()]
+
+
+def _came_out_of_this_call(halt: AgentHalted) -> bool:
+    """Whether the recorded crash came out of the call the code makes now.
+
+    It did when a traceback of it (`journal.capture.raised_at`) passed the line that makes
+    this call, into what it called. A crash the code's own line raised (a bug, now fixed)
+    is not raised again by the next call: the replay goes on past it. A crash recorded
+    before tracebacks were noted is raised by the call at its place, as it was.
+    """
+    frames = None if halt.error is None else halt.error.get("raised_at")
+    if not isinstance(frames, list):
+        return True
+    caller = _port_caller()
+    return caller is not None and any(
+        isinstance(trace, list) and caller in trace[:-1] for trace in frames
+    )
+
+
+def _crash(halt: AgentHalted) -> Exception | None:
+    """The recorded crash, raised again: its own exception when recorded, else its message.
+
+    None where it did not come out of this call (`_came_out_of_this_call`).
+    """
+    if not _came_out_of_this_call(halt):
+        return None
     if halt.error is not None:
         error = rebuilt(halt.error)
         if isinstance(error, Exception):
@@ -213,8 +260,9 @@ class RecordedToolPort:
         if recorded is None:
             seq = self._recorder.next_seq
             on_record = self._follower is None or self._follower.fits()
-            if on_record and seq in self._crashes:
-                raise _crash(self._crashes[seq])
+            crash = _crash(self._crashes[seq]) if on_record and seq in self._crashes else None
+            if crash is not None:
+                raise crash
             self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
             raise ReplayedFailure(
                 f"replay: the recording never ran {tool} with these arguments", "infrastructure"

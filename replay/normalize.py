@@ -88,6 +88,7 @@ DEFAULT_RULES = NormalizationRules(
         "action_proposed": ("latency_ms", "request.digest"),
         "action_committed": ("duration_ms", "result_text"),
         "action_failed": ("duration_ms",),
+        "agent_halted": ("error.raised_at",),
     }
 )
 """The documented default rule set."""

@@ -118,7 +118,8 @@ class RecordedLLM:
         follower: tells whether the replay still matches the recording (None: always).
         live: the model that answers off the record, if any.
         failure: builds the exception raised where the recording holds a crash (from its
-            halt).
+            halt); None when the crash did not come out of this call (the request then
+            goes on as one the recording has no output for).
     """
 
     def __init__(
@@ -127,7 +128,7 @@ class RecordedLLM:
         *,
         follower: RecordingFollower | None = None,
         live: LLMProvider | None = None,
-        failure: Callable[[AgentHalted], Exception] = _model_failure,
+        failure: Callable[[AgentHalted], Exception | None] = _model_failure,
     ) -> None:
         self._recorded = list(recorded)
         self._proposals = sum(isinstance(item.event, ActionProposed) for item in recorded)
@@ -168,7 +169,9 @@ class RecordedLLM:
             self.served += 1
             return ModelResponse.of(event)
         if isinstance(event, AgentHalted) and event.rule == "error":
-            raise self._failure(event)
+            failure = self._failure(event)
+            if failure is not None:
+                raise failure
         if self.served >= self._proposals:
             off: OffTheRecord = RecordingExhausted(
                 f"recording exhausted at seq {seq}: the code asked for model output "

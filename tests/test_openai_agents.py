@@ -17,18 +17,20 @@ from agents import (
     Agent,
     FunctionTool,
     FunctionToolResult,
+    GuardrailFunctionOutput,
     ModelResponse,
     ModelSettings,
     Runner,
     RunResult,
     Usage,
     function_tool,
+    input_guardrail,
     set_tracing_disabled,
 )
 from agents import (
     ToolsToFinalOutputResult as ToolsToFinal,
 )
-from agents.exceptions import UserError
+from agents.exceptions import InputGuardrailTripwireTriggered, UserError
 from agents.models.interface import Model, ModelTracing
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -542,3 +544,24 @@ def test_the_same_model_name_on_another_model_class_diverges(journal: Journal) -
     result = replay_agent(journal, session, weather_agent.clone(model=ResponsesModel()))
     assert result.first_divergence is not None and result.first_divergence.seq == 2
     assert result.first_divergence.reason == "action_proposed differs in request.params.model_class"
+
+
+@input_guardrail
+def no_weapons(context: Any, agent: Agent[Any], given: Any) -> GuardrailFunctionOutput:
+    """Trips on a request that names a weapon."""
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="weapon" in str(given))
+
+
+def test_a_run_its_input_guardrail_ends_before_the_model_is_called_is_a_halted_session(
+    journal: Journal,
+) -> None:
+    guarded = weather_agent.clone(input_guardrails=[no_weapons])
+    with pytest.raises(InputGuardrailTripwireTriggered), Recorder(journal, "tripped") as recorder:
+        asyncio.run(Runner.run(guarded, "A weapon in Oslo?", hooks=JournalRunHooks(recorder)))
+    events = [item.event for item in journal.events("tripped")]
+    assert [e.type for e in events] == ["session_started", "user_input", "agent_halted"]
+    assert events[1].text == "A weapon in Oslo?"
+    assert events[2].reason.startswith("InputGuardrailTripwireTriggered")
+    assert replay_agent(journal, "tripped", guarded).identical
+    relaxed = replay_agent(journal, "tripped", weather_agent)  # no guardrail now: asks the model
+    assert relaxed.first_divergence is not None and relaxed.first_divergence.seq == 2

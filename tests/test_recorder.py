@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from agentloop import ModelResponse
 from agentloop.examples import plain_loop
 from agentloop.examples.plain_loop import dispatch, record, run
 from journal import (
@@ -507,3 +508,75 @@ def test_the_session_is_ordinary_for_the_cli(tmp_path: Path) -> None:
         head = next(iter(journal.events(fork["session_id"]))).event
         assert (head.forked_from, head.fork_seq, head.replay_of) == ("weather", 3, None)
         assert fork["last_seq"] == journal.require("weather").last_seq
+
+
+# -- a crash, raised again only from the call it came out of --------------------------------
+
+
+class ModelDown(Exception):
+    """The model API failed."""
+
+
+class LoopFailed(Exception):
+    """The loop's own error, raised from the model API's."""
+
+
+WEATHER_CALL = ToolCall(call_id="c1", tool="weather", args={"city": "Oslo"})
+
+
+def crashing_loop(*, bug: bool = False, wraps: bool = False) -> Any:
+    """A loop that asks the model, runs its one call, and asks again; ``bug`` reads a key
+    the result does not have, ``wraps`` raises the model's error as its own."""
+
+    def run(llm: Any, tools: Any, recorder: Recorder, inputs: list[str]) -> None:
+        recorder.start(agent="tests.loop:run", model="m")
+        for text in inputs:
+            recorder.user_input(text)
+            reply = recorder.model_output(llm(text))
+            for call in reply.calls:
+                result = tools(call.tool, call.args)
+                recorder.tool_result(call.call_id, result)
+                if bug:
+                    result["humidity"]  # KeyError: the result has none
+            try:
+                reply = recorder.model_output(llm(text))
+            except ModelDown as error:
+                if wraps:
+                    raise LoopFailed("no answer") from error
+                raise
+            recorder.final(reply.text or "")
+
+    return run
+
+
+def crashed(journal: Journal, session_id: str, *, model_fails: bool, **loop: bool) -> str:
+    """Record a session of `crashing_loop` that ends by an exception."""
+    replies = iter([ModelResponse(calls=[WEATHER_CALL]), ModelResponse(text="4 °C")])
+
+    def model(text: str) -> ModelResponse:
+        reply = next(replies)
+        if model_fails and not reply.calls:
+            raise ModelDown("503 from the model API")
+        return reply
+
+    with pytest.raises(Exception), Recorder(journal, session_id) as recorder:  # noqa: B017
+        crashing_loop(**loop)(model, lambda tool, args: {"celsius": 4}, recorder, ["Oslo?"])
+    assert journal.state(session_id).halt_rule == "error"
+    return session_id
+
+
+def test_a_crash_of_the_loops_own_line_is_not_raised_again_once_fixed(journal: Journal) -> None:
+    """The question a replay answers: is it fixed now? The fixed loop goes on past it."""
+    session = crashed(journal, "bug", model_fails=False, bug=True)
+    assert replay_loop(journal, session, crashing_loop(bug=True)).identical
+    fixed = replay_loop(journal, session, crashing_loop())
+    divergence = fixed.first_divergence
+    assert divergence is not None and divergence.seq == 4
+    assert divergence.reason.startswith("the recording stops here (error), the code goes on")
+
+
+@pytest.mark.parametrize("wraps", [False, True], ids=["raised", "raised-as-its-own"])
+def test_a_model_api_error_is_raised_again_by_the_model_call(journal: Journal, wraps: bool) -> None:
+    session = crashed(journal, "down", model_fails=True, wraps=wraps)
+    result = replay_loop(journal, session, crashing_loop(wraps=wraps))
+    assert result.identical, result.first_divergence

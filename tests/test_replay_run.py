@@ -464,6 +464,7 @@ def test_default_rules_drop_exactly_the_documented_volatile_fields() -> None:
         "action_proposed": ("latency_ms", "request.digest"),
         "action_committed": ("duration_ms", "result_text"),
         "action_failed": ("duration_ms",),
+        "agent_halted": ("error.raised_at",),
     }
     record = {"type": "action_committed", "seq": 3, "ts": "t", "duration_ms": 2.0, "args": {}}
     assert normalize(record) == {"type": "action_committed", "args": {}}

@@ -24,12 +24,13 @@ exception then holds the text).
 
 from __future__ import annotations
 
+import linecache
 import sys
 from typing import Any
 
 from .requests import json_value, stable_repr
 
-__all__ = ["ReplayedException", "exception_record", "rebuilt"]
+__all__ = ["ReplayedException", "exception_record", "raised_at", "rebuilt"]
 
 
 class ReplayedException(Exception):
@@ -107,6 +108,39 @@ def exception_record(error: BaseException) -> dict[str, Any]:
         if model_error is not error:
             record["model_error"] = exception_record(model_error)
     return record
+
+
+_FRAMES_KEPT = 64
+"""The innermost frames `raised_at` keeps of each traceback."""
+
+
+def raised_at(error: BaseException) -> list[list[list[str]]]:
+    """Where ``error`` was raised: its traceback, and those of the exceptions it came of.
+
+    Those it was raised while handling (its ``__cause__`` or ``__context__``). Each is a
+    list of frames from the outermost (the frame that caught it) in, each frame its
+    function's name and the text of the line it was at.
+
+    A replay of a loop that crashed reads it to raise the crash again only from the call
+    the crash came out of (`replay.handwritten`): not from the next call of code whose own
+    line raised it before and raises no more. Names and the code's own lines only, no
+    values.
+    """
+    found: list[list[list[str]]] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        frames: list[list[str]] = []
+        trace = current.__traceback__
+        while trace is not None:
+            code = trace.tb_frame.f_code
+            line = linecache.getline(code.co_filename, trace.tb_lineno).strip()
+            frames.append([code.co_name, line])
+            trace = trace.tb_next
+        found.append(frames[-_FRAMES_KEPT:])
+        current = current.__cause__ or current.__context__
+    return found
 
 
 def _model_call_error(error: BaseException) -> BaseException | None:

@@ -76,7 +76,7 @@ from ..formats.openai_messages import tool_specs_of
 from ..keys import CAPTURED_WITH_KEY
 from ..records import RecordedEvent
 from ..store import Journal
-from .exceptions import exception_record
+from .exceptions import exception_record, raised_at
 from .order import RecordedOrder
 from .output import Destination
 
@@ -693,17 +693,21 @@ class Recorder:
     def fail(self, error: BaseException) -> AgentHalted:
         """Record an exception as a halt with rule ``error`` and its one-line message.
 
-        A `HaltSession` is recorded with its own rule and reason.
+        Its record (`exception_record`) notes where it was raised (`raised_at`: the
+        functions and lines of its traceback), which a replay compares nothing of. A
+        `HaltSession` is recorded with its own rule and reason.
         """
         if isinstance(error, HaltSession):
             return self.halt(error.rule, error.reason)
         self._open("a halt")
+        record = None
+        if _recordable(error):
+            record = exception_record(error)
+            record["raised_at"] = raised_at(error)
         event = AgentHalted(
             rule="error",
             reason=describe_error(error),
-            error=_json_object(exception_record(error), "the error")
-            if _recordable(error)
-            else None,
+            error=None if record is None else _json_object(record, "the error"),
         )
         self._write(event)
         return event

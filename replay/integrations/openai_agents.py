@@ -317,6 +317,18 @@ class JournalRunHooks(RunHooks[Any]):
         """The requests journaled beside the responses (a replay of an older session: none)."""
         self._outcomes = InProposalOrder(recorder)
 
+    async def on_agent_start(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
+        """Start the session as the run's first agent starts; journal a run's user messages.
+
+        Before its first model call, so that a run its input guardrail ends (the model is
+        never called) is a session that halts there.
+        """
+        items = getattr(context, "turn_input", None)  # the SDK's AgentHookContext has it
+        if not isinstance(items, list):
+            return  # an SDK without it: the first model call starts the session
+        prompt = None if self.recorder.started else await agent.get_system_prompt(context)
+        self._open(agent, prompt, items)
+
     async def on_llm_start(
         self,
         context: RunContextWrapper[Any],
@@ -324,13 +336,24 @@ class JournalRunHooks(RunHooks[Any]):
         system_prompt: str | None,
         input_items: list[TResponseInputItem],
     ) -> None:
-        """Start the session on the first call; journal a new run's user messages.
+        """Journal the request (with the response, `on_llm_end`).
 
-        The request (the instructions and the input items as the model is sent them, after
-        the run's ``call_model_input_filter``) is journaled with the response. The
-        outcomes of the previous response's calls are journaled first.
+        The request is the instructions and the input items as the model is sent them,
+        after the run's ``call_model_input_filter``. The outcomes of the previous
+        response's calls are journaled first (and the session started, if the agent's
+        start did not).
         """
         self._outcomes.flush()
+        self._open(agent, system_prompt, input_items)
+        self._request = self.requests.record(
+            _seen(input_items), instructions=system_prompt, agent=agent.name, **_agent_params(agent)
+        )
+        self._started_at = time.perf_counter()
+
+    def _open(
+        self, agent: Agent[Any], system_prompt: str | None, items: list[TResponseInputItem]
+    ) -> None:
+        """Start the session, once; journal the user messages of a run that begins."""
         recorder = self.recorder
         if not recorder.started:
             recorder.start(
@@ -345,12 +368,8 @@ class JournalRunHooks(RunHooks[Any]):
                 captured_with=CAPTURED_WITH,
             )
         if recorder.state.turns == 0 or recorder.state.status == "completed":
-            for text in _user_inputs(input_items):
+            for text in _user_inputs(items):
                 recorder.user_input(text)
-        self._request = self.requests.record(
-            _seen(input_items), instructions=system_prompt, agent=agent.name, **_agent_params(agent)
-        )
-        self._started_at = time.perf_counter()
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: AgentsResponse
