@@ -594,3 +594,17 @@ def test_a_changed_output_type_diverges_at_the_first_request(journal: Journal) -
     assert divergence is not None and divergence.seq == 2
     changed = {change.path for change in divergence.changes}
     assert "request.params.output.tools[0].parameters.properties.city.description" in changed
+
+
+def test_a_model_error_that_ends_a_run_replays_identical(journal: Journal) -> None:
+    """The replay's model raises the recorded error again: it came out of the model call."""
+
+    def refuses(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ConnectionError("model API down")
+
+    agent: Agent[None, str] = Agent(FunctionModel(refuses, model_name="down-1"))
+    with pytest.raises(ConnectionError), Recorder(journal, "down") as recorder:
+        asyncio.run(agent.run("hello", capabilities=[JournalCapability(recorder)]))
+    assert journal.state("down").halt_reason == "ConnectionError: model API down"
+    result = replay_agent(journal, "down", agent)
+    assert result.identical, result.first_divergence
