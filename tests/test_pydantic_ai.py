@@ -608,3 +608,18 @@ def test_a_model_error_that_ends_a_run_replays_identical(journal: Journal) -> No
     assert journal.state("down").halt_reason == "ConnectionError: model API down"
     result = replay_agent(journal, "down", agent)
     assert result.identical, result.first_divergence
+
+
+def test_runs_the_code_made_without_history_replay_without_it(journal: Journal) -> None:
+    """Code that runs each prompt on its own (no message_history) replays identical."""
+    model = FunctionModel(scripted, model_name="scripted-4")
+
+    async def each_alone(recorder: Recorder) -> None:
+        capability = JournalCapability(recorder)
+        for prompt in ("Weather in Lisbon and Atlantis?", "And in Oslo again?"):
+            await weather_agent.run(prompt, model=model, capabilities=[capability])
+
+    with Recorder(journal, "alone") as recorder:
+        asyncio.run(each_alone(recorder))
+    result = replay_agent(journal, "alone", weather_agent)
+    assert result.identical, result.first_divergence

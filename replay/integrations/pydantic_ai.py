@@ -46,11 +46,13 @@ from pydantic import JsonValue, ValidationError
 from agentloop import AgentLoadError
 from journal import (
     CAPTURED_WITH_KEY,
+    ActionProposed,
     Journal,
     Recorder,
     ReplayedFailure,
     ToolCall,
     Usage,
+    UserInput,
     describe_error,
 )
 from journal.formats import parse_arguments
@@ -531,7 +533,8 @@ def replay_agent(
     """Re-run ``agent`` on a captured session's user inputs and compare with the recording.
 
     Each recorded user input is one ``agent.run`` (with the previous runs' messages as
-    history), on a `ReplayModel`, journaled by a `JournalCapability` into a scratch journal.
+    history, unless the recorded run was sent none: `_fresh_runs`), on a `ReplayModel`,
+    journaled by a `JournalCapability` into a scratch journal.
 
     Args:
         journal: the journal holding the session.
@@ -562,6 +565,7 @@ def replay_agent(
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model)
     requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
+    fresh_runs = _fresh_runs(journal, session_id)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -572,10 +576,14 @@ def replay_agent(
         capture.requests.enabled = requests
         model = _standing_in(agent, llm, started.model)
         history: list[ModelMessage] | None = None
-        for text in inputs:
+        for text, fresh in zip(inputs, fresh_runs, strict=True):
             try:
                 result = await agent.run(
-                    text, model=model, deps=deps, capabilities=[capture], message_history=history
+                    text,
+                    model=model,
+                    deps=deps,
+                    capabilities=[capture],
+                    message_history=None if fresh else history,
                 )
             except Exception as error:
                 if capture.requested or llm.exhausted:
@@ -608,6 +616,37 @@ def _standing_in(agent: Agent[Any, Any], llm: RecordedModel, recorded: str | Non
     if isinstance(own, Model):
         return ReplayModel(llm, own.model_name, own.settings)
     return ReplayModel(llm, own.partition(":")[2] or own)
+
+
+def _fresh_runs(journal: Journal, session_id: str) -> list[bool]:
+    """For each recorded run (a user input), whether the code ran it with no history.
+
+    It did when the run's first recorded request holds no model response: code that runs
+    each prompt on its own (no ``message_history``). A run with no recorded request, or
+    the first, counts as one given the previous runs' messages.
+    """
+    fresh: list[bool] = []
+    sent: list[Any] = []  # the messages of the latest request, whole again
+    asked = True
+    for item in journal.events(session_id):
+        event = item.event
+        if isinstance(event, UserInput):
+            fresh.append(False)
+            asked = False
+        elif isinstance(event, ActionProposed) and event.request is not None:
+            record = event.request  # the messages new since the previous request
+            new = record.get("messages")
+            kept = sent[: int(str(record.get("from", 0)))]
+            sent = [*kept, *(new if isinstance(new, list) else [])]
+            if not asked and len(fresh) > 1:
+                fresh[-1] = not any(_is_response(message) for message in sent)
+            asked = True
+    return fresh
+
+
+def _is_response(message: object) -> bool:
+    """Whether a journaled request message (`_seen`) is a model response."""
+    return isinstance(message, dict) and message.get("kind") == "response"
 
 
 def _tool_names(agent: Agent[Any, Any]) -> list[str] | None:
