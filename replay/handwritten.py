@@ -27,7 +27,6 @@ an unchanged loop crashes the same way and the replay is identical.
 
 from __future__ import annotations
 
-import linecache
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import FrameType
@@ -47,7 +46,7 @@ from journal import (
     UserInput,
     failure_of,
 )
-from journal.capture import RecordedOrder, rebuilt
+from journal.capture import RecordedOrder, frame_note, rebuilt
 
 from ._follow import RecordingFollower
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
@@ -102,8 +101,7 @@ def _port_caller() -> list[str] | None:
         frame = frame.f_back
     if frame is None:
         return None
-    code = frame.f_code
-    return [code.co_name, linecache.getline(code.co_filename, frame.f_lineno).strip()]
+    return frame_note(frame.f_code, frame.f_lineno)
 
 
 def _came_out_of_this_call(halt: AgentHalted) -> bool:

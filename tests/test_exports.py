@@ -178,6 +178,7 @@ PUBLIC: dict[str, list[str]] = {
         "failure_kind",
         "failure_message",
         "failure_of",
+        "frame_note",
         "full_requests",
         "is_method",
         "json_value",

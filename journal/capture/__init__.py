@@ -19,6 +19,7 @@ from .exceptions import (
     MODEL_CALL,
     ReplayedException,
     exception_record,
+    frame_note,
     raised_by_model_call,
     rebuilt,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "failure_kind",
     "failure_message",
     "failure_of",
+    "frame_note",
     "full_requests",
     "is_method",
     "json_value",

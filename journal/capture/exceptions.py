@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import linecache
 import sys
+from types import CodeType
 from typing import Any
 
 from .requests import json_value, stable_repr
 
-__all__ = ["ReplayedException", "exception_record", "raised_at", "rebuilt"]
+__all__ = ["ReplayedException", "exception_record", "frame_note", "raised_at", "rebuilt"]
 
 
 class ReplayedException(Exception):
@@ -112,6 +113,13 @@ def exception_record(error: BaseException) -> dict[str, Any]:
 
 _FRAMES_KEPT = 64
 """The innermost frames `raised_at` keeps of each traceback."""
+_LINE_KEPT = 200
+"""The characters `raised_at` keeps of a line (a replay compares them with its own)."""
+
+
+def frame_note(code: CodeType, line: int) -> list[str]:
+    """A frame as `raised_at` notes it: its function's name and the text of its ``line``."""
+    return [code.co_name, linecache.getline(code.co_filename, line).strip()[:_LINE_KEPT]]
 
 
 def raised_at(error: BaseException) -> list[list[list[str]]]:
@@ -134,9 +142,7 @@ def raised_at(error: BaseException) -> list[list[list[str]]]:
         frames: list[list[str]] = []
         trace = current.__traceback__
         while trace is not None:
-            code = trace.tb_frame.f_code
-            line = linecache.getline(code.co_filename, trace.tb_lineno).strip()
-            frames.append([code.co_name, line])
+            frames.append(frame_note(trace.tb_frame.f_code, trace.tb_lineno))
             trace = trace.tb_next
         found.append(frames[-_FRAMES_KEPT:])
         current = current.__cause__ or current.__context__
