@@ -21,15 +21,14 @@ normalisation rules, and the result is an ordinary `ReplayResult`.
 Asking the model for more than was recorded raises `RecordingExhausted`, naming the seq;
 the recorder records it as the loop's halt, so it shows as the divergence at that step.
 Where the recording ends with the loop's crash (a halt with rule ``error``), the port the
-loop calls at that seq raises a `journal.ReplayedFailure` with the recorded message, so
-an unchanged loop crashes the same way and the replay is identical.
+loop calls at that seq from the call the crash came out of raises it again
+(`replay._crashes`), so an unchanged loop crashes the same way and the replay is
+identical, and a loop whose own line no longer raises goes on past it.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from types import FrameType
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -37,7 +36,6 @@ from pydantic_core import to_jsonable_python
 from agentloop import AgentLoadError, AgentLoopError, ToolOutcome, TrustList
 from journal import (
     ActionCommitted,
-    AgentHalted,
     Journal,
     RecordedEvent,
     Recorder,
@@ -46,8 +44,9 @@ from journal import (
     UserInput,
     failure_of,
 )
-from journal.capture import RecordedOrder, frame_note, rebuilt
+from journal.capture import RecordedOrder, rebuilt
 
+from ._crashes import RecordedCrashes
 from ._follow import RecordingFollower
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
@@ -74,74 +73,14 @@ LoopRun = Callable[[Any, Any, Recorder, list[str]], object]
 """A replayable loop: ``run(llm, tools, recorder, inputs)``, plain or a coroutine function."""
 
 
-def _crashes(recorded: Sequence[RecordedEvent]) -> dict[int, AgentHalted]:
-    """Where the recorded loop crashed: each halt with rule error, by seq."""
-    return {
-        item.seq: item.event
-        for item in recorded
-        if isinstance(item.event, AgentHalted) and item.event.rule == "error"
-    }
-
-
-_OWN_PACKAGES = frozenset({"journal", "replay"})
-"""Packages whose frames stand between the code and its replayed port (the port itself,
-an integration's model)."""
-
-
-def _port_caller() -> list[str] | None:
-    """The function and line of the code that called the replayed port.
-
-    As `journal.capture.raised_at` notes a frame; the first frame outside agent-journal's
-    own packages.
-    """
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None and (
-        str(frame.f_globals.get("__name__", "")).partition(".")[0] in _OWN_PACKAGES
-    ):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    return frame_note(frame.f_code, frame.f_lineno)
-
-
-def _came_out_of_this_call(halt: AgentHalted) -> bool:
-    """Whether the recorded crash came out of the call the code makes now.
-
-    It did when a traceback of it (`journal.capture.raised_at`) passed the line that makes
-    this call, into what it called. A crash the code's own line raised (a bug, now fixed)
-    is not raised again by the next call: the replay goes on past it. A crash recorded
-    before tracebacks were noted is raised by the call at its place, as it was.
-    """
-    frames = None if halt.error is None else halt.error.get("raised_at")
-    if not isinstance(frames, list):
-        return True
-    caller = _port_caller()
-    return caller is not None and any(
-        isinstance(trace, list) and caller in trace[:-1] for trace in frames
-    )
-
-
-def _crash(halt: AgentHalted) -> Exception | None:
-    """The recorded crash, raised again: its own exception when recorded, else its message.
-
-    None where it did not come out of this call (`_came_out_of_this_call`).
-    """
-    if not _came_out_of_this_call(halt):
-        return None
-    if halt.error is not None:
-        error = rebuilt(halt.error)
-        if isinstance(error, Exception):
-            return error
-    return ReplayedFailure(halt.reason, "infrastructure")
-
-
 class RecordedModel:
     """The model port of a replayed loop: the output recorded at each seq.
 
     Call it with anything (the request is not looked at); it returns the output recorded
     for the seq the loop's recorder writes next, as an ``agentloop.ModelResponse``, while
     the replay follows the recording (`replay.RecordedLLM`). Where the recorded loop
-    crashed, it raises the crash again as a `journal.ReplayedFailure`. Off the record,
+    crashed, out of this call, it raises the crash again (``crashes``, shared with the
+    tool port: `replay._crashes`). Off the record,
     ``live`` (the loop's own model port, called with the same arguments) answers, or the
     replay stops with a `journal.HaltSession` the recorder records.
     """
@@ -153,12 +92,10 @@ class RecordedModel:
         *,
         follower: RecordingFollower | None = None,
         live: Callable[..., Any] | None = None,
+        crashes: RecordedCrashes | None = None,
     ) -> None:
-        self.llm = RecordedLLM(
-            recorded,
-            follower=follower,
-            failure=_crash,
-        )
+        crashes = crashes if crashes is not None else RecordedCrashes(recorded)
+        self.llm = RecordedLLM(recorded, follower=follower, failure=crashes.raised_again)
         self._recorder = recorder
         self._live = live
 
@@ -200,6 +137,7 @@ class RecordedToolPort:
         live: ``True`` to run every tool for real, or the names of the tools to run live.
         live_tools: the loop's own tool port, which runs the live tools.
         follower: when given, every tool runs live once the replay left the recording.
+        crashes: the recording's crashes, shared with the model port (`replay._crashes`).
     """
 
     def __init__(
@@ -210,11 +148,12 @@ class RecordedToolPort:
         live: bool | Iterable[str] = False,
         live_tools: ToolPort | None = None,
         follower: RecordingFollower | None = None,
+        crashes: RecordedCrashes | None = None,
     ) -> None:
         self.tools = RecordedTools(
             recorded, live if isinstance(live, bool) else frozenset(live), follower=follower
         )
-        self._crashes = _crashes(recorded)
+        self._crashes = crashes if crashes is not None else RecordedCrashes(recorded)
         self._recorder = recorder
         self._live_tools = live_tools
         self._follower = follower
@@ -258,7 +197,8 @@ class RecordedToolPort:
         if recorded is None:
             seq = self._recorder.next_seq
             on_record = self._follower is None or self._follower.fits()
-            crash = _crash(self._crashes[seq]) if on_record and seq in self._crashes else None
+            halt = self._crashes.at(seq) if on_record else None
+            crash = None if halt is None else self._crashes.raised_again(halt)
             if crash is not None:
                 raise crash
             self.tools.unrecorded.append(UnrecordedCall(tool, dict(args)))
@@ -348,13 +288,15 @@ def replay_loop(
             replay_of=session_id,
             order=RecordedOrder(recorded),
         )
-        llm = RecordedModel(recorded, recorder, follower=follower, live=live_model)
+        crashes = RecordedCrashes(recorded)
+        llm = RecordedModel(recorded, recorder, follower=follower, live=live_model, crashes=crashes)
         tools = RecordedToolPort(
             recorded,
             recorder,
             live=live,
             live_tools=live_tools,
             follower=follower if live_model is not None else None,
+            crashes=crashes,
         )
         error = _drive(run, llm, tools, recorder, inputs)
         return Drive(llm=llm.llm, tools=tools.tools, error=error, agent=started.agent)

@@ -508,3 +508,23 @@ def test_an_exception_whose_class_is_gone_comes_back_as_a_stand_in_of_its_bases(
     assert isinstance(stand_in, ValueError) and isinstance(stand_in, ReplayedException)
     assert type(stand_in).__name__ == "Declined" and stand_in.code == 51  # type: ignore[attr-defined]
     assert json.loads(json.dumps(record)) == record  # the record is JSON
+
+
+class Unavailable(Exception):
+    """A public error class."""
+
+
+class _HTTPUnavailable(LookupError):
+    """An error of another lineage that calls itself `Unavailable` (as pydantic-ai's HTTP
+    errors do): found by its recorded lineage, not taken for the public class."""
+
+
+_HTTPUnavailable.__qualname__ = "Unavailable"
+
+
+def test_an_exception_named_as_another_class_comes_back_as_its_own() -> None:
+    record = exception_record(_HTTPUnavailable("503"))
+    assert record["type"] == "tests.test_capture_client:Unavailable"
+    again = rebuilt(record)
+    assert type(again) is _HTTPUnavailable and isinstance(again, LookupError)
+    assert type(rebuilt(exception_record(Unavailable("down")))) is Unavailable

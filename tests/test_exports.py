@@ -311,6 +311,7 @@ PUBLIC: dict[str, list[str]] = {
         "captured_replay",
         "checked_live",
         "compared_requests",
+        "first_requests",
         "jsonable",
         "missing_extra",
     ],

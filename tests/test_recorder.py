@@ -524,9 +524,10 @@ class LoopFailed(Exception):
 WEATHER_CALL = ToolCall(call_id="c1", tool="weather", args={"city": "Oslo"})
 
 
-def crashing_loop(*, bug: bool = False, wraps: bool = False) -> Any:
+def crashing_loop(*, bug: bool = False, wraps: bool = False, retries: bool = False) -> Any:
     """A loop that asks the model, runs its one call, and asks again; ``bug`` reads a key
-    the result does not have, ``wraps`` raises the model's error as its own."""
+    the result does not have, ``wraps`` raises the model's error as its own, ``retries``
+    asks once more instead."""
 
     def run(llm: Any, tools: Any, recorder: Recorder, inputs: list[str]) -> None:
         recorder.start(agent="tests.loop:run", model="m")
@@ -538,12 +539,16 @@ def crashing_loop(*, bug: bool = False, wraps: bool = False) -> Any:
                 recorder.tool_result(call.call_id, result)
                 if bug:
                     result["humidity"]  # KeyError: the result has none
-            try:
-                reply = recorder.model_output(llm(text))
-            except ModelDown as error:
-                if wraps:
-                    raise LoopFailed("no answer") from error
-                raise
+            for attempt in range(2):
+                try:
+                    reply = recorder.model_output(llm(text))
+                    break
+                except ModelDown as error:
+                    if retries and attempt == 0:
+                        continue
+                    if wraps:
+                        raise LoopFailed("no answer") from error
+                    raise
             recorder.final(reply.text or "")
 
     return run
@@ -576,7 +581,15 @@ def test_a_crash_of_the_loops_own_line_is_not_raised_again_once_fixed(journal: J
 
 
 @pytest.mark.parametrize("wraps", [False, True], ids=["raised", "raised-as-its-own"])
-def test_a_model_api_error_is_raised_again_by_the_model_call(journal: Journal, wraps: bool) -> None:
+def test_a_model_api_error_is_raised_again_by_the_model_call_once(
+    journal: Journal, wraps: bool
+) -> None:
+    """The model call raises the API's error (not the loop's own made of it), once: a loop
+    that now retries goes on past the recording's end."""
     session = crashed(journal, "down", model_fails=True, wraps=wraps)
     result = replay_loop(journal, session, crashing_loop(wraps=wraps))
     assert result.identical, result.first_divergence
+    retrying = replay_loop(journal, session, crashing_loop(wraps=wraps, retries=True))
+    divergence = retrying.first_divergence
+    assert divergence is not None and divergence.seq == 4
+    assert divergence.reason.startswith("the recording stops here (error), the code goes on")

@@ -24,6 +24,7 @@ exception then holds the text).
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import sys
 from types import CodeType
@@ -89,7 +90,7 @@ def exception_record(error: BaseException) -> dict[str, Any]:
     error`` makes it): ``model_error`` is then the record of the model call's exception,
     the one a replay raises there.
     """
-    mro = [_path(cls) for cls in type(error).__mro__ if issubclass(cls, BaseException)]
+    mro = _mro(type(error))
     left_out = _run_state(mro)
     attributes = {
         name: _jsonable(value)
@@ -117,24 +118,38 @@ _LINE_KEPT = 200
 """The characters `raised_at` keeps of a line (a replay compares them with its own)."""
 
 
-def frame_note(code: CodeType, line: int) -> list[str]:
-    """A frame as `raised_at` notes it: its function's name and the text of its ``line``."""
-    return [code.co_name, linecache.getline(code.co_filename, line).strip()[:_LINE_KEPT]]
+def frame_note(code: CodeType, line: int, instruction: int) -> list[str]:
+    """A frame as `raised_at` notes it: its function, its line and the call it was in.
 
-
-def raised_at(error: BaseException) -> list[list[list[str]]]:
-    """Where ``error`` was raised: its traceback, and those of the exceptions it came of.
-
-    Those it was raised while handling (its ``__cause__`` or ``__context__``). Each is a
-    list of frames from the outermost (the frame that caught it) in, each frame its
-    function's name and the text of the line it was at.
-
-    A replay of a loop that crashed reads it to raise the crash again only from the call
-    the crash came out of (`replay.handwritten`): not from the next call of code whose own
-    line raised it before and raises no more. Names and the code's own lines only, no
-    values.
+    The function's name, the text of ``line``, and the text of the expression its
+    ``instruction`` (a byte offset, as ``tb_lasti`` and ``f_lasti`` give it) evaluates:
+    ``parse(...)`` or ``tools(...)`` of ``parse(tools(...))``.
     """
-    found: list[list[list[str]]] = []
+    text = linecache.getline(code.co_filename, line)
+    position = next(itertools.islice(code.co_positions(), instruction // 2, None), None)
+    call = ""
+    if position is not None and None not in position and position[0] == line:
+        first, last, start, end = position
+        encoded = text.encode("utf-8")
+        call = encoded[start : end if last == first else len(encoded)].decode("utf-8", "replace")
+    return [code.co_name, text.strip()[:_LINE_KEPT], call.strip()[:_LINE_KEPT]]
+
+
+def raised_at(error: BaseException) -> list[dict[str, Any]]:
+    """Where ``error`` was raised, and the exceptions it came of: one entry each.
+
+    ``error`` first, then those it was raised while handling (its ``__cause__`` or
+    ``__context__``), each with its ``frames``: its traceback from the outermost frame (the
+    one that caught it) in, each as `frame_note` notes it (its function's name, the text of
+    the line it was at and of the call there); the ones after the first with their own
+    ``error`` record (`exception_record`).
+
+    A replay of a loop that crashed reads it to raise again, from the call a crash came out
+    of, the exception that came out of it (`replay._crashes`): not from the next call of
+    code whose own line raised it and raises no more. Names and the code's own lines only,
+    no values.
+    """
+    found: list[dict[str, Any]] = []
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -142,9 +157,12 @@ def raised_at(error: BaseException) -> list[list[list[str]]]:
         frames: list[list[str]] = []
         trace = current.__traceback__
         while trace is not None:
-            frames.append(frame_note(trace.tb_frame.f_code, trace.tb_lineno))
+            frames.append(frame_note(trace.tb_frame.f_code, trace.tb_lineno, trace.tb_lasti))
             trace = trace.tb_next
-        found.append(frames[-_FRAMES_KEPT:])
+        entry: dict[str, Any] = {"frames": frames[-_FRAMES_KEPT:]}
+        if current is not error:
+            entry["error"] = exception_record(current)
+        found.append(entry)
         current = current.__cause__ or current.__context__
     return found
 
@@ -177,10 +195,32 @@ def _loaded(path: str) -> type[BaseException] | None:
     return None
 
 
+def _mro(cls: type) -> list[str]:
+    return [_path(base) for base in cls.__mro__ if issubclass(base, BaseException)]
+
+
+def _recorded_class(path: str, mro: object) -> type[BaseException] | None:
+    """The loaded class a record names: by its ``path``, and with the recorded ``mro``.
+
+    A class whose qualified name is not the name it is bound to (pydantic-ai binds its
+    ``ModelServerError`` of HTTP errors to ``_HTTPModelServerError``, beside a public
+    ``ModelServerError`` of another lineage) is found among its module's classes by its
+    path and lineage.
+    """
+    found = _loaded(path)
+    if found is None or not isinstance(mro, list) or _mro(found) == mro:
+        return found
+    module = sys.modules.get(path.partition(":")[0])
+    for value in vars(module).values() if module is not None else ():
+        if isinstance(value, type) and issubclass(value, BaseException) and _mro(value) == mro:
+            return value
+    return found
+
+
 def rebuilt(record: dict[str, Any]) -> BaseException:
     """The exception a record describes, rebuilt as the module docstring says."""
     path = str(record.get("type", "builtins:Exception"))
-    cls = _loaded(path)
+    cls = _recorded_class(path, record.get("mro"))
     if cls is None:
         bases = [_loaded(str(name)) for name in record.get("mro", [])[1:]]
         base = next((b for b in bases if b is not None and issubclass(b, Exception)), Exception)

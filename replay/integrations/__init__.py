@@ -27,6 +27,7 @@ from journal import (
     ActionProposed,
     Journal,
     JournalError,
+    UserInput,
     canonical_bytes,
     sets_ordered,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "captured_replay",
     "checked_live",
     "compared_requests",
+    "first_requests",
     "jsonable",
     "missing_extra",
 ]
@@ -175,6 +177,36 @@ class ModelRequests:
             {**params, "form": self.form, "messages": messages}, self._previous
         )
         return record
+
+
+def first_requests(journal: Journal, session_id: str) -> list[dict[str, Any] | None]:
+    """Each recorded turn's first model request (one per user input; None: none recorded).
+
+    Its parameters, and under its ``messages_key`` every message it sent (the record keeps
+    those new since the previous request, as `journal.capture.full_requests` reads them):
+    what the code began the turn with, the agent that asked, the history it passed.
+    """
+    firsts: list[dict[str, Any] | None] = []
+    sent: list[Any] = []  # the latest request's messages, whole again
+    asked = True
+    for item in journal.events(session_id):
+        event = item.event
+        if isinstance(event, UserInput):
+            firsts.append(None)
+            asked = False
+        elif isinstance(event, ActionProposed) and event.request is not None:
+            record = event.request
+            new = record.get("messages")
+            sent = [
+                *sent[: int(str(record.get("from", 0)))],
+                *(new if isinstance(new, list) else []),
+            ]
+            if not asked:
+                params = record.get("params")
+                key = str(record.get("messages_key", "messages"))
+                firsts[-1] = {**(params if isinstance(params, dict) else {}), key: sent}
+            asked = True
+    return firsts
 
 
 def compared_requests(

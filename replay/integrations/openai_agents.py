@@ -42,12 +42,10 @@ from pydantic import JsonValue
 from agentloop import AgentLoadError
 from journal import (
     CAPTURED_WITH_KEY,
-    ActionProposed,
     Journal,
     Recorder,
     ToolCall,
     Usage,
-    UserInput,
     describe_error,
 )
 from journal.capture import as_return_type, return_type
@@ -65,6 +63,7 @@ from . import (
     captured_replay,
     checked_live,
     compared_requests,
+    first_requests,
     jsonable,
     missing_extra,
 )
@@ -667,19 +666,11 @@ def _turn_agents(journal: Journal, session_id: str) -> list[str | None]:
     A turn starts where its code ran it: with the first agent, or with the one the previous
     turn ended with (``result.last_agent``). None where no request names one.
     """
-    starts: list[str | None] = []
-    asked = True
-    for item in journal.events(session_id):
-        event = item.event
-        if isinstance(event, UserInput):
-            starts.append(None)
-            asked = False
-        elif isinstance(event, ActionProposed) and not asked:
-            asked = True
-            params = (event.request or {}).get("params")
-            named = params.get("agent") if isinstance(params, dict) else None
-            starts[-1] = named if isinstance(named, str) else None
-    return starts
+    names = [
+        None if first is None else first.get("agent")
+        for first in first_requests(journal, session_id)
+    ]
+    return [name if isinstance(name, str) else None for name in names]
 
 
 def _agent_named(agent: Agent[Any], name: str | None, seen: set[int]) -> Agent[Any] | None:

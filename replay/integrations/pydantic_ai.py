@@ -46,13 +46,11 @@ from pydantic import JsonValue, ValidationError
 from agentloop import AgentLoadError
 from journal import (
     CAPTURED_WITH_KEY,
-    ActionProposed,
     Journal,
     Recorder,
     ReplayedFailure,
     ToolCall,
     Usage,
-    UserInput,
     describe_error,
 )
 from journal.formats import parse_arguments
@@ -70,6 +68,7 @@ from . import (
     captured_replay,
     checked_live,
     compared_requests,
+    first_requests,
     jsonable,
     missing_extra,
 )
@@ -625,23 +624,12 @@ def _fresh_runs(journal: Journal, session_id: str) -> list[bool]:
     each prompt on its own (no ``message_history``). A run with no recorded request, or
     the first, counts as one given the previous runs' messages.
     """
-    fresh: list[bool] = []
-    sent: list[Any] = []  # the messages of the latest request, whole again
-    asked = True
-    for item in journal.events(session_id):
-        event = item.event
-        if isinstance(event, UserInput):
-            fresh.append(False)
-            asked = False
-        elif isinstance(event, ActionProposed) and event.request is not None:
-            record = event.request  # the messages new since the previous request
-            new = record.get("messages")
-            kept = sent[: int(str(record.get("from", 0)))]
-            sent = [*kept, *(new if isinstance(new, list) else [])]
-            if not asked and len(fresh) > 1:
-                fresh[-1] = not any(_is_response(message) for message in sent)
-            asked = True
-    return fresh
+    return [
+        index > 0
+        and first is not None
+        and not any(_is_response(message) for message in first.get("messages") or [])
+        for index, first in enumerate(first_requests(journal, session_id))
+    ]
 
 
 def _is_response(message: object) -> bool:
