@@ -90,7 +90,8 @@ class FixtureReplay:
     expect: dict[str, Any] | None
     broken_expectation: str | None
     refused_update: str | None = None
-    """Why ``update`` did not rewrite a fixture that moved (it needs a live model)."""
+    """Why ``update`` does not rewrite a fixture that moved, asked or not (it needs a live
+    model, say): ``not rewritten: ...``."""
     named_tools: frozenset[str] = frozenset()
     """With ``recorded_tools_only``: the tools named live or allowed that the recording has."""
 
@@ -180,9 +181,9 @@ def replay_fixture(
         if result.saved:
             state = journal.state(result.replay_session_id)
             broken = _check_expectation(expected, state)
-        if update and (not result.identical or broken is not None):
+        if not result.identical or broken is not None:
             refused = _refusal(result, state)
-            if refused is None:
+            if update and refused is None:
                 lines = fixture_lines(
                     journal,
                     result.replay_session_id,

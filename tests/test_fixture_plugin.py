@@ -67,7 +67,9 @@ def test_a_diverging_fixture_fails_with_a_readable_report(project: pytest.Pytest
             "  actual:   *replay: the recording never ran issue_refund*",
             "reproduce: agent-journal replay fixtures/refund-overrefund-fixed.jsonl "
             f"--agent {BUGGY}",
-            "if the change is intended: pytest --journal-update",
+            "if the change is intended, pytest --journal-update will not rewrite it as it is: "
+            "the replay stopped at seq 6, *; re-record it with a live model: "
+            "journal_live_model = agent*",
         ]
     )
     assert "Traceback" not in result.stdout.str()

@@ -181,8 +181,17 @@ class JournalFixtureItem(pytest.Item):
         if update:
             self.config.stash.setdefault(_UPDATED, []).append(str(self.path))
             return
+        refused = outcome.refused_update
         raise FixtureFailure(
-            _report(self._shown_path(), outcome, self._reproduce(outcome.named_tools))
+            _report(
+                self._shown_path(),
+                outcome,
+                self._reproduce(outcome.named_tools),
+                None
+                if refused is None
+                else "if the change is intended, pytest --journal-update will not rewrite it as "
+                f"it is: {refused.removeprefix('not rewritten: ')}",
+            )
         )
 
     def _reproduce(self, named: frozenset[str]) -> str:
