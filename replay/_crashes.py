@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
-from journal import AgentHalted, RecordedEvent, ReplayedFailure
+from journal import AgentHalted, HaltSession, RecordedEvent, ReplayedFailure
 from journal.capture import frame_note, rebuilt
+
+from .recorded import REPLAY_STOPPED
 
 _OWN_PACKAGES = frozenset({"journal", "replay"})
 """Packages whose frames stand between the code and its replayed port (the port itself,
@@ -42,21 +44,32 @@ class RecordedCrashes:
         """The recorded crash at ``seq``, if any."""
         return self._halts.get(seq)
 
-    def raised_again(self, halt: AgentHalted) -> Exception | None:
+    def raised_again(self, halt: AgentHalted) -> BaseException | None:
         """The exception to raise for ``halt`` from the port call being made, if any.
 
         The one that came out of this call: the halt's own or one it was raised while
         handling (`journal.capture.raised_at`), as its own type (`journal.capture.rebuilt`);
-        a `journal.ReplayedFailure` with the halt's message when none was recorded. None
-        when none came out of this call, or it was raised once already.
+        a `journal.ReplayedFailure` with the halt's message when none was recorded. Where
+        it came out of a call around this one on its line (``check(llm(...))``), after this
+        one returned, the recording holds nothing of what this one returned: the replay
+        stops there, saying so (`journal.HaltSession`, rule ``replay_stopped``). None when
+        none came out of this call, or it was raised once already.
         """
         seq = next((at for at, recorded in self._halts.items() if recorded is halt), None)
         if seq is None or seq in self._raised:
             return None
-        record = _came_out_of_this_call(halt)
-        if record is None:
+        caller = _port_caller()
+        record, around = _came_out_of(halt, caller)
+        if record is None and around is None:
             return None
         self._raised.add(seq)
+        if around is not None and caller is not None:
+            return HaltSession(
+                REPLAY_STOPPED,
+                f"replay stopped at seq {seq}: the recording holds nothing of what "
+                f"{caller[2]} returned: the session crashed in {around} ({halt.reason}) "
+                "before it was journaled",
+            )
         if record:
             error = rebuilt(record)
             if isinstance(error, Exception):
@@ -79,21 +92,31 @@ def _port_caller() -> list[str] | None:
     return frame_note(frame.f_code, frame.f_lineno, frame.f_lasti)
 
 
-def _came_out_of_this_call(halt: AgentHalted) -> dict[str, Any] | None:
-    """The record of the exception of ``halt`` that came out of the call the code makes now.
+def _came_out_of(
+    halt: AgentHalted, caller: list[str] | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The record of the exception of ``halt`` that came out of the call the code makes
+    now (``caller``), or the call around it on its line that one came out of.
 
-    One did when its traceback passed the same function, line and call, into what that
-    call called. None when none did; the halt's own record (``{}`` for none) when it was
-    recorded before tracebacks were noted (raised by the call at its place, as it was).
+    One came out of this call when its traceback passed the same function, line and call,
+    into what that call called; of a call around it when the traceback passed the same
+    function and line in a call whose text holds this one's. ``(None, None)`` when neither;
+    the halt's own record (``{}`` for none) when it was recorded before tracebacks were
+    noted (raised by the call at its place, as it was).
     """
     own = dict(halt.error) if halt.error is not None else {}
     traces = own.get("raised_at")
     if not isinstance(traces, list):
-        return own
-    caller = _port_caller()
+        return own, None
+    if caller is None:
+        return None, None
+    around = None
     for index, trace in enumerate(traces):
         frames = trace.get("frames") if isinstance(trace, dict) else None
-        if caller is not None and isinstance(frames, list) and caller in frames[:-1]:
-            error = own if index == 0 else trace.get("error")
-            return error if isinstance(error, dict) else {}
-    return None
+        for frame in frames[:-1] if isinstance(frames, list) else ():
+            if frame == caller:
+                error = own if index == 0 else trace.get("error")
+                return (error if isinstance(error, dict) else {}), None
+            if frame[:2] == caller[:2] and caller[2] and caller[2] in str(frame[2]):
+                around = str(frame[2])
+    return None, around

@@ -128,7 +128,7 @@ class RecordedLLM:
         *,
         follower: RecordingFollower | None = None,
         live: LLMProvider | None = None,
-        failure: Callable[[AgentHalted], Exception | None] = _model_failure,
+        failure: Callable[[AgentHalted], BaseException | None] = _model_failure,
     ) -> None:
         self._recorded = list(recorded)
         self._proposals = sum(isinstance(item.event, ActionProposed) for item in recorded)

@@ -593,3 +593,28 @@ def test_a_model_api_error_is_raised_again_by_the_model_call_once(
     divergence = retrying.first_divergence
     assert divergence is not None and divergence.seq == 4
     assert divergence.reason.startswith("the recording stops here (error), the code goes on")
+
+
+def test_a_crash_around_a_call_stops_the_replay_saying_the_result_was_never_journaled(
+    journal: Journal,
+) -> None:
+    """``check(llm(...))`` raised after the model answered: the answer was never journaled,
+    so no replay can tell whether the code (changed or not) would crash again."""
+
+    def check(reply: ModelResponse) -> ModelResponse:
+        raise ValueError("an answer without a city")
+
+    def checking(llm: Any, tools: Any, recorder: Recorder, inputs: list[str]) -> None:
+        recorder.start(agent="tests.loop:checking", model="m")
+        recorder.user_input(inputs[0])
+        recorder.model_output(check(llm(inputs[0])))
+
+    with pytest.raises(ValueError), Recorder(journal, "checked") as recorder:
+        checking(lambda text: ModelResponse(text="4 °C"), None, recorder, ["Oslo?"])
+    divergence = replay_loop(journal, "checked", checking).first_divergence
+    assert divergence is not None and divergence.seq == 2
+    assert divergence.reason == (
+        "replay stopped at seq 2: the recording holds nothing of what llm(inputs[0]) returned: "
+        "the session crashed in check(llm(inputs[0])) (ValueError: an answer without a city) "
+        "before it was journaled"
+    )
