@@ -287,17 +287,26 @@ class AgentRuntime:
             raise
         return self._result(session)
 
-    async def continue_turn(self, session_id: str) -> TurnResult:
+    async def continue_turn(self, session_id: str, *, decide_pending: bool = False) -> TurnResult:
         """Drive a session whose last turn has no ending yet (a fork, a crash) to its reply.
 
-        Calls proposed but never decided are answered first (see `_close_interrupted`).
+        Calls proposed but never decided are answered first: after a crash as interrupted
+        (see `_close_interrupted`); with ``decide_pending`` (a fork at a proposal: nothing
+        ran them in this session) verified and run as the loop runs a proposal's calls.
         A session that is completed or halted is returned as it is.
         """
         session = self._session(session_id)
         if session.phase is Phase.IDLE and session.state.turns > 0:
             try:
-                self._close_interrupted(session)
-                session.move(Phase.OBSERVE)
+                pending = list(session.state.pending_calls)
+                if decide_pending and pending:
+                    for phase in (Phase.OBSERVE, Phase.PROPOSE):  # the proposal is journaled
+                        session.move(phase)
+                    if await self._verify_and_commit(session, pending):
+                        return self._result(session)
+                else:
+                    self._close_interrupted(session)
+                    session.move(Phase.OBSERVE)
                 await self._drive(session)
             except BaseException:
                 self._sessions.pop(session_id, None)

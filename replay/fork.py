@@ -5,8 +5,9 @@ copied events keep their recorded timestamps. From the fork point on, the loop r
 current code: while what it writes still matches the recording, it is served the recorded
 model outputs and tool results; from the first difference on, the agent's own model and
 real tools take over. The recorded user inputs after the fork point are fed turn by turn.
-A fork point inside a proposal drops that proposal's unanswered calls: the loop observes
-and proposes again.
+A fork point inside a proposal has the current code decide that proposal's calls not
+answered before it (verify them and run them, recorded results served while the fork
+matches): what the current code does with the recorded proposal.
 
 A session captured from code this project cannot resume midway (an entry, a hand-written
 loop, a pydantic-ai or Agents SDK agent: ``captured_with`` in its metadata) is forked by
@@ -154,7 +155,7 @@ def fork(
     inputs = [item.event.text for item in after if isinstance(item.event, UserInput)]
 
     async def run_on() -> None:
-        result = await runtime.continue_turn(fork_id)
+        result = await runtime.continue_turn(fork_id, decide_pending=True)
         for text in inputs:
             if result.status in ("halted", "failed"):
                 return

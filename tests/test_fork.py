@@ -11,13 +11,13 @@ import pytest
 from agentloop import AgentLoadError
 from journal import (
     ActionCommitted,
-    ActionFailed,
     ActionProposed,
     AgentHalted,
     InvalidInputError,
     Journal,
     SessionNotFoundError,
     UserInput,
+    VerificationFailed,
 )
 from replay import fingerprint, fork, record_of
 
@@ -74,23 +74,28 @@ def test_the_fixed_agent_runs_on_from_where_the_recording_stops_fitting(journal:
     assert journal.require(result.session_id).agent == FIXED
 
 
-def test_a_fork_inside_a_proposal_answers_the_open_call_then_asks_again(
+def test_a_fork_inside_a_proposal_has_the_current_code_decide_its_calls(
     journal: Journal,
 ) -> None:
+    """The recorded pay(90) is verified by the current (strict) guard, which refuses it,
+    as a fork one event earlier would; nothing in the fork ran it, so it is not called
+    interrupted."""
     rh.record(journal, "build_pay", ["pay 90"], session_id="p")
     agent = rh.build_pay_strict()
     agent.llm = Script(propose(("pay", {"amount": 30})), propose(text="paid 30"))
     result = fork(journal, "p", 4, agent=agent)  # seq 4 proposed pay(90), never decided
     events = [item.event for item in journal.events(result.session_id)]
-    interrupted = events[5]
-    assert isinstance(interrupted, ActionFailed)  # not run again: its effect is unknown
-    assert (interrupted.call_id, interrupted.args) == ("call_4_0", {"amount": 90})
-    assert interrupted.message.startswith("interrupted before its outcome was journaled")
+    refused = events[5]
+    assert isinstance(refused, VerificationFailed) and refused.call_id == "call_4_0"
+    assert refused.stage == "guard"
     assert isinstance(events[6], ActionProposed)
     assert events[6].calls[0].args == {"amount": 30}
     assert isinstance(events[7], ActionCommitted) and events[7].result == {"paid": 30}
     assert events[-1].answer == "paid 30"
     assert result.recorded_until == 4 and result.status == "completed"
+    same = fork(journal, "p", 4, agent=rh.build_pay())  # the guard of the recording
+    assert prints(journal, same.session_id) == prints(journal, "p")
+    assert same.recorded_until == same.last_seq
 
 
 def test_a_fork_whose_agent_has_no_model_stops_where_the_recording_stops_fitting(
