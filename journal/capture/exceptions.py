@@ -126,7 +126,8 @@ def frame_note(code: CodeType, line: int, instruction: int) -> list[str]:
     ``parse(...)`` or ``tools(...)`` of ``parse(tools(...))``.
     """
     text = linecache.getline(code.co_filename, line)
-    position = next(itertools.islice(code.co_positions(), instruction // 2, None), None)
+    at = max(instruction, 0) // 2  # (-1: a frame not started)
+    position = next(itertools.islice(code.co_positions(), at, None), None)
     call = ""
     if position is not None and None not in position and position[0] == line:
         first, last, start, end = position
