@@ -91,7 +91,7 @@ class FixtureReplay:
     broken_expectation: str | None
     refused_update: str | None = None
     """Why ``update`` does not rewrite a fixture that moved, asked or not (it needs a live
-    model, say): ``not rewritten: ...``."""
+    model, say)."""
     named_tools: frozenset[str] = frozenset()
     """With ``recorded_tools_only``: the tools named live or allowed that the recording has."""
 
@@ -210,14 +210,14 @@ def _refusal(result: ReplayResult, state: SessionState | None) -> str | None:
     )
     if result.stopped_at is not None:
         return (
-            f"not rewritten: the replay stopped at seq {result.stopped_at}, where no recorded "
+            f"the replay stopped at seq {result.stopped_at}, where no recorded "
             f"reply fits what the code now does; {how}"
         )
     if not result.saved:
-        return f"not rewritten: the configuration changed; {how}"
+        return f"the configuration changed; {how}"
     if state is not None and state.halt_rule == REPLAY_STOPPED:  # the replay's, not the code's
         return (
-            f"not rewritten: {state.halt_reason}; that stop is the replay's, not the code's "
+            f"{state.halt_reason}; that stop is the replay's, not the code's "
             "(in pytest, journal_allow_side_effects names the tools with side effects that "
             "may run for real, journal_live_tools the others)"
         )

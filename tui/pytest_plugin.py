@@ -175,7 +175,7 @@ class JournalFixtureItem(pytest.Item):
                     self._shown_path(),
                     outcome,
                     self._reproduce(outcome.named_tools),
-                    outcome.refused_update,
+                    f"not rewritten: {outcome.refused_update}",
                 )
             )
         if update:
@@ -190,7 +190,7 @@ class JournalFixtureItem(pytest.Item):
                 None
                 if refused is None
                 else "if the change is intended, pytest --journal-update will not rewrite it as "
-                f"it is: {refused.removeprefix('not rewritten: ')}",
+                f"it is: {refused}",
             )
         )
 

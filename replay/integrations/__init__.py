@@ -27,6 +27,7 @@ from journal import (
     ActionProposed,
     Journal,
     JournalError,
+    RecordedEvent,
     UserInput,
     canonical_bytes,
     sets_ordered,
@@ -179,17 +180,18 @@ class ModelRequests:
         return record
 
 
-def first_requests(journal: Journal, session_id: str) -> list[dict[str, Any] | None]:
-    """Each recorded turn's first model request (one per user input; None: none recorded).
+def first_requests(recorded: Iterable[RecordedEvent]) -> list[dict[str, Any] | None]:
+    """Each turn's first model request in a recorded session, None where none was recorded.
 
-    Its parameters, and under its ``messages_key`` every message it sent (the record keeps
-    those new since the previous request, as `journal.capture.full_requests` reads them):
-    what the code began the turn with, the agent that asked, the history it passed.
+    One per user input: its parameters, and under its ``messages_key`` every message it
+    sent (the record keeps those new since the previous request, as
+    `journal.capture.full_requests` reads them): what the code began the turn with, the
+    agent that asked, the history it passed.
     """
     firsts: list[dict[str, Any] | None] = []
     sent: list[Any] = []  # the latest request's messages, whole again
     asked = True
-    for item in journal.events(session_id):
+    for item in recorded:
         event = item.event
         if isinstance(event, UserInput):
             firsts.append(None)

@@ -43,6 +43,7 @@ from agentloop import AgentLoadError
 from journal import (
     CAPTURED_WITH_KEY,
     Journal,
+    RecordedEvent,
     Recorder,
     ToolCall,
     Usage,
@@ -523,10 +524,10 @@ def _as_served(recorded: Any, returns: Any, sent: object) -> Any:
     return served
 
 
-def _sent_outputs(journal: Journal, session_id: str) -> dict[str, object]:
+def _sent_outputs(recorded: Iterable[RecordedEvent]) -> dict[str, object]:
     """What the recorded model requests sent of each call's output, by call id."""
     sent: dict[str, object] = {}
-    for item in journal.events(session_id):
+    for item in recorded:
         request = getattr(item.event, "request", None)
         messages = request.get("messages") if isinstance(request, dict) else None
         for message in messages if isinstance(messages, list) else ():
@@ -630,8 +631,9 @@ def replay_agent(
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model, run_config)
     requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
-    sent = _sent_outputs(journal, session_id)
-    starts = _turn_agents(journal, session_id)
+    recorded = list(journal.events(session_id))
+    sent = _sent_outputs(recorded)
+    starts = _turn_agents(recorded)
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -660,16 +662,13 @@ def replay_agent(
     )
 
 
-def _turn_agents(journal: Journal, session_id: str) -> list[str | None]:
+def _turn_agents(recorded: Iterable[RecordedEvent]) -> list[str | None]:
     """The agent that made each recorded turn's first model request, by its name.
 
     A turn starts where its code ran it: with the first agent, or with the one the previous
     turn ended with (``result.last_agent``). None where no request names one.
     """
-    names = [
-        None if first is None else first.get("agent")
-        for first in first_requests(journal, session_id)
-    ]
+    names = [None if first is None else first.get("agent") for first in first_requests(recorded)]
     return [name if isinstance(name, str) else None for name in names]
 
 

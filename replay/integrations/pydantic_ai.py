@@ -47,6 +47,7 @@ from agentloop import AgentLoadError
 from journal import (
     CAPTURED_WITH_KEY,
     Journal,
+    RecordedEvent,
     Recorder,
     ReplayedFailure,
     ToolCall,
@@ -564,7 +565,7 @@ def replay_agent(
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
     answering = _live_model(agent, live_model)
     requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
-    fresh_runs = _fresh_runs(journal, session_id)
+    fresh_runs = _fresh_runs(journal.events(session_id))
 
     async def run(
         llm: RecordedModel, tools: RecordedToolPort, recorder: Recorder, inputs: list[str]
@@ -617,7 +618,7 @@ def _standing_in(agent: Agent[Any, Any], llm: RecordedModel, recorded: str | Non
     return ReplayModel(llm, own.partition(":")[2] or own)
 
 
-def _fresh_runs(journal: Journal, session_id: str) -> list[bool]:
+def _fresh_runs(recorded: Iterable[RecordedEvent]) -> list[bool]:
     """For each recorded run (a user input), whether the code ran it with no history.
 
     It did when the run's first recorded request holds no model response: code that runs
@@ -628,7 +629,7 @@ def _fresh_runs(journal: Journal, session_id: str) -> list[bool]:
         index > 0
         and first is not None
         and not any(_is_response(message) for message in first.get("messages") or [])
-        for index, first in enumerate(first_requests(journal, session_id))
+        for index, first in enumerate(first_requests(recorded))
     ]
 
 
