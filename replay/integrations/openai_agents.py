@@ -361,6 +361,8 @@ class JournalRunHooks(RunHooks[Any]):
                 model=_model_name(agent.model),
                 system_prompt=system_prompt or "",
                 tools=_tool_specs(agent.tools),
+                # falsy values left out, as sessions recorded before have them (a replay
+                # compares these); each request names every one set (`_agent_params`)
                 model_settings={
                     k: jsonable(v) for k, v in agent.model_settings.to_json_dict().items() if v
                 },
