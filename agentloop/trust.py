@@ -15,8 +15,9 @@ top-level code on the machine of whoever opens it. The rule:
 The trust list is the ``agents`` array of the ``[tool.agent-journal]`` table in the
 project's ``pyproject.toml``, found from the current folder upwards (the first
 ``pyproject.toml`` that has the table), plus the patterns in ``AGENT_JOURNAL_TRUST``
-(comma-separated), plus the project's own example agents (``agentloop.examples.*``), so
-the demo and the repository's fixtures replay with no configuration::
+(comma-separated), plus the project's own examples (``agentloop.examples.*`` and
+``capture.examples.*``), so the demo and the repository's fixtures replay with no
+configuration::
 
     [tool.agent-journal]
     agents = ["myapp.agents:*", "myapp.loops:run"]
@@ -57,8 +58,8 @@ __all__ = [
 TRUST_ENV = "AGENT_JOURNAL_TRUST"
 """Environment variable of extra trusted patterns, comma-separated."""
 
-DEFAULT_TRUSTED = ("agentloop.examples.*",)
-"""Trusted with no configuration: the project's own example agents."""
+DEFAULT_TRUSTED = ("agentloop.examples.*", "capture.examples.*")
+"""Trusted with no configuration: the project's own example agents and captured loops."""
 
 _TABLE = "agent-journal"
 _KEYS = frozenset({"agents", "pythonpath"})

@@ -42,8 +42,8 @@ from typing import Any
 from _common import Report, Table, machine, report, session_events
 from openai.types.chat import ChatCompletion
 
+from capture import Capture, Sampling, Spool, spool_line
 from journal import Journal
-from journal.capture import Capture, Sampling, Spool, spool_line
 from journal.formats import Redactor
 
 UNREACHABLE = "postgresql://127.0.0.1:9/bench"
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small settings, one round")
     args = parser.parse_args(argv)
-    logging.getLogger("journal.capture").setLevel(logging.ERROR)  # (f) spools on purpose
+    logging.getLogger("capture").setLevel(logging.ERROR)  # (f) spools on purpose
     if args.quick:
         args.sessions, args.turns, args.events, args.repeat = 4, 3, 200, 1
     redactor = Redactor()

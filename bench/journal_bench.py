@@ -79,7 +79,8 @@ from _common import (
     workload,
 )
 
-from journal import ActionCommitted, ActionProposed, AgentEvent, Journal, Recorder, fold
+from capture import Recorder
+from journal import ActionCommitted, ActionProposed, AgentEvent, Journal, fold
 from journal._planner import SessionHead, plan_append
 from journal._sqlstore import STATE_EVERY
 from journal.canonical import chain_hash

@@ -9,7 +9,7 @@ session. Each round takes its turn at every case (medians of R rounds):
 
 sessions, wall time of ``--sessions`` sessions
   (a) reference: the loop with the bare client and plain tools;
-  (b) ours: the same loop captured (`journal.capture.Capture`: the client, the tools, the
+  (b) ours: the same loop captured (`capture.Capture`: the client, the tools, the
       entry) into a SQLite file;
   (c) ours: `replay.replay_entry` of every captured session with the server stopped (each
       request compared, the recorded responses served, the tools recorded);
@@ -47,8 +47,8 @@ from _common import Ratio, Report, Table, machine, report
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from capture import Capture  # noqa: E402
 from journal import Journal  # noqa: E402
-from journal.capture import Capture  # noqa: E402
 from replay import replay_entry  # noqa: E402
 from tests.fake_openai import Handler, chat_completion  # noqa: E402
 

@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from ._event_summary import clip
 from .canonical import (
+    GENESIS_HASH,
     canonical_bytes,
     chain_hash,
     check_json,
     format_ts,
+    loads_exact,
     loads_strict,
     parse_ts,
     prefix_hash,
     sets_ordered,
 )
-from .clock import Clock, system_clock
+from .clock import Clock, system_clock, utc_now
 from .errors import (
     ChainKindError,
     ConflictError,
@@ -69,6 +71,19 @@ from .events import (
     VerificationFailed,
     VerificationStage,
     event_json_schema,
+    json_stand_in,
+    ordered_text,
+    result_record,
+)
+from .failures import (
+    MESSAGE_LIMIT,
+    HaltSession,
+    ReplayedFailure,
+    describe_error,
+    failure_kind,
+    failure_message,
+    failure_of,
+    one_line,
 )
 from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fold
 from .formats import (
@@ -90,41 +105,26 @@ from .verify import Problem, VerifyReport
 
 if TYPE_CHECKING:
     from .anchor import Anchor, check_anchor, take_anchor
-    from .capture import (
-        HaltSession,
-        JournaledOpenAI,
-        ModelOutput,
-        Recorder,
-        ReplayedFailure,
-        describe_error,
-        failure_kind,
-        failure_message,
-        failure_of,
-    )
 else:
-    _LAZY = {
-        "anchor": ("Anchor", "check_anchor", "take_anchor"),
-        "capture": (
-            "HaltSession",
-            "JournaledOpenAI",
-            "ModelOutput",
-            "Recorder",
-            "ReplayedFailure",
-            "describe_error",
-            "failure_kind",
-            "failure_message",
-            "failure_of",
-        ),
-    }
+    _LAZY = {"anchor": ("Anchor", "check_anchor", "take_anchor")}
     _LAZY_HOME = {name: module for module, names in _LAZY.items() for name in names}
-    """Names imported from their module when first used: `journal.capture` (the openai
-    wrapper, the recorder, their spool) and `journal.anchor` are not needed to append, read,
-    import or verify, and loading them cost every ``agent-journal`` command ~30 ms of CPU
-    at start. (Defined for the interpreter only: type checkers see the imports above, and
-    no ``__getattr__`` that would let a misspelt name by.)"""
+    """Names imported from their module when first used: `journal.anchor` is not needed to
+    append, read, import or verify. (Defined for the interpreter only: type checkers see the
+    imports above, and no ``__getattr__`` that would let a misspelt name by.)"""
+
+    _MOVED = ("JournaledOpenAI", "ModelOutput", "Recorder")
+    """Names of the capture SDK that `journal` exported before it became the top-level
+    `capture` package: still found here for this release, with a `DeprecationWarning`."""
 
     def __getattr__(name: str) -> Any:
-        """Import a name of `journal.capture` or `journal.anchor` when it is first asked for."""
+        """Import a name of `journal.anchor` when it is first asked for.
+
+        A name of the capture SDK (`_MOVED`) comes from `capture`, with a warning.
+        """
+        if name in _MOVED:
+            from .capture import moved  # the deprecated path, loaded only when asked for
+
+            return moved(f"journal.{name}", name)
         home = _LAZY_HOME.get(name)
         if home is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -141,6 +141,8 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLD_VERSION",
+    "GENESIS_HASH",
+    "MESSAGE_LIMIT",
     "REPLAY_KEYS",
     "SEARCH_INDEX_TABLE",
     "ActionCommitted",
@@ -170,12 +172,9 @@ __all__ = [
     "JournalBusyError",
     "JournalError",
     "JournalMissingError",
-    "JournaledOpenAI",
-    "ModelOutput",
     "NotAJournalError",
     "Problem",
     "RecordedEvent",
-    "Recorder",
     "RecordingOrderError",
     "RepairApplied",
     "RepairLevel",
@@ -222,7 +221,11 @@ __all__ = [
     "format_ts",
     "import_file",
     "import_openai",
+    "json_stand_in",
+    "loads_exact",
     "loads_strict",
+    "one_line",
+    "ordered_text",
     "otlp_document",
     "parse_ts",
     "predated_settings",
@@ -230,9 +233,11 @@ __all__ = [
     "query_parts",
     "read_jsonl",
     "register_upcaster",
+    "result_record",
     "sets_ordered",
     "system_clock",
     "take_anchor",
+    "utc_now",
     "without_password",
     "write_jsonl",
 ]

@@ -97,7 +97,7 @@ class SessionNotFoundError(JournalError):
 
 
 class RecordingOrderError(JournalError):
-    """A `journal.Recorder` call breaks the session's order; nothing was written.
+    """A `capture.Recorder` call breaks the session's order; nothing was written.
 
     For example a tool result for a call id no model output proposed (or one answered
     already), a model output before the session started, or anything after a halt.

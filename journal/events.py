@@ -363,7 +363,7 @@ class ActionProposed(EventModel):
     v2 keeps each call's argument text (`ToolCall.arguments`) and, for code captured at
     its model client, the ``request`` that got this output (its digest, the messages new
     since the session's previous request, its other parameters: see
-    `journal.capture.requests`) and the raw ``response`` the client parsed (a list of
+    `capture.requests`) and the raw ``response`` the client parsed (a list of
     chunks for a stream). A v1 record upcasts with the arguments' text written from its
     ``args`` and no request or response.
     """
@@ -454,7 +454,7 @@ class ActionFailed(EventModel):
     never journaled. A v1 record upcasts to False (not recorded then).
 
     ``error`` (v3): the exception a tool of captured code raised (its type, MRO, args and
-    attributes: `journal.capture.exception_record`), so a replay raises it again as its
+    attributes: `capture.exception_record`), so a replay raises it again as its
     own type; None for failures that were not exceptions, and in a v2 record.
 
     ``ran_after`` (v4): as `ActionCommitted`'s: the calls of the step that had finished
@@ -513,7 +513,7 @@ class AgentHalted(EventModel):
     """A rule stopped the session; rule ``error`` marks a failed session.
 
     v2 keeps the ``error`` that ended a failed session, when an exception did (its type,
-    MRO, args and attributes: `journal.capture.exception_record`), so a replay can raise
+    MRO, args and attributes: `capture.exception_record`), so a replay can raise
     it again as its own type. A v1 record upcasts with none.
     """
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -139,6 +139,7 @@ class Journal(ABC):
         clock: Now | None = None,
         hmac_key: bytes | None = None,
         max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
+        busy_timeout: float | None = None,
     ) -> Journal:
         """Open the journal at ``target``: a SQLite path, ``":memory:"``, or a PostgreSQL URL.
 
@@ -155,6 +156,10 @@ class Journal(ABC):
                 bytes (default 16 MiB; None: no limit); a larger one raises
                 `EventTooLargeError` and nothing of that call is written. Reading is not
                 limited: events stored before stay readable.
+            busy_timeout: how long, in seconds, a call waits for the SQLite file's write
+                lock, or for a PostgreSQL connection (to connect, and from the pool),
+                before it fails with `JournalBusyError`; None keeps the store's defaults
+                (5 s for SQLite's lock and PostgreSQL's connect, 30 s for its pool).
         """
         text = str(target)
         store: type[Journal]
@@ -165,6 +170,7 @@ class Journal(ABC):
                 f"{other[1]}:// is not a journal location: give a SQLite file path or a "
                 "postgresql:// URL"
             )
+        waits: dict[str, Any] = {}
         if text.startswith(("postgresql://", "postgres://")):
             try:
                 from .postgres import PostgresJournal
@@ -173,10 +179,14 @@ class Journal(ABC):
                     "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
                 ) from e
             store = PostgresJournal
+            if busy_timeout is not None:
+                waits = {"connect_timeout": busy_timeout, "pool_timeout": busy_timeout}
         else:
             from .sqlite import SQLiteJournal
 
             store = SQLiteJournal
+            if busy_timeout is not None:
+                waits = {"busy_timeout_ms": max(1, round(busy_timeout * 1000))}
         return store(
             text,
             create=create,
@@ -184,6 +194,7 @@ class Journal(ABC):
             clock=clock,
             hmac_key=hmac_key,
             max_event_bytes=max_event_bytes,
+            **waits,
         )
 
     # -- context manager -------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Which module replays a captured session: one registry from ``captured_with`` to it.
 
-Sessions journaled through `journal.Recorder` (a hand-written loop) or a framework
+Sessions journaled through `capture.Recorder` (a hand-written loop) or a framework
 integration carry ``captured_with`` in their metadata. Each kind is replayed by one module
 that exposes ``replay_captured(journal, session_id, target, *, reference, live, save,
 rules, live_model, allow_side_effects, trust)``, where ``target`` is what the session's

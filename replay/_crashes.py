@@ -1,7 +1,7 @@
 """Where a replayed loop's recording crashed, raised again by the call it came out of, once.
 
 A recorder's session an exception ended holds its halt (rule ``error``), whose record notes
-where the exception was raised (`journal.capture.raised_at`). A replay's model or tool port
+where the exception was raised (`capture.raised_at`). A replay's model or tool port
 raises it again at that seq when the code calls it from a line, and a call on that line,
 that the exception came out of (a 503 of the model API, a tool's error); not when the
 code's own line raised it (a bug, now fixed: the replay goes on past it), and only once (a
@@ -16,10 +16,8 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from capture import REPLAY_STOPPED, frame_note, rebuilt
 from journal import AgentHalted, HaltSession, RecordedEvent, ReplayedFailure
-from journal.capture import frame_note, rebuilt
-
-from .recorded import REPLAY_STOPPED
 
 _OWN_PACKAGES = frozenset({"journal", "replay"})
 """Packages whose frames stand between the code and its replayed port (the port itself,
@@ -48,7 +46,7 @@ class RecordedCrashes:
         """The exception to raise for ``halt`` from the port call being made, if any.
 
         The one that came out of this call: the halt's own or one it was raised while
-        handling (`journal.capture.raised_at`), as its own type (`journal.capture.rebuilt`);
+        handling (`capture.raised_at`), as its own type (`capture.rebuilt`);
         a `journal.ReplayedFailure` with the halt's message when none was recorded. Where
         it came out of a call around this one on its line (``check(llm(...))``), after this
         one returned, the recording holds nothing of what this one returned: the replay
@@ -78,7 +76,7 @@ class RecordedCrashes:
 
 
 def _port_caller() -> list[str] | None:
-    """The code that called the replayed port, noted as `journal.capture.raised_at` notes it.
+    """The code that called the replayed port, noted as `capture.raised_at` notes it.
 
     The first frame outside agent-journal's own packages.
     """

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import orjson
 
+from capture import REPLAY_STOPPED
 from journal import (
     ActionProposed,
     AgentCompleted,
@@ -411,7 +412,7 @@ def _reason(
         return ran_out.reason
     if kind == "agent_halted" and actual.get("rule") == "error":
         return f"the agent's code raised: {actual.get('reason', '')}"
-    if kind == expected.get("type") == "agent_halted" and actual.get("rule") == "replay_stopped":
+    if kind == expected.get("type") == "agent_halted" and actual.get("rule") == REPLAY_STOPPED:
         return str(actual.get("reason", ""))  # why it stopped where the recording halted
     if kind != expected.get("type"):
         detail = ""

@@ -431,10 +431,10 @@ def in_order_of(
     """``b`` with each outcome's ``ran_after`` as ``a`` has it where the two orders agree.
 
     Calls on other threads or tasks run in an order timing picks, so two runs of the same
-    code may say different things of them (`journal.capture.RecordedOrder`): only two calls
+    code may say different things of them (`capture.RecordedOrder`): only two calls
     run the other way round, one after the other, are a difference.
     """
-    from journal.capture import RecordedOrder
+    from capture import RecordedOrder
 
     order = RecordedOrder(a)
     out: list[Mapping[str, Any]] = []

@@ -1,8 +1,8 @@
 """Replay of code captured around an entry function: the user's own loop, unchanged.
 
-A session captured by `journal.capture.Capture` names its entry (``module:qualname``) and
+A session captured by `capture.Capture` names its entry (``module:qualname``) and
 keeps the entry's arguments. A replay calls that function again with those arguments,
-inside `journal.capture.replaying`: the wrapped model client and the decorated tools
+inside `capture.replaying`: the wrapped model client and the decorated tools
 journal into a scratch session as they did in production, and an `EntryPlayer` decides
 their outcomes:
 
@@ -13,7 +13,7 @@ their outcomes:
   replay stops (``agent_halted``, rule ``replay_stopped``, naming what differed).
 * **a tool call** gets its recorded outcome, paired by position and tool + canonical
   arguments: the value is returned (as the tool's declared return type when it validates),
-  a recorded exception is raised again as its own type (`journal.capture.rebuilt`). A
+  a recorded exception is raised again as its own type (`capture.rebuilt`). A
   call the recording never ran stops the replay. Tools named live run for real; a tool
   declared with side effects runs for real only when also allowed by name, and past a
   divergence with a live model every other tool runs for real.
@@ -27,6 +27,19 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from agentloop import AgentLoadError, AgentLoopError, TrustList
+from capture import (
+    MODEL_CALL,
+    REPLAY_STOPPED,
+    Player,
+    RecordedOrder,
+    ReplayTarget,
+    ToolPlay,
+    full_requests,
+    is_method,
+    raised_by_model_call,
+    rebuilt,
+    replaying,
+)
 from journal import (
     ENTRY_INPUTS_KEY,
     ActionCommitted,
@@ -40,18 +53,6 @@ from journal import (
     canonical_bytes,
     loads_strict,
 )
-from journal.capture import (
-    MODEL_CALL,
-    Player,
-    RecordedOrder,
-    ReplayTarget,
-    ToolPlay,
-    full_requests,
-    is_method,
-    raised_by_model_call,
-    rebuilt,
-    replaying,
-)
 
 from ._follow import RecordingFollower
 from ._live import checked_live
@@ -60,7 +61,6 @@ from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import (
-    REPLAY_STOPPED,
     RecordedClock,
     RecordedLLM,
     RecordedModelFailure,
@@ -82,7 +82,7 @@ def _entry_inputs(text: object, session_id: str) -> dict[str, Any]:
     if not isinstance(inputs, dict):
         raise AgentLoadError(
             f"session {session_id} keeps no entry_inputs: it was not captured by "
-            "journal.capture.Capture.entry"
+            "capture.Capture.entry"
         )
     return inputs
 
@@ -144,7 +144,7 @@ class EntryPlayer(Player):
         ``seq`` itself, unless concurrent calls (``asyncio.gather`` of model calls) were
         answered in another order than they were asked: then the first later response
         recorded for the same request and not taken by another call, which the capture
-        waits for (`journal.capture.wrapped`), so the replay writes in the recorded order.
+        waits for (`capture.clients.openai`), so the replay writes in the recorded order.
         """
         if not self.follower.fits():
             return seq
@@ -282,7 +282,7 @@ class EntryPlayer(Player):
             # untimed: no call of the tool was journaled, the result is the message's text
             return ToolPlay(result=event.given_result, as_sent=event.duration_ms is None)
         error = event.error or {
-            "type": "journal.capture.exceptions:ReplayedException",
+            "type": "capture.exceptions:ReplayedException",
             "mro": [],
             "args": [event.message],
             "attributes": {},
@@ -357,7 +357,7 @@ def replay_entry(
     Args:
         journal: the journal holding the session.
         session_id: the captured session.
-        entry: the entry function (decorated with `journal.capture.Capture.entry`).
+        entry: the entry function (decorated with `capture.Capture.entry`).
         live_tools: tools to run for real (``True``: every tool without side effects).
         allowed_side_effects: tools with side effects that may run for real.
         live_model: where no recorded response fits, call the client's real model.

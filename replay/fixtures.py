@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloop import Agent, TrustList
+from capture import REPLAY_STOPPED
 from journal import Journal, SessionState
 from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
@@ -21,7 +22,6 @@ from ._session import recorded_start
 from ._verdict import ReplayResult
 from .agent_replay import LiveModel
 from .normalize import DEFAULT_RULES, NormalizationRules
-from .recorded import REPLAY_STOPPED
 from .replayer import Replayer
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Replay a hand-written loop that journals through `journal.Recorder`, with its recorded inputs.
+"""Replay a hand-written loop that journals through `capture.Recorder`, with its recorded inputs.
 
 A hand-written loop is replayable when its entry point takes its ports::
 
@@ -7,7 +7,7 @@ A hand-written loop is replayable when its entry point takes its ports::
 * ``llm(...)``: the model. It returns the model's whole output (anything
   `Recorder.model_output` takes; the recorded model returns an ``agentloop.ModelResponse``).
 * ``tools(name, args)``: runs one tool call and returns its result, raising on failure.
-* ``recorder``: the `journal.Recorder` the loop journals through (it calls ``start``).
+* ``recorder``: the `capture.Recorder` the loop journals through (it calls ``start``).
 * ``inputs``: the user inputs to answer, in order.
 
 ``run`` may be a coroutine function. `replay_loop` calls it once with a `RecordedModel`
@@ -34,17 +34,16 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from agentloop import AgentLoadError, AgentLoopError, ToolOutcome, TrustList
+from capture import RecordedOrder, Recorder, rebuilt
 from journal import (
     ActionCommitted,
     Journal,
     RecordedEvent,
-    Recorder,
     ReplayedFailure,
     SessionStarted,
     UserInput,
     failure_of,
 )
-from journal.capture import RecordedOrder, rebuilt
 
 from ._crashes import RecordedCrashes
 from ._follow import RecordingFollower
@@ -127,7 +126,7 @@ class RecordedToolPort:
     """The tool port of a replayed loop: recorded outcomes, or live runs compared with them.
 
     A recorded result is returned; a recorded exception is raised again as its own type
-    (`journal.capture.rebuilt`), and a failure recorded without one as a
+    (`capture.rebuilt`), and a failure recorded without one as a
     `ReplayedFailure` with the recorded message and kind. A call the recording never ran is noted in
     ``tools.unrecorded`` and raised as an infrastructure failure.
 

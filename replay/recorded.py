@@ -31,6 +31,7 @@ from agentloop import (
     ToolError,
     ToolOutcome,
 )
+from capture import REPLAY_STOPPED
 from journal import (
     ActionCommitted,
     ActionFailed,
@@ -50,7 +51,6 @@ from ._follow import RecordingFollower
 from ._verdict import Exhaustion, LiveDifference, UnrecordedCall
 
 __all__ = [
-    "REPLAY_STOPPED",
     "OffTheRecord",
     "RecordedClock",
     "RecordedLLM",
@@ -77,10 +77,6 @@ class RecordingExhausted(OffTheRecord):
 class ReplayDiverged(OffTheRecord):
     """The replay no longer follows the recording, so no recorded output fits its context."""
 
-
-REPLAY_STOPPED = "replay_stopped"
-"""The halt rule of a replay that needed a model output the recording does not have for
-its context (it diverged, or ran past the recording's end) and had no live model."""
 
 MODEL_FAILED = "the model call failed: "
 """How the loop's halt reason begins when the model port raised."""

@@ -47,7 +47,7 @@ class Replayer:
             the original run. Without one (the default) the replay stops there with a
             halt of rule ``replay_stopped``, and no recorded reply is ever served to a
             context it was not recorded for.
-        allow_side_effects: tools declared with side effects (`journal.capture.Capture.tool`)
+        allow_side_effects: tools declared with side effects (`capture.Capture.tool`)
             that may run for real when named live.
     """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from journal.capture import Capture
+from capture import Capture
 
 CARD = "4111 1111 1111 1111"
 EMAIL = "alice@example.com"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from openai import OpenAI
 
+from capture import Capture
 from journal import Journal
-from journal.capture import Capture
 
 capture = Capture(Journal.open(":memory:"))
 client = capture.openai(OpenAI(max_retries=0))

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop import Agent, ModelResponse, Tool
-from journal import Journal, Recorder, ToolCall, import_openai
-from journal.capture import Capture
+from capture import Capture, Recorder
+from journal import Journal, ToolCall, import_openai
 from replay import Replayer, replay_entry, replay_loop
 
 from .loop_helpers import Script

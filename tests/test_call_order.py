@@ -25,16 +25,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentloop import ModelResponse
+from capture import Capture, RecordedOrder, Recorder, placement
 from journal import (
     ActionCommitted,
     ActionProposed,
     Journal,
     RecordedEvent,
-    Recorder,
     RecordingOrderError,
     ToolCall,
 )
-from journal.capture import Capture, RecordedOrder, placement
 from replay import diff_records, replay_entry, replay_loop
 from replay.normalize import record_of
 
@@ -353,7 +352,7 @@ def test_a_call_no_session_can_be_found_for_is_refused_by_a_replay_and_logged_in
     (summary,) = journal.sessions()
     RAN.clear()
     placement._UNPLACED_LOGGED[0] = -math.inf  # the warning is at most one per 10 s
-    with another_session_open(proposed=True), caplog.at_level("WARNING", logger="journal.capture"):
+    with another_session_open(proposed=True), caplog.at_level("WARNING", logger="capture"):
         assert pooled("charge twice") == "70.7°F and 39.2°F."
         assert sorted(RAN) == ["charge Lisbon", "charge Oslo"]  # in production: run as is
         assert "tool get_weather was called outside the context of its session" in caplog.text

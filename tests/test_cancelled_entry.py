@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from capture import Capture
 from journal import AgentHalted, Journal
-from journal.capture import Capture
 
 capture = Capture(Journal.open(":memory:"))
 STARTED: list[str] = []

@@ -19,9 +19,10 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
+from capture import ReplayedException, exception_record, rebuilt
+from capture.clients import openai as wrapped
+from capture.requests import jsonable
 from journal import ActionCommitted, ActionFailed, ActionProposed, AgentHalted, Journal, UserInput
-from journal.capture import ReplayedException, exception_record, rebuilt, wrapped
-from journal.capture.requests import jsonable
 from replay import replay_entry
 
 from . import capture_app
@@ -184,7 +185,7 @@ def test_a_helper_that_is_not_journaled_is_named_at_capture_and_stops_its_replay
     instead: str,
 ) -> None:
     monkeypatch.setattr(wrapped, "_WARNED", set())  # as in a fresh process
-    with caplog.at_level("WARNING", logger="journal.capture"):
+    with caplog.at_level("WARNING", logger="capture"):
         assert capture_app.unjournaled("100", how) in ("function_call", "tool_calls")
         capture_app.unjournaled("101", how)  # named once per process, not at every call
     session = journal.sessions()[-1].session_id
@@ -321,7 +322,7 @@ def test_a_model_call_inside_a_tool_is_part_of_its_run(
     serving that outcome is identical; run for real in a replay, it needs a live model."""
     monkeypatch.setitem(capture_app.TEXT_TOOLS, "lookup_order", capture_app.lookup_by_model)
     monkeypatch.setattr(wrapped, "_WARNED", set())  # as in a fresh process
-    with caplog.at_level(logging.WARNING, logger="journal.capture"):
+    with caplog.at_level(logging.WARNING, logger="capture"):
         capture_app.first_lookup("Where is order 7?")
     assert "a model call made inside tool lookup_order is part of that tool's run" in caplog.text
     session = only_session(journal)
@@ -466,7 +467,7 @@ def test_bytes_that_are_not_utf8_are_journaled_and_never_fail_the_call() -> None
 
 
 def test_the_request_is_kept_once_and_every_request_rebuilds(journal: Journal) -> None:
-    from journal.capture import full_requests
+    from capture import full_requests
 
     capture_app.answer("Is order 103 in stock? I want a unit.")
     session = only_session(journal)

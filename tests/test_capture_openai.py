@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from agentloop import Agent, AgentRuntime, OpenAIProvider, Tool, counter_ids
+from capture import JournaledOpenAI
 from journal import (
     ActionCommitted,
     ActionFailed,
     ActionProposed,
     AgentCompleted,
     Journal,
-    JournaledOpenAI,
     RecordingOrderError,
     SessionStarted,
     UserInput,

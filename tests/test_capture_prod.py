@@ -26,8 +26,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal import AgentHalted, Journal, JournalBusyError, Recorder, SessionStarted, StoreError
-from journal.capture import Destination, JournaledOpenAI, Sampling, Spool, drain, spool_line
+from capture import Destination, JournaledOpenAI, Recorder, Sampling, Spool, drain, spool_line
+from journal import AgentHalted, Journal, JournalBusyError, SessionStarted, StoreError
 from journal.formats import Redactor
 from replay import replay_entry
 from tui.cli import cli
@@ -128,7 +128,7 @@ def test_a_busy_journal_fails_no_call_and_the_drain_loses_nothing(
     Journal.open(path).close()
     capture = app.configure(model, str(path))
     held = Held(path)
-    caplog.set_level(logging.WARNING, logger="journal.capture")
+    caplog.set_level(logging.WARNING, logger="capture")
     errors = run_threads(8, 6, midway=held.release)
     assert errors == []
     spool = capture.destination.spool

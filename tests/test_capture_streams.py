@@ -14,7 +14,8 @@ from typing import Any
 import openai
 import pytest
 
-from journal import ActionProposed, Journal, JournaledOpenAI
+from capture import JournaledOpenAI
+from journal import ActionProposed, Journal
 from replay import replay_entry
 
 from . import capture_app

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from capture import Capture, Spool, drain
 from journal import Journal
-from journal.capture import Capture, Spool, drain
 
 
 def test_a_missing_postgres_driver_spools_the_session_and_the_call_goes_on(
@@ -28,7 +28,7 @@ def test_a_missing_postgres_driver_spools_the_session_and_the_call_goes_on(
     def total(a: int, b: int) -> int:
         return add(a, b)
 
-    with caplog.at_level(logging.WARNING, logger="journal.capture"):
+    with caplog.at_level(logging.WARNING, logger="capture"):
         assert total(2, 3) == 5
     assert "pip install 'agent-journal[postgres]'" in caplog.text
     monkeypatch.undo()

@@ -22,10 +22,10 @@ from typing import Any
 import openai
 import pytest
 
+from capture import Capture, placement
+from capture.returns import text_as_return_type
+from capture.scope import reference_of
 from journal import ActionCommitted, Journal
-from journal.capture import Capture, placement
-from journal.capture.returns import text_as_return_type
-from journal.capture.scope import reference_of
 from replay import replay_entry
 
 from .verdict_app import VerdictModel
@@ -145,7 +145,7 @@ def test_each_request_journals_the_calls_its_pool_ran_and_replays_identical(
     journal: Journal, caplog: pytest.LogCaptureFixture
 ) -> None:
     cities = ["Lisbon", "Oslo", "Lima", "Quito", "Accra", "Hanoi"]
-    with caplog.at_level(logging.WARNING, logger="journal.capture"):
+    with caplog.at_level(logging.WARNING, logger="capture"):
         sessions = serve_at_once(journal, cities)
     assert caplog.records == []  # no call was left unjournaled
     assert sorted(city_of(journal, session) for session in sessions) == sorted(cities)
@@ -200,7 +200,7 @@ def test_a_call_waiting_in_two_sessions_is_put_in_neither(
     capture.journal = journal
     placement._UNPLACED_LOGGED[0] = -math.inf  # the warning is at most one per 10 s
     RAN.clear()
-    with caplog.at_level(logging.WARNING, logger="journal.capture"):
+    with caplog.at_level(logging.WARNING, logger="capture"):
         with a_request_waiting("Lisbon"):  # the same calls wait in both
             assert request("Lisbon") == "70.7°F and 39.2°F."
     assert "tool get_weather was called outside the context of its session" in caplog.text
@@ -245,7 +245,7 @@ def test_a_pool_thread_that_ran_a_request_before_runs_a_call_for_its_session(
         assert pool.submit(request, "Oslo").result() == "70.7°F and 39.2°F."
         SERVER_POOL[:] = [pool]  # its thread opened a session of its own before
         try:
-            with caplog.at_level(logging.WARNING, logger="journal.capture"):
+            with caplog.at_level(logging.WARNING, logger="capture"):
                 assert request_on_server_pool("Nuuk") == "70.7°F and 39.2°F."
         finally:
             SERVER_POOL.clear()

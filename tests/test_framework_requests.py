@@ -24,8 +24,10 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from agentloop import AgentLoopError
-from journal import ActionProposed, Journal, Recorder
-from replay.integrations import ModelRequests, openai_agents, pydantic_ai
+from capture import Recorder
+from capture.frameworks import ModelRequests
+from journal import ActionProposed, Journal
+from replay.integrations import openai_agents, pydantic_ai
 
 from .fake_openai import Handler, serving
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 import agentloop
 import journal
 from agentloop import LiveToolExecutor, ModelResponse, ToolError
-from journal import ActionProposed, Journal, Recorder, ToolCall, Usage, failure_of
+from capture import Recorder
+from journal import ActionProposed, Journal, ToolCall, Usage, failure_of
 
 from .loop_helpers import Script, agent_of, failing_tool, ok_tool, run_turns
 

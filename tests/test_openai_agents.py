@@ -42,11 +42,11 @@ from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails
 from pydantic import BaseModel, Field
 
-from journal import Journal, Recorder
-from journal.capture import rebuilt
+from capture import MissingExtraError, Recorder, rebuilt
+from capture.frameworks.openai_agents import JournalRunHooks
+from journal import Journal
 from replay import Replayer, ReplayResult, integrations, replay_fixture, write_fixture
-from replay.integrations import MissingExtraError
-from replay.integrations.openai_agents import JournalRunHooks, replay_agent
+from replay.integrations.openai_agents import replay_agent
 
 from .helpers import run_cli
 

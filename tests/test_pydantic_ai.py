@@ -26,10 +26,11 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from journal import ActionCommitted, Journal, Recorder
+from capture import MissingExtraError, Recorder
+from capture.frameworks.pydantic_ai import JournalCapability
+from journal import ActionCommitted, Journal
 from replay import Replayer, integrations, replay_fixture, write_fixture
-from replay.integrations import MissingExtraError
-from replay.integrations.pydantic_ai import JournalCapability, replay_agent
+from replay.integrations.pydantic_ai import replay_agent
 
 from .helpers import one_error_line, run_cli
 

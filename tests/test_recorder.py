@@ -1,4 +1,4 @@
-"""journal.Recorder: order, one append per call, exceptions as halts; the plain-loop example
+"""capture.Recorder: order, one append per call, exceptions as halts; the plain-loop example
 replayed (replay.replay_loop) and diffed like any other session."""
 
 from __future__ import annotations
@@ -13,15 +13,17 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop import ModelResponse
-from agentloop.examples import plain_loop
-from agentloop.examples.plain_loop import dispatch, record, run
+from capture import Recorder
+from capture import recorder as journal_recorder
+from capture.examples import plain_loop
+from capture.examples.plain_loop import dispatch, record, run
+from capture.output import Destination
 from journal import (
     ActionProposed,
     AgentEvent,
     ConflictError,
     InvalidEventError,
     Journal,
-    Recorder,
     RecordingOrderError,
     SessionNotFoundError,
     ToolCall,
@@ -29,8 +31,6 @@ from journal import (
     UserInput,
     fold,
 )
-from journal.capture import recorder as journal_recorder
-from journal.capture.output import Destination
 from journal.fold import apply
 from journal.formats import Redactor
 from replay import RecordedToolPort, Replayer, replay_loop
@@ -485,7 +485,7 @@ def test_the_session_is_ordinary_for_the_cli(tmp_path: Path) -> None:
     assert listed.exit_code == 0
     [summary] = json.loads(listed.stdout)
     assert (summary["agent"], summary["status"]) == (
-        "agentloop.examples.plain_loop:run",
+        "capture.examples.plain_loop:run",
         "completed",
     )
     assert run_cli("verify", "--db", db).exit_code == 0

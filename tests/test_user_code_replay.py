@@ -467,7 +467,7 @@ def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root
     as the project root imports it (``pkg.app``), not the file's stem (``app``)."""
     project = _package_project(
         tmp_path,
-        "from journal.capture import Capture\n"
+        "from capture import Capture\n"
         "capture = Capture('app.db')\n\n\n"
         "@capture.tool\n"
         "def double(n: int) -> int:\n"
@@ -491,7 +491,7 @@ def test_an_entry_that_is_a_method_is_refused_in_one_line(tmp_path: Path) -> Non
     """A replay cannot rebuild the instance a method ran on: exit 2, never 'diverged'."""
     project = _package_project(
         tmp_path,
-        "from journal.capture import Capture\n"
+        "from capture import Capture\n"
         "capture = Capture('app.db')\n\n\n"
         "class Bot:\n"
         "    @capture.entry\n"

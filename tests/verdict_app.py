@@ -16,8 +16,8 @@ from typing import Any
 import openai
 from pydantic import BaseModel
 
+from capture import Capture
 from journal import Journal
-from journal.capture import Capture
 
 capture = Capture(Journal.open(":memory:"))
 client: Any = None

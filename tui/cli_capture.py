@@ -32,8 +32,8 @@ def drain(spool: Path | None, db: str, as_json: bool) -> None:
     spool, named on stderr, and the exit code is 1. With nothing spooled (no spool file, or
     one drained before) the journal is not opened, nor created.
     """
-    from journal.capture import DrainReport, Spool, spool_path_for
-    from journal.capture import drain as drain_spool
+    from capture import DrainReport, Spool, spool_path_for
+    from capture import drain as drain_spool
 
     path = spool if spool is not None else spool_path_for(db)
     if path is None:

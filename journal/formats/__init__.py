@@ -25,7 +25,9 @@ from .openai_messages import (
     content_text,
     parse_arguments,
     proposal_from_completion,
+    proposal_from_response,
     response_body,
+    system_prompt_of,
     tool_specs_of,
 )
 from .otlp import otlp_document, otlp_json
@@ -55,10 +57,12 @@ __all__ = [
     "otlp_json",
     "parse_arguments",
     "proposal_from_completion",
+    "proposal_from_response",
     "read_input",
     "read_jsonl",
     "response_body",
     "select_sessions",
+    "system_prompt_of",
     "tool_specs_of",
     "write_atomically",
     "write_jsonl",

@@ -1,7 +1,7 @@
 """Pieces of the OpenAI chat format mapped to event fields: calls, usage, reasoning, text.
 
 Shared by the transcript importer (`journal.formats.openai_import`), the openai-client capture
-(`journal.capture.openai_client`) and the model provider on the openai client
+(`capture.clients.openai_journaled`) and the model provider on the openai client
 (`agentloop.openai_provider`), so a message means the same thing in all three.
 
 * Tool calls: ``{"id", "type": "function", "function": {"name", "arguments"}}``;

@@ -1,17 +1,15 @@
-"""Capture and replay agents built on other frameworks, as ordinary agent-journal sessions.
+"""Replay agents built on other frameworks: the replay halves of the integrations.
 
-* `replay.integrations.pydantic_ai`: a pydantic-ai capability that journals each model
-  request and response and each tool call, and a pydantic-ai model that serves a journal's
-  recorded responses (``pip install 'agent-journal[pydantic-ai]'``);
-* `replay.integrations.openai_agents`: run hooks for the OpenAI Agents SDK and a replay
-  ``Model`` (``pip install 'agent-journal[openai-agents]'``).
+* `replay.integrations.pydantic_ai`: a pydantic-ai model that serves a journal's recorded
+  responses, and ``replay_agent`` (``pip install 'agent-journal[pydantic-ai]'``);
+* `replay.integrations.openai_agents`: a replay ``Model`` for the OpenAI Agents SDK, and
+  its ``replay_agent`` (``pip install 'agent-journal[openai-agents]'``).
 
-Both journal through `journal.Recorder` and replay through `replay.replay_loop`. Both
-frameworks run the calls of one response concurrently; their outcomes are journaled in the
-order the model proposed the calls (`InProposalOrder`), never in completion order, so a
-capture and its replay agree. Nothing imports these modules but you: agent-journal works
-without either framework, and importing one whose framework is missing raises
-`MissingExtraError` with the pip line.
+Their capture halves (what journals a run in production) are in `capture.frameworks`.
+Both replay through `replay.replay_loop`, re-running the user's unchanged agent on the
+recorded inputs. Nothing imports these modules but a replay of such a session (or you):
+importing one whose framework is missing raises `capture.MissingExtraError` with the
+pip line.
 """
 
 from __future__ import annotations
@@ -19,20 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pydantic import JsonValue
-
 from agentloop import TrustList, call_factory
-from journal import (
-    DEPS_FACTORY_KEY,
-    ActionProposed,
-    Journal,
-    JournalError,
-    RecordedEvent,
-    UserInput,
-    canonical_bytes,
-    sets_ordered,
-)
-from journal.capture import InProposalOrder, json_value, request_record
+from journal import DEPS_FACTORY_KEY, ActionProposed, Journal, RecordedEvent, UserInput
 
 from .._captured import CapturedReplay
 from .._live import checked_live
@@ -43,32 +29,15 @@ from ..normalize import DEFAULT_RULES, NormalizationRules
 
 __all__ = [
     "DEPS_FACTORY",
-    "InProposalOrder",
-    "MissingExtraError",
-    "ModelRequests",
-    "answer_text",
     "captured_replay",
     "checked_live",
     "compared_requests",
     "first_requests",
-    "jsonable",
-    "missing_extra",
 ]
 
 
 DEPS_FACTORY = DEPS_FACTORY_KEY
 """The ``session_started`` metadata key naming the factory of an agent's dependencies."""
-
-
-class MissingExtraError(JournalError, ImportError):
-    """An integration's framework is not installed; the message says what to install."""
-
-
-def missing_extra(package: str, extra: str, error: ImportError) -> MissingExtraError:
-    """The one-line error for an integration whose ``package`` cannot be imported."""
-    return MissingExtraError(
-        f"{package} is not installed ({error.msg}): pip install 'agent-journal[{extra}]'"
-    )
 
 
 def captured_replay(
@@ -128,64 +97,12 @@ def captured_replay(
     return replay_captured
 
 
-def jsonable(value: object) -> JsonValue:
-    """A framework's value as JSON; what has no JSON form becomes its ``str``.
-
-    Captures use it so that an odd tool result never breaks the user's run (bytes that are
-    not UTF-8 as base64: `journal.capture.json_value`). A set is a list in a fixed order, as
-    `journal.sets_ordered` makes it: its own order follows the hash seed, which changes from
-    run to run.
-    """
-    converted: JsonValue = json_value(sets_ordered(value), str)
-    return converted
-
-
-def answer_text(output: object) -> str:
-    """A run's final output as the answer text: a string as is, anything else as JSON."""
-    if isinstance(output, str):
-        return output
-    return canonical_bytes(jsonable(output)).decode("utf-8")
-
-
-class ModelRequests:
-    """What a framework's model is sent, journaled beside each response as a client's is.
-
-    A framework resends the whole conversation at each model call; `record` keeps it as a
-    captured client's request is kept (`journal.capture.request_record`: the messages new
-    since the previous request, the other parameters, a digest), so that a replay whose
-    code sends the model something else (a history processor, an input filter, a tool
-    result handled otherwise) differs at that response's ``request``, where a replay of
-    the responses alone would be identical.
-
-    Args:
-        form: names how the integration turns the framework's messages into JSON (its
-            parameter ``form``): a session recorded in another form (or with no requests)
-            is replayed without journaling them (`compared_requests`), so that a new
-            version of agent-journal does not make old sessions diverge.
-    """
-
-    def __init__(self, form: str) -> None:
-        self.form = form
-        self.enabled = True
-        """False journals no request (a replay of a session recorded in another form)."""
-        self._previous: list[Any] = []
-
-    def record(self, messages: list[JsonValue], **params: JsonValue) -> dict[str, Any] | None:
-        """The request record of ``messages`` (as the model sees them) and ``params``."""
-        if not self.enabled:
-            return None
-        record, self._previous = request_record(
-            {**params, "form": self.form, "messages": messages}, self._previous
-        )
-        return record
-
-
 def first_requests(recorded: Iterable[RecordedEvent]) -> list[dict[str, Any] | None]:
     """Each turn's first model request in a recorded session, None where none was recorded.
 
     One per user input: its parameters, and under its ``messages_key`` every message it
     sent (the record keeps those new since the previous request, as
-    `journal.capture.full_requests` reads them): what the code began the turn with, the
+    `capture.full_requests` reads them): what the code began the turn with, the
     agent that asked, the history it passed.
     """
     firsts: list[dict[str, Any] | None] = []

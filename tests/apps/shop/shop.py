@@ -13,7 +13,7 @@ import os
 
 from openai import AsyncOpenAI, OpenAI
 
-from journal.capture import Capture
+from capture import Capture
 
 capture = Capture(os.environ.get("SHOP_JOURNAL", "agent-journal.db"), metadata={"app": "shop"})
 BASE_URL = os.environ.get("SHOP_MODEL_URL", "http://127.0.0.1:9/v1")

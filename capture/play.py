@@ -1,6 +1,6 @@
 """Capturing or replaying: which session captured code is in, and where its outcomes come from.
 
-`journal.capture.Capture` journals the user's own code at its boundaries: the model client
+`capture.Capture` journals the user's own code at its boundaries: the model client
 and the tools. In production each wrapped call runs for real and is journaled. A replay
 runs the same code, unchanged, inside `replaying`: the wrapped calls are journaled the
 same way, but a `Player` decides their outcomes (the recording's, or a live run it
@@ -13,17 +13,30 @@ Nothing here imports `replay`: the replay package implements `Player`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..clock import Clock
-from ..store import Journal
+from journal import Clock, Journal
+
 from .order import RecordedOrder
 
-__all__ = ["Player", "ReplayTarget", "ToolPlay", "replay_target", "replaying"]
+__all__ = [
+    "REPLAY_STOPPED",
+    "AsyncToolPlayer",
+    "Player",
+    "ReplayTarget",
+    "ToolPlay",
+    "replay_target",
+    "replaying",
+]
+
+REPLAY_STOPPED = "replay_stopped"
+"""The halt rule of a replay that stopped where the recording no longer fits (a request it
+does not hold, a call it never ran, a call that may not run for real) and nothing live may
+answer: the session says why it ended where it did (`journal.HaltSession`)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,7 @@ class Player(Protocol):
 
         A stream's response is the list of its chunk bodies. ``seq`` is where the
         response will be journaled; ``request`` is the request as the capture records it
-        (see `journal.capture.requests`), ``whole`` the request in full (its parameters and
+        (see `capture.requests`), ``whole`` the request in full (its parameters and
         all its messages).
 
         Raises:
@@ -85,12 +98,30 @@ class Player(Protocol):
         ...
 
 
+class AsyncToolPlayer(Protocol):
+    """Where a framework capture's tool calls go in a replay (`capture.frameworks`).
+
+    The capture hands each call to `arun` instead of running it; in production it has
+    none and runs the tool itself.
+    """
+
+    async def arun(
+        self, tool: str, args: Mapping[str, Any], live: Callable[[], Awaitable[Any]] | None
+    ) -> Any:
+        """The outcome of a call of ``tool`` with ``args``.
+
+        Its recorded result returned or its recorded exception raised, or, for a tool that
+        runs for real, what ``live()`` gives (compared with the recording).
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class ReplayTarget:
     """Where a replayed entry journals, and who decides its outcomes.
 
     ``order`` is the recording's order of the calls, which the replay journals wherever
-    it ran them in an order the recording allows (`journal.capture.RecordedOrder`).
+    it ran them in an order the recording allows (`capture.RecordedOrder`).
     """
 
     journal: Journal

@@ -28,9 +28,9 @@ So the session replays with ``agent-journal replay SESSION --agent module:factor
 through an agent whose tools are the same OpenAI specs (`agentloop.Tool.from_openai`).
 An ``AsyncOpenAI`` client works alike (``await client.chat.completions.create(...)``), and
 so does ``stream=True``: the chunks reach the code as they arrive and the response they
-make up is journaled once whole (`journal.capture.streams`). Everything but
+make up is journaled once whole (`capture.clients.openai_streams`). Everything but
 ``chat.completions.create`` passes through to the wrapped client untouched. The events
-are written by a `journal.Recorder`, so its order rules hold (a model call after a turn's
+are written by a `capture.Recorder`, so its order rules hold (a model call after a turn's
 final answer needs a new user message: `RecordingOrderError`).
 """
 
@@ -44,20 +44,19 @@ from typing import Any, Self
 
 from pydantic import JsonValue
 
-from ..clock import Clock
-from ..events import ActionCommitted, ActionFailed, AgentHalted, FailureKind
-from ..formats.openai_messages import (
+from journal import ActionCommitted, ActionFailed, AgentHalted, Clock, FailureKind, Journal
+from journal.formats import (
     MODEL_SETTINGS,
     content_text,
     proposal_from_completion,
     response_body,
     system_prompt_of,
 )
-from ..store import Journal
-from .output import Destination
-from .recorder import Recorder
-from .requests import assembled_chat, sent_parameters
-from .streams import AsyncRecordedStream, RecordedStream, StreamRecording, end_open
+
+from ..output import Destination
+from ..recorder import Recorder
+from ..requests import assembled_chat, sent_parameters
+from .openai_streams import AsyncRecordedStream, RecordedStream, StreamRecording, end_open
 
 __all__ = ["JournaledOpenAI"]
 

@@ -22,9 +22,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from ..canonical import canonical_bytes, sets_ordered
-from ..events import ActionProposed, json_stand_in
-from ..formats.openai_messages import proposal_from_completion, proposal_from_response
+from journal import ActionProposed, canonical_bytes, json_stand_in, sets_ordered
+from journal.formats import proposal_from_completion, proposal_from_response
 
 __all__ = [
     "UNCOMPARED_PARAMETERS",

@@ -3,7 +3,7 @@
 Three wrappers, and the code between them stays as it is::
 
     from openai import OpenAI
-    from journal.capture import Capture
+    from capture import Capture
 
     capture = Capture("agent-journal.db")
     client = capture.openai(OpenAI())          # chat.completions.create, responses.create
@@ -21,7 +21,7 @@ Three wrappers, and the code between them stays as it is::
 A call of ``answer(...)`` is one session, whose ``session_started`` names the entry
 (``module:qualname``, what ``agent-journal replay`` calls again, under the trust list) and
 keeps its arguments. Inside it, each model call is journaled as ``action_proposed`` with
-the request beside the raw response (`journal.capture.requests`), the user messages a
+the request beside the raw response (`capture.requests`), the user messages a
 request brings as ``user_input``, each decorated tool's call with its arguments exactly as
 received and its outcome (the value, or the exception with its type: `exception_record`),
 in the order the model proposed the calls; the entry's return value ends the turn
@@ -31,9 +31,9 @@ rule ``error``) before it propagates. Outside an entry the wrappers call straigh
 metadata and tags given at open.
 
 Where the events go, and how (fail open to a spool, redaction, tail sampling), is the
-capture's `Destination` (`journal.capture.output`).
+capture's `Destination` (`capture.output`).
 
-Inside `journal.capture.replaying` (what a replay sets up), the same calls are journaled
+Inside `capture.replaying` (what a replay sets up), the same calls are journaled
 the same way, but their outcomes come from the replay's `Player`.
 """
 
@@ -53,22 +53,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from ..canonical import canonical_bytes
-from ..events import ToolCall, json_stand_in
-from ..formats.openai_messages import MODEL_SETTINGS, content_text, system_prompt_of
-from ..formats.redact import Redactor
-from ..keys import ENTRY_INPUTS_KEY
-from ..store import Journal
+from journal import ENTRY_INPUTS_KEY, HaltSession, Journal, ToolCall, canonical_bytes, json_stand_in
+from journal.formats import MODEL_SETTINGS, Redactor, content_text, system_prompt_of
+
+from .clients.openai_streams import StreamRecording
 from .exceptions import rebuilt
 from .order import InProposalOrder
 from .output import Destination, Sampling
 from .placement import current_session, opened, session_of_call
-from .play import Player, ToolPlay, replay_target
-from .recorder import HaltSession, Recorder
+from .play import REPLAY_STOPPED, Player, ToolPlay, replay_target
+from .recorder import Recorder
 from .requests import jsonable, proposal_of, request_record, sent_parameters
 from .returns import as_return_type, return_type, text_as_return_type
 from .spool import Spool
-from .streams import StreamRecording
 
 __all__ = [
     "CAPTURED_WITH",
@@ -158,7 +155,7 @@ class CapturedSession:
     """One session of captured code: its recorder, its requests so far, its tool outcomes.
 
     Built by `Capture` for each entry call; the wrappers find it with
-    `journal.capture.placement.session_of_call`.
+    `capture.placement.session_of_call`.
     """
 
     recorder: Recorder
@@ -251,7 +248,7 @@ class CapturedSession:
                 return
             self._end_streams()
             self.start()
-            if not (isinstance(error, HaltSession) and error.rule == "replay_stopped"):
+            if not (isinstance(error, HaltSession) and error.rule == REPLAY_STOPPED):
                 self.settle()
             self.recorder.fail(error)
 
@@ -576,7 +573,7 @@ class Capture:
         fail_open: when the journal cannot take a write, spool the session and let the
             call go on (default); False raises the journal's error instead.
         spool: where spooled sessions go (default: beside the journal; see
-            `journal.capture.output.Destination`).
+            `capture.output.Destination`).
         redactor: redact every event before it is written (`journal.formats.Redactor`).
         sampling: tail sampling (`Sampling`); its share and rule go into each session's
             metadata (``sampling``).
@@ -613,7 +610,7 @@ class Capture:
 
     def openai(self, client: F) -> F:
         """The openai client (``OpenAI`` or ``AsyncOpenAI``), journaling inside sessions."""
-        from .wrapped import captured_client
+        from .clients.openai import captured_client
 
         wrapped: F = captured_client(client)
         return wrapped

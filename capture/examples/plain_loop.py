@@ -2,7 +2,7 @@
 
 No agentloop runtime here: a hand-written loop with its own tiny tool dispatch and a
 scripted stand-in for a chat model, the way many agents are written. The five lines
-marked ``# 1`` to ``# 5`` are all it takes to journal it (`journal.Recorder`): the
+marked ``# 1`` to ``# 5`` are all it takes to journal it (`capture.Recorder`): the
 session start, the user input, the model's whole output, each tool result (an exception
 is recorded as a failure), and the final answer. An exception that escapes the loop is
 recorded by the recorder's ``with`` block as a halt with rule ``error``.
@@ -11,7 +11,7 @@ Because `run` takes its ports (the model, the tools, the recorder, the user inpu
 session it wrote replays with the recorded model outputs and tool results::
 
     from replay import replay_loop
-    from agentloop.examples.plain_loop import record, run
+    from capture.examples.plain_loop import record, run
 
     session_id = record(journal, ["What's the weather in Lisbon and Oslo, in Â°F?"])
     result = replay_loop(journal, session_id, run)  # identical
@@ -24,9 +24,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from journal import Journal, Recorder, ToolCall, Usage
+from journal import ActionProposed, Journal, ToolCall, Usage
 
-from ..ports import ModelResponse
+from ..recorder import ModelOutput, Recorder
 
 __all__ = [
     "MODEL",
@@ -39,7 +39,7 @@ __all__ = [
     "scripted_model",
 ]
 
-REFERENCE = "agentloop.examples.plain_loop:run"
+REFERENCE = "capture.examples.plain_loop:run"
 """What a replay re-runs (recorded as the session's agent)."""
 
 MODEL = "scripted-weather-1"
@@ -47,7 +47,7 @@ SYSTEM_PROMPT = "You report the weather. Call get_weather per city; convert to Â
 
 _CELSIUS = {"Lisbon": 21.5, "Oslo": 4.0, "Lima": 19.0, "Nairobi": 24.0}
 
-Model = Callable[[list[dict[str, Any]]], ModelResponse]
+Model = Callable[[list[dict[str, Any]]], ModelOutput]
 """The loop's model port: the chat messages in, the model's whole output back."""
 
 Tools = Callable[[str, Any], Any]
@@ -131,7 +131,7 @@ def _answer(results: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "Which city?"
 
 
-def scripted_model(messages: list[dict[str, Any]]) -> ModelResponse:
+def scripted_model(messages: list[dict[str, Any]]) -> ActionProposed:
     """A deterministic stand-in for a chat model with tools.
 
     First it asks for the weather of each city the user names, then (if the user asked
@@ -153,7 +153,7 @@ def scripted_model(messages: list[dict[str, Any]]) -> ModelResponse:
         ]
     text = None if calls else _answer(results)
     size = sum(len(str(message.get("content") or "")) for message in messages)
-    return ModelResponse(
+    return ActionProposed(
         calls=calls,
         text=text,
         model=MODEL,

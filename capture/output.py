@@ -9,8 +9,8 @@ Two modes, said plainly:
 * **fail open** (the default for captured code): when the journal cannot take a write
   (busy past ``busy_timeout``, a full disk, an unreachable PostgreSQL: a `StoreError` or
   an ``OSError``), that event and every later event of the session go to the local spool
-  (`journal.capture.spool`) and the user's call goes on. A log line (logger
-  ``journal.capture``, warning; at most one per ``spool.LOG_INTERVAL`` seconds and spool)
+  (`capture.spool`) and the user's call goes on. A log line (logger
+  ``capture``, warning; at most one per ``spool.LOG_INTERVAL`` seconds and spool)
   names the session, the error and the spool's counts (`Spool.counts`). After a failure
   the journal is not tried again for ``retry_after`` seconds: new sessions go straight to
   the spool instead of each waiting out the bound.
@@ -55,18 +55,23 @@ from typing import Any
 import orjson
 from pydantic import JsonValue
 
-from ..canonical import loads_exact
-from ..clock import utc_now
-from ..errors import StoreError
-from ..events import AgentEvent, AgentHalted, result_record
-from ..fold import SessionState
-from ..formats.redact import Redactor
-from ..store import Journal
+from journal import (
+    AgentEvent,
+    AgentHalted,
+    Journal,
+    SessionState,
+    StoreError,
+    loads_exact,
+    result_record,
+    utc_now,
+)
+from journal.formats import Redactor
+
 from .spool import Spool, spool_line, spool_path_for
 
 __all__ = ["Destination", "Sampling", "SessionOutput"]
 
-log = logging.getLogger("journal.capture")
+log = logging.getLogger("capture")
 
 UNAVAILABLE: tuple[type[BaseException], ...] = (StoreError, OSError)
 """What a journal raises when it cannot take a write (as opposed to a write it refuses)."""
@@ -246,18 +251,7 @@ def _health_of(journal: Journal) -> _Health:
 
 def _opened(target: str, busy_timeout: float) -> Journal:
     """A journal opened with a short busy bound (the capture's, not the default 5 s)."""
-    if target.startswith(("postgresql://", "postgres://")):
-        try:
-            from ..postgres import PostgresJournal
-        except ImportError as error:  # fail open: the call goes on, the session is spooled
-            raise StoreError(
-                "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
-            ) from error
-
-        return PostgresJournal(target, connect_timeout=busy_timeout, pool_timeout=busy_timeout)
-    from ..sqlite import SQLiteJournal
-
-    return SQLiteJournal(target, busy_timeout_ms=max(1, round(busy_timeout * 1000)))
+    return Journal.open(target, busy_timeout=busy_timeout)
 
 
 class SessionOutput:

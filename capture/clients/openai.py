@@ -14,7 +14,7 @@ yields its recorded chunks in order), so the code reads what it read then.
 
 The client's other ways to call the model (``parse``, ``stream``, the ``with_raw_response``
 and ``with_streaming_response`` forms) are not journaled: in a session each such call is
-named once on the logger ``journal.capture`` (the call goes on), and in a replay it stops
+named once on the logger ``capture`` (the call goes on), and in a replay it stops
 the replay in one line naming it, instead of reaching a server (`Unjournaled`).
 """
 
@@ -28,11 +28,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .exceptions import raised_by_model_call
-from .placement import session_of_call
-from .recorder import HaltSession
-from .scope import CapturedSession, inside_a_tool
-from .streams import (
+from journal import HaltSession
+
+from ..exceptions import raised_by_model_call
+from ..placement import session_of_call
+from ..play import REPLAY_STOPPED
+from ..scope import CapturedSession, inside_a_tool
+from .openai_streams import (
     AsyncRecordedStream,
     Kind,
     RecordedStream,
@@ -43,7 +45,7 @@ from .streams import (
 
 __all__ = ["UNJOURNALED", "Unjournaled", "captured_client"]
 
-log = logging.getLogger("journal.capture")
+log = logging.getLogger("capture")
 
 UNJOURNALED = ("parse", "stream", "with_raw_response", "with_streaming_response")
 """What the client's ``chat.completions`` and ``responses`` offer beside ``create``, and the
@@ -218,7 +220,7 @@ class Unjournaled:
     """A client call (or namespace of calls) that is not journaled; see the module.
 
     Called outside a session, it runs as it is. In a session it runs and is named once per
-    process (warning, logger ``journal.capture``): the session records no model call for
+    process (warning, logger ``capture``): the session records no model call for
     it. In a replay it raises `HaltSession` (rule ``replay_stopped``) naming it: a replay
     cannot serve it, and does not call a server for it.
     """
@@ -238,7 +240,7 @@ class Unjournaled:
             instead = f"write it as {self._creating()}.create({use})"
             if session.player is not None:
                 raise HaltSession(
-                    "replay_stopped",
+                    REPLAY_STOPPED,
                     f"replay stopped: the code called client.{self._name}(), which agent-journal "
                     f"does not journal, so a replay cannot serve it ({instead})",
                 )

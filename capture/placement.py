@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .recorder import HaltSession
+from journal import HaltSession
+
+from .play import REPLAY_STOPPED
 from .spool import LOG_INTERVAL
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ _THREAD = threading.local()
 """``opened``: this thread has opened a session (its calls outside one are outside one)."""
 _UNPLACED_LOGGED = [-math.inf]
 """When a call no session could be found for was last logged (once per `LOG_INTERVAL`)."""
-log = logging.getLogger("journal.capture")
+log = logging.getLogger("capture")
 
 
 def current_session() -> CapturedSession | None:
@@ -87,7 +89,7 @@ def session_of_call(
     )
     if any(open_session.player is not None for open_session in open_now):
         raise HaltSession(
-            "replay_stopped",
+            REPLAY_STOPPED,
             f"{unplaced}; a replay does not run it (contextvars."
             "copy_context().run carries the session into the thread)",
         )

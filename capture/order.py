@@ -23,8 +23,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..events import ActionCommitted, ActionFailed, ActionProposed
-from ..records import RecordedEvent
+from journal import ActionCommitted, ActionFailed, ActionProposed, RecordedEvent
 
 if TYPE_CHECKING:
     from .recorder import Recorder

@@ -24,7 +24,7 @@ What it guarantees:
   or one answered already, is an error). Calls a loop leaves unanswered are allowed.
 * Each call is exactly one ``Journal.append`` with ``expected_seq``: another writer on the
   same session is a `ConflictError` and nothing is lost or overwritten. The writes go
-  through a `journal.capture.output.Destination`: given a journal alone, the recorder
+  through a `capture.output.Destination`: given a journal alone, the recorder
   fails open (a journal that cannot take a write sends the session to the spool beside it,
   and the loop goes on), unless it records a replay (``replay_of``), which fails closed.
   Give a `Destination` for redaction, tail sampling or a fail-closed recorder.
@@ -42,16 +42,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeGuard, get_args
+from typing import Any, Protocol, Self, TypeGuard
 
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .._event_summary import clip
-from ..canonical import check_json, format_ts, prefix_hash
-from ..clock import Clock
-from ..errors import InvalidEventError, JournalError, RecordingOrderError, SessionNotFoundError
-from ..events import (
+from journal import (
+    CAPTURED_WITH_KEY,
     ActionCommitted,
     ActionFailed,
     ActionProposed,
@@ -59,41 +56,44 @@ from ..events import (
     AgentConfig,
     AgentEvent,
     AgentHalted,
+    Clock,
     FailureKind,
     Guardrails,
+    HaltSession,
+    InvalidEventError,
+    Journal,
+    JournalError,
+    RecordedEvent,
+    RecordingOrderError,
+    ReplayedFailure,
+    SessionNotFoundError,
     SessionStarted,
+    SessionState,
     ToolCall,
     ToolSpec,
     Usage,
     UserInput,
     VerificationFailed,
     VerificationStage,
+    apply,
+    check_json,
+    describe_error,
+    failure_of,
+    format_ts,
+    one_line,
     ordered_text,
+    prefix_hash,
     result_record,
 )
-from ..fold import SessionState, apply
-from ..formats.openai_messages import tool_specs_of
-from ..keys import CAPTURED_WITH_KEY
-from ..records import RecordedEvent
-from ..store import Journal
+from journal.formats import tool_specs_of
+
 from .exceptions import exception_record, raised_at
 from .order import RecordedOrder
 from .output import Destination
 
-__all__ = [
-    "HaltSession",
-    "ModelOutput",
-    "Recorder",
-    "ReplayedFailure",
-    "describe_error",
-    "failure_kind",
-    "failure_message",
-    "failure_of",
-]
+__all__ = ["ModelOutput", "Recorder"]
 
 
-_KINDS: tuple[str, ...] = get_args(FailureKind)
-_LIMIT = 300
 _NO_CALLS: tuple[ToolCall, ...] = ()
 
 
@@ -140,35 +140,6 @@ class ModelOutput(Protocol):
         ...
 
 
-class HaltSession(BaseException):
-    """Raised by a port to end the session with ``agent_halted`` of ``rule`` and ``reason``.
-
-    The loop (the agentloop runtime, or a `Recorder` around a hand-written loop) records
-    the halt with this rule instead of rule ``error``: a replay's recorded model raises it
-    when no recorded output fits the context (rule ``replay_stopped``), so the session says
-    why it ended where it did. A `BaseException`, like ``KeyboardInterrupt``: the user's
-    ``except Exception`` does not swallow it and carry on past the end of the record.
-    """
-
-    def __init__(self, rule: str, reason: str) -> None:
-        super().__init__(f"{rule}: {reason}")
-        self.rule = rule
-        self.reason = reason
-
-
-class ReplayedFailure(Exception):
-    """A failure the recording holds, raised again by a replay's recorded ports.
-
-    The recorder records it with its message and kind exactly as they were recorded, so
-    a replay of a failed call or a crashed loop matches the original.
-    """
-
-    def __init__(self, message: str, kind: FailureKind = "business") -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind: FailureKind = kind
-
-
 def _recordable(error: BaseException | str) -> TypeGuard[BaseException]:
     """Whether a failure is an exception to keep the record of.
 
@@ -177,67 +148,13 @@ def _recordable(error: BaseException | str) -> TypeGuard[BaseException]:
     return isinstance(error, BaseException) and not isinstance(error, ReplayedFailure)
 
 
-def _one_line(text: str) -> str:
-    return clip(text, _LIMIT)
-
-
-def describe_error(error: BaseException, *, typed: bool = True) -> str:
-    """One bounded line for an exception: ``Type: message`` (just the message if not typed).
-
-    A `ReplayedFailure` keeps its recorded message as it is.
-    """
-    if isinstance(error, ReplayedFailure):
-        return error.message
-    text = _one_line(str(error)) or type(error).__name__
-    return _one_line(f"{type(error).__name__}: {text}") if typed else text
-
-
-def failure_kind(error: BaseException) -> FailureKind:
-    """The kind of failure an exception is, unless a classifier says otherwise.
-
-    The exception's own ``kind`` attribute when it names a kind (``agentloop.ToolError``
-    is ``business``), else ``timeout`` for a ``TimeoutError``, ``business`` for a
-    ``ValueError`` or ``LookupError``, ``infrastructure`` for anything else. The one rule
-    of the runtime (`agentloop.classify_error`) and of every capture.
-    """
-    own = getattr(error, "kind", None)
-    if isinstance(own, str) and own in _KINDS:
-        return own  # type: ignore[return-value]
-    if isinstance(error, TimeoutError):
-        return "timeout"
-    if isinstance(error, (ValueError, LookupError)):
-        return "business"
-    return "infrastructure"
-
-
-def failure_message(error: BaseException) -> str:
-    """The one-line message a failure is recorded with.
-
-    A business error's text as it is (it is meant for the model), any other prefixed with
-    its type: by the exception's own kind (`failure_kind`), whatever a classifier decides.
-    """
-    return describe_error(error, typed=failure_kind(error) != "business")
-
-
-def failure_of(
-    error: BaseException | str, kind: FailureKind | None = None
-) -> tuple[FailureKind, str]:
-    """The kind (``kind``, else `failure_kind`) and `failure_message` of a tool failure.
-
-    A plain message is a business failure unless ``kind`` says otherwise.
-    """
-    if isinstance(error, str):
-        return kind or "business", _one_line(error)
-    return kind or failure_kind(error), failure_message(error)
-
-
 def _json(value: object, what: str) -> JsonValue:
     """``value`` as canonical JSON (pydantic models, dataclasses, dates converted)."""
     try:
         converted: JsonValue = to_jsonable_python(value)
         check_json(converted)
     except (PydanticSerializationError, InvalidEventError, ValueError, TypeError) as error:
-        raise InvalidEventError(f"{what} is not JSON: {_one_line(str(error))}") from error
+        raise InvalidEventError(f"{what} is not JSON: {one_line(str(error))}") from error
     return converted
 
 
@@ -249,7 +166,7 @@ def _exact_json(value: object, what: str) -> tuple[JsonValue, str | None]:
     try:
         converted = to_jsonable_python(value)
     except (PydanticSerializationError, ValueError, TypeError) as error:
-        raise InvalidEventError(f"{what} is not JSON: {_one_line(str(error))}") from error
+        raise InvalidEventError(f"{what} is not JSON: {one_line(str(error))}") from error
     result, text = result_record(converted)
     return _json(result, what), text
 
@@ -475,7 +392,7 @@ class Recorder:
         a call without its ``arguments`` text gets the text of its ``args``, keys in their
         order). The model defaults to the session's. ``request`` and ``response`` are the
         request record and the raw response of a captured client
-        (`journal.capture.requests`).
+        (`capture.requests`).
         """
         self._open("a model output")
         if self._state.status == "completed":
@@ -666,7 +583,7 @@ class Recorder:
         """
         call = self._answered("a rejection", call_id, tool)
         event = VerificationFailed(
-            call_id=call_id, tool=call.tool, stage=stage, message=_one_line(message)
+            call_id=call_id, tool=call.tool, stage=stage, message=one_line(message)
         )
         self._write(event)
         return event
@@ -686,7 +603,7 @@ class Recorder:
         Rule ``error`` marks the session failed.
         """
         self._open("a halt")
-        event = AgentHalted(rule=rule, reason=_one_line(reason))
+        event = AgentHalted(rule=rule, reason=one_line(reason))
         self._write(event)
         return event
 

@@ -1,6 +1,6 @@
 """The spool: a local append-only file where captured events wait when the journal is down.
 
-Fail-open capture (`journal.capture.output`) writes a session's events here once the
+Fail-open capture (`capture.output`) writes a session's events here once the
 journal could not take one of them (busy past a short bound, a full disk, an unreachable
 PostgreSQL); `drain` moves them into the journal later.
 
@@ -42,11 +42,7 @@ from typing import Any
 
 import orjson
 
-from ..canonical import GENESIS_HASH
-from ..errors import InvalidEventError, JournalError
-from ..events import AgentEvent
-from ..records import encode
-from ..store import Journal
+from journal import GENESIS_HASH, AgentEvent, InvalidEventError, Journal, JournalError, encode
 
 __all__ = [
     "LOG_INTERVAL",

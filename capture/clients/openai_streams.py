@@ -13,7 +13,7 @@ chunk body and the latency) once, at the first of:
 * the session makes its next model call (`end_open`): a stream the code left earlier is
   journaled with what was read.
 
-Used by the capture's wrapped client (`journal.capture.wrapped`) and by `JournaledOpenAI`.
+Used by the capture's wrapped client (`capture.clients.openai`) and by `JournaledOpenAI`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
-from .requests import jsonable
+from ..requests import jsonable
 
 __all__ = ["AsyncRecordedStream", "RecordedStream", "StreamRecording", "body_of", "end_open"]
 
