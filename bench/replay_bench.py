@@ -65,7 +65,7 @@ from journal import (
     UserInput,
     fold,
 )
-from replay import Replayer, Timeline, diff_records, fingerprint
+from replay import Replayer, ReplayOptions, Timeline, diff_records, fingerprint
 
 # -- an agent with an instant model and instant tools ------------------------------------------
 
@@ -215,7 +215,8 @@ def bench_replay(steps: int, runs: int) -> dict[str, float]:
             took, session_id = timed(lambda: original_run(journal, steps))  # noqa: B023
             times["original"].append(took)
             agent = build_agent()
-            took, result = timed(lambda: Replayer(agent=agent).replay(journal, session_id))  # noqa: B023
+            replayer = Replayer(ReplayOptions(agent=agent))
+            took, result = timed(lambda: replayer.replay(journal, session_id))  # noqa: B023
             if not result.identical:
                 raise SystemExit(f"the bench replay diverged: {result.first_divergence}")
             times["replay"].append(took)

@@ -40,7 +40,7 @@ from journal import (
     import_openai,
     predated_settings,
 )
-from replay import Replayer
+from replay import Replayer, ReplayOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FILES = (
@@ -97,7 +97,7 @@ def main() -> None:
         for session_id in ids:
             held = in_recording(journal, session_id)
             recorded.update(held)
-            result = Replayer(agent=agent, save=True).replay(journal, session_id)
+            result = Replayer(ReplayOptions(agent=agent), save=True).replay(journal, session_id)
             replayed = [item.event for item in journal.events(result.replay_session_id)]
             found = rules_in(replayed)
             fired.update(found)

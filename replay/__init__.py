@@ -48,6 +48,7 @@ from .normalize import (
     normalized_bytes,
     record_of,
 )
+from .options import EVERY_TOOL, ReplayOptions
 from .recorded import (
     RecordedClock,
     RecordedLLM,
@@ -62,6 +63,7 @@ __all__ = [
     "ABSENT",
     "CONFIG_FIELDS",
     "DEFAULT_RULES",
+    "EVERY_TOOL",
     "SNAPSHOT_INTERVAL",
     "Change",
     "DiffResult",
@@ -81,6 +83,7 @@ __all__ = [
     "RecordedToolPort",
     "RecordedTools",
     "RecordingExhausted",
+    "ReplayOptions",
     "ReplayResult",
     "Replayer",
     "StateChange",

@@ -1,14 +1,12 @@
-"""Which module replays a captured session: one registry from ``captured_with`` to it.
+"""Which path replays a captured session: one typed table from ``captured_with`` to it.
 
-Sessions journaled through `capture.Recorder` (a hand-written loop) or a framework
-integration carry ``captured_with`` in their metadata. Each kind is replayed by one module
-that exposes ``replay_captured(journal, session_id, target, *, reference, live, save,
-rules, live_model, allow_side_effects, trust)``, where ``target`` is what the session's
-reference names (a loop's ``run``, a framework's agent object), ``live_model`` what
-`replay.Replayer` was given and ``trust`` the list any other reference the session records
-(a pydantic-ai ``deps`` factory) must be on.
-The modules are imported only when a session of their kind is replayed, so an
-integration's framework is needed only for its own sessions.
+Sessions journaled through `capture.Recorder` (a hand-written loop), around an entry
+(`capture.Capture`) or by a framework integration carry ``captured_with`` in their
+metadata. Each kind is replayed by one `CapturedPath`: a function of a `CapturedRun`,
+which holds everything a replay of it needs (the session, what its reference names, the
+`ReplayOptions` as the caller built them, and what to keep). The paths are imported only
+when a session of their kind is replayed, so an integration's framework is needed only for
+its own sessions.
 
 A replay needs no API key, but code that builds its client as ``OpenAI()`` (pydantic-ai's
 and the Agents SDK's OpenAI models alike) refuses to start without ``OPENAI_API_KEY``:
@@ -18,24 +16,24 @@ placeholder (`keyless`), which never reaches a server (nothing is sent).
 
 from __future__ import annotations
 
-import importlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
 
 from agentloop import TrustList, load_object
 from journal import Journal, SessionStarted
 
 from ._run import ForkPoint
 from ._verdict import ReplayResult
-from .normalize import NormalizationRules
+from .options import ReplayOptions
 
 __all__ = [
-    "CAPTURED_REPLAYS",
+    "CAPTURED_PATHS",
     "PLACEHOLDER_KEY",
-    "CapturedReplay",
-    "captured_replay",
+    "CapturedPath",
+    "CapturedRun",
+    "captured_path",
     "keyless",
     "run_captured",
 ]
@@ -43,46 +41,72 @@ __all__ = [
 PLACEHOLDER_KEY = "agent-journal-replay-no-key"
 """``OPENAI_API_KEY`` while a replay without a live model runs code that needs one set."""
 
-CAPTURED_REPLAYS = {
-    "entry": "replay.entry_replay",
-    "recorder": "replay.handwritten",
-    "pydantic-ai": "replay.integrations.pydantic_ai",
-    "openai-agents": "replay.integrations.openai_agents",
+
+@dataclass(frozen=True)
+class CapturedRun:
+    """One replay of a captured session, as its path is given it.
+
+    ``target`` is what the session's reference names (an entry function, a loop's ``run``,
+    a framework's agent object), ``reference`` that reference; ``trust`` the trust list any
+    other reference the session records (a pydantic-ai ``deps`` factory) must be on;
+    ``save`` keeps the run as a replay (True) or as a fork (a `ForkPoint`).
+    """
+
+    journal: Journal
+    session_id: str
+    target: object
+    reference: str | None
+    options: ReplayOptions
+    trust: TrustList
+    save: bool | ForkPoint = False
+
+
+CapturedPath = Callable[[CapturedRun], ReplayResult]
+"""How one kind of captured session is replayed."""
+
+
+def _entry() -> CapturedPath:
+    from .entry_replay import replay_captured
+
+    return replay_captured
+
+
+def _handwritten() -> CapturedPath:
+    from .handwritten import replay_captured
+
+    return replay_captured
+
+
+def _pydantic_ai() -> CapturedPath:
+    from .integrations.pydantic_ai import replay_captured
+
+    return replay_captured
+
+
+def _openai_agents() -> CapturedPath:
+    from .integrations.openai_agents import replay_captured
+
+    return replay_captured
+
+
+CAPTURED_PATHS: Mapping[str, Callable[[], CapturedPath]] = {
+    "entry": _entry,
+    "recorder": _handwritten,
+    "pydantic-ai": _pydantic_ai,
+    "openai-agents": _openai_agents,
 }
-"""``captured_with`` → the module that replays such sessions (its ``CAPTURED_WITH``)."""
+"""``captured_with`` → the path that replays such sessions (imported when first asked for)."""
 
 
-class CapturedReplay(Protocol):
-    """The ``replay_captured`` function of a module in `CAPTURED_REPLAYS`."""
-
-    def __call__(
-        self,
-        journal: Journal,
-        session_id: str,
-        target: object,
-        *,
-        reference: str | None,
-        live: bool | Iterable[str] = False,
-        live_model: object = None,
-        allow_side_effects: Iterable[str] = (),
-        trust: TrustList | None = None,
-        save: bool | ForkPoint = False,
-        rules: NormalizationRules = ...,
-    ) -> ReplayResult:
-        """Replay ``session_id`` through ``target`` and judge it."""
-        ...
-
-
-def captured_replay(captured_with: object) -> CapturedReplay | None:
-    """The function that replays sessions captured with ``captured_with`` (None: not captured).
+def captured_path(captured_with: object) -> CapturedPath | None:
+    """The path that replays sessions captured with ``captured_with`` (None: not captured).
 
     Raises:
         MissingExtraError: the integration's framework is not installed.
     """
-    if not isinstance(captured_with, str) or captured_with not in CAPTURED_REPLAYS:
+    if not isinstance(captured_with, str) or captured_with not in CAPTURED_PATHS:
         return None
-    module = importlib.import_module(CAPTURED_REPLAYS[captured_with])
-    return cast(CapturedReplay, module.replay_captured)
+    return CAPTURED_PATHS[captured_with]()
 
 
 @contextmanager
@@ -100,31 +124,29 @@ def keyless() -> Iterator[None]:
 
 
 def run_captured(
-    replay: CapturedReplay,
+    path: CapturedPath,
     journal: Journal,
     session_id: str,
     started: SessionStarted,
+    options: ReplayOptions,
     *,
-    agent: str | None,
-    trust: TrustList | None,
     where: str,
-    **options: Any,
+    save: bool | ForkPoint = False,
 ) -> ReplayResult:
-    """Run ``replay`` on what the session's reference names (``agent`` when given).
+    """Run ``path`` on what the session's reference names (``options.agent`` when given).
 
-    The recorded reference runs only when ``trust`` (default: `TrustList.discover`) allows
-    it; ``options`` go to ``replay`` as they are. Without a live model, the code is imported
-    and run `keyless`.
+    The recorded reference runs only when the options' trust list allows it. Without a
+    live model, the code is imported and run `keyless`.
 
     Raises:
         AgentLoadError: no reference to run, or it cannot be imported.
         UntrustedReferenceError: the recorded reference is not trusted (and none given).
     """
-    trust = trust or TrustList.discover()
-    reference = trust.choose(started.agent, agent, where=where)
+    trust = options.trust_list()
+    given = options.agent if isinstance(options.agent, str) else None
+    reference = trust.choose(started.agent, given, where=where)
     trust.activate()
     # (a live model needs the real key: none is made up for it)
-    with nullcontext() if options.get("live_model") else keyless():
-        return replay(
-            journal, session_id, load_object(reference), reference=reference, trust=trust, **options
-        )
+    with nullcontext() if options.live_model else keyless():
+        target = load_object(reference)  # (code that builds its client as it is imported)
+        return path(CapturedRun(journal, session_id, target, reference, options, trust, save))

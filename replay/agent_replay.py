@@ -15,7 +15,7 @@ and hands what the runtime journals now to the shared verdict (`replay._verdict`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from agentloop import (
@@ -42,28 +42,23 @@ from ._follow import RecordingFollower
 from ._live import checked_live
 from ._run import Drive, completed, replay_session, run_code
 from ._verdict import ReplayResult
-from .normalize import DEFAULT_RULES, NormalizationRules
+from .options import ReplayOptions
 from .recorded import RecordedClock, RecordedLLM, RecordedTools
 
-__all__ = ["LiveModel", "agent_for", "live_model_for", "replay_agent_session"]
-
-LiveModel = bool | str | LLMProvider | None
-"""What answers off the record: None/False (nothing: the replay stops), True or ``"agent"``
-(the agent's own model), ``"module:factory"`` (a factory returning a model), or a model."""
+__all__ = ["agent_for", "live_model_for", "replay_agent_session"]
 
 
 def agent_for(
     started: SessionStarted,
     session_id: str,
-    override: str | Agent | None,
-    trust: TrustList | None = None,
+    options: ReplayOptions,
     *,
     where: str | None = None,
 ) -> Agent:
-    """The agent to replay a session with: the override, else the recorded reference.
+    """The agent to replay a session with: ``options.agent``, else the recorded reference.
 
-    A recorded reference runs only when ``trust`` (default: `TrustList.discover`) allows
-    it; an override runs as given. ``where`` names the session in messages (default
+    A recorded reference runs only when the options' trust list allows it; one given in
+    the options runs as given. ``where`` names the session in messages (default
     ``session ID``).
 
     Raises:
@@ -71,24 +66,24 @@ def agent_for(
         UntrustedReferenceError: only the recorded reference is there, and it is not
             trusted.
     """
-    if isinstance(override, Agent):
-        return override
-    trust = trust or TrustList.discover()
-    reference = trust.choose(started.agent, override, where=where or f"session {session_id}")
+    if isinstance(options.agent, Agent):
+        return options.agent
+    trust = options.trust_list()
+    reference = trust.choose(started.agent, options.agent, where=where or f"session {session_id}")
     trust.activate()
     seed = started.metadata.get("seed")
     return load_agent(reference, **({"seed": seed} if isinstance(seed, int) else {}))
 
 
-def live_model_for(spec: LiveModel, agent: Agent) -> LLMProvider | None:
+def live_model_for(spec: object, agent: Agent) -> LLMProvider | None:
     """The model that answers off the record in a replay of ``agent``, from ``spec``.
 
-    A ``module:factory`` is given by the user, so it runs as given (see
-    `agentloop.TrustList`), imported from the trust list's folders.
+    ``spec`` is `ReplayOptions.live_model`. A ``module:factory`` is given by the user, so
+    it runs as given (see `agentloop.TrustList`), imported from the trust list's folders.
 
     Raises:
-        AgentLoadError: the agent has no model of its own, or the factory cannot be
-            imported or does not return a model.
+        AgentLoadError: the agent has no model of its own, the factory cannot be imported
+            or does not return a model, or ``spec`` is an object that is no model.
     """
     if spec is None or spec is False:
         return None
@@ -108,6 +103,11 @@ def live_model_for(spec: LiveModel, agent: Agent) -> LLMProvider | None:
                 "no async complete(request)"
             )
         return built
+    if not isinstance(spec, LLMProvider):
+        raise AgentLoadError(
+            f"live model {type(spec).__name__}: an agentloop agent goes on live with an "
+            "object that has an async complete(request)"
+        )
     return spec
 
 
@@ -115,11 +115,9 @@ def replay_agent_session(
     journal: Journal,
     session_id: str,
     agent: Agent,
+    options: ReplayOptions | None = None,
     *,
-    live: bool | Iterable[str] = False,
-    live_model: LLMProvider | None = None,
     save: bool = False,
-    rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Re-run ``agent`` on a session's recorded inputs and compare with the recording.
 
@@ -127,18 +125,20 @@ def replay_agent_session(
         journal: the journal holding the session.
         session_id: the session to replay.
         agent: the agent to run (its model and tools are swapped for recorded ones).
-        live: tools to run for real (``True``: all) instead of serving the recording.
-        live_model: the model that answers where no recorded output fits (the replay
-            diverged, or ran past the recording); from there the tools run live too, as
-            in the original run. Without one the replay stops there.
+        options: how the replay runs (`ReplayOptions`): the tools run live; the live model
+            that answers where no recorded output fits (the replay diverged, or ran past
+            the recording), from where the tools run live too, as in the original run
+            (without one the replay stops there); the comparison rules.
         save: keep the replay in ``journal`` (``replay_of`` the original).
-        rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
         SessionNotFoundError: no such session.
         AgentLoopError: a tool named live that the agent does not have.
+        AgentLoadError: the live model cannot be built.
     """
-    named = checked_live(live, (tool.name for tool in agent.tools))
+    options = options or ReplayOptions()
+    live_model = live_model_for(options.live_model, agent)
+    named = checked_live(options.live_tools, (tool.name for tool in agent.tools))
 
     def drive(
         scratch: Journal,
@@ -147,7 +147,7 @@ def replay_agent_session(
         recorded: Sequence[RecordedEvent],
         started: SessionStarted,
     ) -> Drive:
-        llm = RecordedLLM(recorded, follower=follower, live=live_model)
+        llm = RecordedLLM(recorded, follower=follower, live_model=live_model)
         tools = RecordedTools(
             recorded,
             named,
@@ -165,7 +165,12 @@ def replay_agent_session(
         return Drive(llm=llm, tools=tools, error=error, agent=agent.reference)
 
     return replay_session(
-        journal, session_id, drive, save=save, live_model=live_model is not None, rules=rules
+        journal,
+        session_id,
+        drive,
+        save=save,
+        live_model=live_model is not None,
+        rules=options.rules,
     )
 
 

@@ -23,10 +23,10 @@ No server, no API key: nothing leaves the process unless a tool or the model is 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from agentloop import AgentLoadError, AgentLoopError, TrustList
+from agentloop import AgentLoadError, AgentLoopError
 from capture import (
     MODEL_CALL,
     REPLAY_STOPPED,
@@ -54,12 +54,13 @@ from journal import (
     loads_strict,
 )
 
+from ._captured import CapturedRun
 from ._follow import RecordingFollower
 from ._live import checked_live
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
-from .normalize import DEFAULT_RULES, NormalizationRules
+from .options import ReplayOptions
 from .recorded import (
     RecordedClock,
     RecordedLLM,
@@ -103,26 +104,22 @@ class EntryPlayer(Player):
     Args:
         recorded: the recorded session.
         follower: whether the replay still matches the recording.
-        live_tools: tools to run for real (``True``: every tool without side effects).
-        allowed_side_effects: tools with side effects that may run for real.
-        live_model: the client's real model answers where no recorded response fits.
+        options: the tools to run for real (``live_tools``), those with side effects that
+            may (``allow_side_effects``), and whether the client's real model answers where
+            no recorded response fits (``live_model``).
     """
 
     def __init__(
         self,
         recorded: Sequence[RecordedEvent],
         follower: RecordingFollower,
-        *,
-        live_tools: bool | Collection[str] = False,
-        allowed_side_effects: Collection[str] = (),
-        live_model: bool = False,
+        options: ReplayOptions,
     ) -> None:
         self.follower = follower
+        self.options = options
+        self.live_model = bool(options.live_model)
         self.llm = RecordedLLM(recorded, follower=follower)
-        self.tools = RecordedTools(recorded, follower=follower if live_model else None)
-        self.live_tools = live_tools
-        self.allowed = frozenset(allowed_side_effects)
-        self.live_model = live_model
+        self.tools = RecordedTools(recorded, follower=follower if self.live_model else None)
         self._recorded = recorded
         self._unfinished = _unfinished_calls(recorded)
         asked = [
@@ -234,7 +231,7 @@ class EntryPlayer(Player):
                 f"replay stopped: {outer} runs for real and calls the model, which a replay "
                 "serves only to the entry itself (--live-model lets it call the model)",
             )
-        if tool is not None and side_effects and tool not in self.allowed:
+        if tool is not None and side_effects and tool not in self.options.allow_side_effects:
             raise HaltSession(
                 REPLAY_STOPPED,
                 f"replay stopped: {outer} runs for real and calls {tool}, which has side "
@@ -243,14 +240,15 @@ class EntryPlayer(Player):
 
     def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
         """The recorded outcome of a call, or a live run where allowed; see the module."""
-        named = not isinstance(self.live_tools, bool) and tool in self.live_tools
-        every = self.live_tools is True and not side_effects
+        allowed = self.options.allow_side_effects
+        named = tool in self.options.named_live
+        every = self.options.live_tools is True and not side_effects
         recorded = self.tools.take(tool, args)
         # with a live model, tools run for real off the record: a call the recording never
         # ran, or any call once what the replay wrote left the recording
         past = self.tools.follower is not None and (recorded is None or not self.follower.fits())
-        if named or every or (past and (not side_effects or tool in self.allowed)):
-            if side_effects and tool not in self.allowed:
+        if named or every or (past and (not side_effects or tool in allowed)):
+            if side_effects and tool not in allowed:
                 raise AgentLoopError(
                     f"tool {tool} has side effects: it runs for real in a replay only when "
                     f"allowed too (--allow-side-effects {tool})"
@@ -321,7 +319,7 @@ def _check_not_a_method(entry: Any) -> None:
         )
 
 
-def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str]) -> None:
+def _check_tools(entry: Any, options: ReplayOptions) -> None:
     """Refuse bad tool names before anything runs.
 
     A tool named live or allowed must be one the entry's capture decorated; a tool with
@@ -331,9 +329,11 @@ def _check_tools(entry: Any, live: bool | frozenset[str], allowed: frozenset[str
     if capture is None:
         return
     known: dict[str, Any] = capture.tools
-    named_live = set() if isinstance(live, bool) else set(live)
-    checked_live(named_live | allowed, known)
-    risky = sorted(name for name in named_live if known[name].side_effects and name not in allowed)
+    allowed = options.allow_side_effects
+    checked_live(options.named_live | allowed, known)
+    risky = sorted(
+        name for name in options.named_live if known[name].side_effects and name not in allowed
+    )
     if risky:
         raise AgentLoopError(
             f"tool {risky[0]} has side effects: it runs for real in a replay only when "
@@ -345,12 +345,9 @@ def replay_entry(
     journal: Journal,
     session_id: str,
     entry: Any,
+    options: ReplayOptions | None = None,
     *,
-    live_tools: bool | Iterable[str] = False,
-    allowed_side_effects: Iterable[str] = (),
-    live_model: bool = False,
     save: bool | ForkPoint = False,
-    rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Call a captured session's entry again with its recorded arguments, and compare.
 
@@ -358,21 +355,27 @@ def replay_entry(
         journal: the journal holding the session.
         session_id: the captured session.
         entry: the entry function (decorated with `capture.Capture.entry`).
-        live_tools: tools to run for real (``True``: every tool without side effects).
-        allowed_side_effects: tools with side effects that may run for real.
-        live_model: where no recorded response fits, call the client's real model.
+        options: how the replay runs (`ReplayOptions`): the tools run for real
+            (``live_tools``; ``True``: every tool without side effects), the tools with
+            side effects that may (``allow_side_effects``), whether the client's real
+            model answers where no recorded response fits (``live_model``: ``"agent"`` or
+            True), the comparison rules.
         save: keep the replay in ``journal``; a `ForkPoint` keeps it as a fork instead.
-        rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
         AgentLoadError: ``entry`` is not callable, or the session keeps no arguments.
+        AgentLoopError: a live model other than the client's own, or a tool name the
+            entry's capture does not have.
     """
+    options = options or ReplayOptions()
+    if options.live_model not in (None, True, "agent"):
+        raise AgentLoopError(
+            "an entry session goes on live with the client it was captured with: --live-model agent"
+        )
     if not callable(entry):
         raise AgentLoadError(f"{type(entry).__name__} is not an entry function")
     _check_not_a_method(entry)
-    live = live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
-    allowed = frozenset(allowed_side_effects)
-    _check_tools(entry, live, allowed)
+    _check_tools(entry, options)
 
     def drive(
         scratch: Journal,
@@ -382,13 +385,7 @@ def replay_entry(
         started: SessionStarted,
     ) -> Drive:
         inputs = _entry_inputs(started.metadata.get(ENTRY_INPUTS_KEY), session_id)
-        player = EntryPlayer(
-            recorded,
-            follower,
-            live_tools=live,
-            allowed_side_effects=allowed,
-            live_model=live_model,
-        )
+        player = EntryPlayer(recorded, follower, options)
         target = ReplayTarget(
             journal=scratch,
             session_id=replay_id,
@@ -411,38 +408,16 @@ def replay_entry(
             uncalled=player.tools.unserved(),
         )
 
-    return replay_session(journal, session_id, drive, save=save, live_model=live_model, rules=rules)
-
-
-def replay_captured(
-    journal: Journal,
-    session_id: str,
-    target: object,
-    *,
-    reference: str | None,
-    live: bool | Iterable[str] = False,
-    live_model: object = None,
-    allow_side_effects: Iterable[str] = (),
-    trust: TrustList | None = None,
-    save: bool | ForkPoint = False,
-    rules: NormalizationRules = DEFAULT_RULES,
-) -> ReplayResult:
-    """How `replay.Replayer` replays entry sessions (see `replay._captured`).
-
-    ``live_model`` ``agent`` (or True) lets the client's real model answer off the record.
-    """
-    del reference, trust  # (an entry records no other reference)
-    if live_model not in (None, False, True, "agent"):
-        raise AgentLoopError(
-            "an entry session goes on live with the client it was captured with: --live-model agent"
-        )
-    return replay_entry(
+    return replay_session(
         journal,
         session_id,
-        target,
-        live_tools=live,
-        allowed_side_effects=allow_side_effects,
-        live_model=bool(live_model),
+        drive,
         save=save,
-        rules=rules,
+        live_model=bool(options.live_model),
+        rules=options.rules,
     )
+
+
+def replay_captured(run: CapturedRun) -> ReplayResult:
+    """How `replay.Replayer` replays entry sessions (`replay._captured.CapturedPath`)."""
+    return replay_entry(run.journal, run.session_id, run.target, run.options, save=run.save)

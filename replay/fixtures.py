@@ -8,20 +8,18 @@ halts there, by that rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentloop import Agent, TrustList
 from capture import REPLAY_STOPPED
 from journal import Journal, SessionState
 from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
 from ._session import recorded_start
 from ._verdict import ReplayResult
-from .agent_replay import LiveModel
-from .normalize import DEFAULT_RULES, NormalizationRules
+from .options import ReplayOptions
 from .replayer import Replayer
 
 __all__ = [
@@ -116,35 +114,31 @@ def _check_expectation(expect: dict[str, Any] | None, state: SessionState) -> st
 
 def replay_fixture(
     path: str | Path,
+    options: ReplayOptions | None = None,
     *,
-    agent: str | Agent | None = None,
     update: bool = False,
-    trust: TrustList | None = None,
-    rules: NormalizationRules = DEFAULT_RULES,
-    live_model: LiveModel = None,
-    live_tools: bool | Iterable[str] = False,
-    allow_side_effects: Iterable[str] = (),
     recorded_tools_only: bool = False,
 ) -> FixtureReplay:
     """Replay a fixture file against the current code; with ``update``, rewrite it if it moved.
 
-    The fixture's recorded agent runs only when ``trust`` (default: `TrustList.discover`)
-    allows it; ``agent`` runs as given. ``rules`` say what the comparison leaves out.
-    ``live_tools`` run for real (``True``: every tool but those declared with side effects),
-    so a fix inside a tool shows at its result; a tool declared with side effects runs for
-    real only when ``allow_side_effects`` names it too. With ``recorded_tools_only`` (the
-    pytest plugin's project-wide settings, for fixtures of several agents) only the names
-    among the recording's tools apply (`FixtureReplay.named_tools`); otherwise a name the
-    agent has no tool for is refused.
+    ``options`` (`ReplayOptions`) say how: the fixture's recorded agent runs only when
+    their trust list allows it, ``agent`` runs as given; ``rules`` say what the comparison
+    leaves out; ``live_tools`` run for real (``True``: every tool but those declared with
+    side effects), so a fix inside a tool shows at its result; a tool declared with side
+    effects runs for real only when ``allow_side_effects`` names it too. With
+    ``recorded_tools_only`` (the pytest plugin's project-wide settings, for fixtures of
+    several agents) only the names among the recording's tools apply
+    (`ReplayOptions.narrowed_to`, `FixtureReplay.named_tools`); otherwise a name the agent
+    has no tool for is refused.
 
     A fixture is rewritten only with what the code did on replies recorded for its very
     context: when the replay stopped for want of one (it diverged before the recording's
-    end) or ran with another configuration, ``update`` needs a ``live_model`` (see
-    `Replayer`) to re-record, and otherwise refuses (`FixtureReplay.refused_update`). A
-    re-recording the replay itself stopped (``replay_stopped``: a call to a tool with side
-    effects that the recording never ran) is refused too: that stop is not the code's. A
-    rewritten fixture is redacted, as `write_fixture` writes one by default: what a live
-    model or live tool said is new data.
+    end) or ran with another configuration, ``update`` needs a ``live_model`` to
+    re-record, and otherwise refuses (`FixtureReplay.refused_update`). A re-recording the
+    replay itself stopped (``replay_stopped``: a call to a tool with side effects that the
+    recording never ran) is refused too: that stop is not the code's. A rewritten fixture
+    is redacted, as `write_fixture` writes one by default: what a live model or live tool
+    said is new data.
 
     Raises:
         InvalidInputError: the file is malformed (names file:line).
@@ -160,23 +154,12 @@ def replay_fixture(
     named: frozenset[str] = frozenset()
     with Journal.open(":memory:") as journal:
         imported = import_file(journal, path)
+        options = options or ReplayOptions()
         if recorded_tools_only:
             started = recorded_start(journal, imported.session_id)
-            recorded = frozenset(spec.name for spec in started.config.tools)
-            if not isinstance(live_tools, bool):
-                live_tools = [name for name in live_tools if name in recorded]
-            allow_side_effects = [name for name in allow_side_effects if name in recorded]
-            named = frozenset(live_tools if not isinstance(live_tools, bool) else ())
-            named |= frozenset(allow_side_effects)
-        replayer = Replayer(
-            agent=agent,
-            save=True,
-            trust=trust,
-            rules=rules,
-            live_model=live_model,
-            live_tools=live_tools,
-            allow_side_effects=allow_side_effects,
-        )
+            options = options.narrowed_to(spec.name for spec in started.config.tools)
+            named = options.named_live | options.allow_side_effects
+        replayer = Replayer(options, save=True)
         result = replayer.replay(journal, imported.session_id, source=str(path))
         if result.saved:
             state = journal.state(result.replay_session_id)

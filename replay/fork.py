@@ -19,15 +19,10 @@ and past it the same rule applies (recorded outputs while it matches, then the l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentloop import (
-    Agent,
-    AgentRuntime,
-    TrustList,
-    counter_ids,
-)
+from agentloop import Agent, AgentRuntime, counter_ids
 from journal import (
     CAPTURED_WITH_KEY,
     InvalidInputError,
@@ -37,12 +32,13 @@ from journal import (
     UserInput,
 )
 
-from ._captured import CapturedReplay, captured_replay, run_captured
+from ._captured import CapturedPath, captured_path, run_captured
 from ._follow import RecordingFollower
+from ._live import checked_live
 from ._run import ForkPoint
 from ._session import free_session_id, load_recording
-from .agent_replay import LiveModel, agent_for, live_model_for
-from .normalize import DEFAULT_RULES, NormalizationRules
+from .agent_replay import agent_for, live_model_for
+from .options import ReplayOptions
 from .recorded import RecordedLLM, RecordedTools
 
 __all__ = ["ForkResult", "fork"]
@@ -93,22 +89,18 @@ def fork(
     journal: Journal,
     session_id: str,
     at_seq: int,
-    *,
-    agent: str | Agent | None = None,
-    trust: TrustList | None = None,
-    rules: NormalizationRules = DEFAULT_RULES,
-    live_model: LiveModel = True,
-    allow_side_effects: Iterable[str] = (),
+    options: ReplayOptions | None = None,
 ) -> ForkResult:
     """Fork ``session_id`` after event ``at_seq`` into a new session and run it on.
 
-    The recorded agent runs only when ``trust`` (default: `TrustList.discover`) allows it;
-    ``agent`` runs as given. ``rules`` say what counts as volatile when the fork is matched
-    against the recording. ``live_model`` answers once the recording no longer fits (by
-    default the agent's own model; see `Replayer`); with none, or an agent without a
-    model, the fork stops there with a halt of rule ``replay_stopped``. A captured
-    session's tools declared with side effects run for real only when named in
-    ``allow_side_effects``.
+    ``options`` (`ReplayOptions`) say how: the recorded agent runs only when their trust
+    list allows it, ``agent`` runs as given; ``rules`` say what counts as volatile when the
+    fork is matched against the recording; ``live_model`` answers once the recording no
+    longer fits (without options: the agent's own model, ``live_model=True``); with none,
+    or an agent without a model, the fork stops there with a halt of rule
+    ``replay_stopped``. Tools named in ``live_tools`` run for real from the fork point on
+    (a fix inside a tool can be forked on); a captured session's tools declared with side
+    effects run for real only when named in ``allow_side_effects``.
 
     Raises:
         SessionNotFoundError: no such session.
@@ -117,39 +109,31 @@ def fork(
             named cannot be built.
         UntrustedReferenceError: the recorded agent is not trusted (and none was given).
         AgentLoopError: a captured session whose code now leaves the recording before the
-            fork point (nothing is written).
+            fork point (nothing is written), or a tool named live the agent does not have.
     """
+    options = options or ReplayOptions(live_model=True)
     recorded, started = load_recording(journal, session_id)
     if not 0 <= at_seq < len(recorded):
         raise InvalidInputError(
             f"session {session_id}: cannot fork at seq {at_seq}; it has seqs 0..{len(recorded) - 1}"
         )
-    replay = captured_replay(started.metadata.get(CAPTURED_WITH_KEY))
-    if replay is not None and not isinstance(agent, Agent):
-        return _fork_captured(
-            replay,
-            journal,
-            session_id,
-            started,
-            ForkPoint(at_seq),
-            agent=agent,
-            trust=trust,
-            rules=rules,
-            live_model=live_model,
-            allow_side_effects=allow_side_effects,
-        )
-    built = agent_for(started, session_id, agent, trust)
+    path = captured_path(started.metadata.get(CAPTURED_WITH_KEY))
+    if path is not None and not isinstance(options.agent, Agent):
+        return _fork_captured(path, journal, session_id, started, ForkPoint(at_seq), options)
+    built = agent_for(started, session_id, options)
+    live_model = options.live_model
     live = None if live_model is True and built.llm is None else live_model_for(live_model, built)
+    named = checked_live(options.live_tools, (tool.name for tool in built.tools))
     fork_id = free_session_id(journal, session_id, "fork")
     prefix = recorded[: at_seq + 1]
     _copy_prefix(journal, fork_id, prefix, started, built)
-    follower = RecordingFollower(journal, fork_id, recorded, rules, checked=at_seq)
+    follower = RecordingFollower(journal, fork_id, recorded, options.rules, checked=at_seq)
     after = recorded[at_seq + 1 :]
     runtime = AgentRuntime(
         built,
         journal,
-        llm=RecordedLLM(recorded, follower=follower, live=live),
-        tools=RecordedTools(after, follower=follower),
+        llm=RecordedLLM(recorded, follower=follower, live_model=live),
+        tools=RecordedTools(after, named, follower=follower),
         ids=counter_ids(fork_id),
     )
     inputs = [item.event.text for item in after if isinstance(item.event, UserInput)]
@@ -175,32 +159,16 @@ def fork(
 
 
 def _fork_captured(
-    replay: CapturedReplay,
+    path: CapturedPath,
     journal: Journal,
     session_id: str,
     started: SessionStarted,
     point: ForkPoint,
-    *,
-    agent: str | None,
-    trust: TrustList | None,
-    rules: NormalizationRules,
-    live_model: LiveModel,
-    allow_side_effects: Iterable[str],
+    options: ReplayOptions,
 ) -> ForkResult:
     """Fork a captured session by re-running its code and keeping the run as a fork."""
-    result = run_captured(
-        replay,
-        journal,
-        session_id,
-        started,
-        agent=agent,
-        trust=trust,
-        where=f"session {session_id}",
-        live_model=live_model,
-        allow_side_effects=allow_side_effects,
-        save=point,
-        rules=rules,
-    )
+    where = f"session {session_id}"
+    result = run_captured(path, journal, session_id, started, options, where=where, save=point)
     state = journal.state(result.replay_session_id)
     divergence = result.behaviour_divergence
     return ForkResult(

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from agentloop import AgentLoadError, AgentLoopError, ToolOutcome, TrustList
+from agentloop import AgentLoadError, AgentLoopError, ToolOutcome
 from capture import RecordedOrder, Recorder, rebuilt
 from journal import (
     ActionCommitted,
@@ -45,11 +45,12 @@ from journal import (
     failure_of,
 )
 
+from ._captured import CapturedRun
 from ._crashes import RecordedCrashes
 from ._follow import RecordingFollower
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
-from .normalize import DEFAULT_RULES, NormalizationRules
+from .options import ReplayOptions
 from .recorded import OffTheRecord, RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools
 
 __all__ = [
@@ -133,8 +134,9 @@ class RecordedToolPort:
     Args:
         recorded: the recorded session.
         recorder: the replay's recorder (for the seq being written).
-        live: ``True`` to run every tool for real, or the names of the tools to run live.
-        live_tools: the loop's own tool port, which runs the live tools.
+        live_tools: ``True`` to run every tool for real, or the names of the tools to run
+            live (`ReplayOptions.live_tools`).
+        tool_port: the loop's own tool port, which runs the live tools.
         follower: when given, every tool runs live once the replay left the recording.
         crashes: the recording's crashes, shared with the model port (`replay._crashes`).
     """
@@ -144,24 +146,26 @@ class RecordedToolPort:
         recorded: Sequence[RecordedEvent],
         recorder: Recorder,
         *,
-        live: bool | Iterable[str] = False,
-        live_tools: ToolPort | None = None,
+        live_tools: bool | Iterable[str] = False,
+        tool_port: ToolPort | None = None,
         follower: RecordingFollower | None = None,
         crashes: RecordedCrashes | None = None,
     ) -> None:
         self.tools = RecordedTools(
-            recorded, live if isinstance(live, bool) else frozenset(live), follower=follower
+            recorded,
+            live_tools if isinstance(live_tools, bool) else frozenset(live_tools),
+            follower=follower,
         )
         self._crashes = crashes if crashes is not None else RecordedCrashes(recorded)
         self._recorder = recorder
-        self._live_tools = live_tools
+        self._tool_port = tool_port
         self._follower = follower
 
     def __call__(self, tool: str, args: Mapping[str, Any]) -> Any:
         """Serve (or, for a live tool, run and compare) one call of a plain loop."""
-        if self.tools.is_live(tool) and self._live_tools is None:
-            raise ValueError(f"{tool} is to run live, but replay_loop was given no live_tools")
-        port = self._live_tools
+        if self.tools.is_live(tool) and self._tool_port is None:
+            raise ValueError(f"{tool} is to run live, but replay_loop was given no tool_port")
+        port = self._tool_port
         return self.run(tool, args, None if port is None else lambda: port(tool, dict(args)))
 
     def run(self, tool: str, args: Mapping[str, Any], live: Callable[[], Any] | None) -> Any:
@@ -246,12 +250,11 @@ def replay_loop(
     journal: Journal,
     session_id: str,
     run: LoopRun,
+    options: ReplayOptions | None = None,
     *,
-    live: bool | Iterable[str] = False,
-    live_tools: ToolPort | None = None,
-    live_model: Callable[..., Any] | None = None,
+    tool_port: ToolPort | None = None,
+    model_port: Callable[..., Any] | None = None,
     save: bool | ForkPoint = False,
-    rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Re-run a recorder-made session through ``run`` with its recorded inputs, and compare.
 
@@ -259,18 +262,25 @@ def replay_loop(
         journal: the journal holding the session.
         session_id: the session to replay.
         run: the loop's entry point, ``run(llm, tools, recorder, inputs)``.
-        live: tools to run for real (``True``: all) instead of serving the recording.
-        live_tools: the loop's own tool port, needed when ``live`` names tools (and when
-            ``live_model`` re-records: off the record every tool runs live).
-        live_model: the loop's own model port, answering where no recorded output fits;
-            without one the replay stops there.
+        options: how the replay runs (`ReplayOptions`): the tools to run for real
+            (``live_tools``), through ``tool_port``; whether to go on live where no recorded
+            output fits (``live_model``: True or ``"agent"``), with ``model_port`` (off the
+            record every tool runs live, through ``tool_port``); the comparison rules.
+        tool_port: the loop's own tool port, needed when ``options`` names tools live (and
+            when it goes on live: off the record every tool runs live).
+        model_port: the loop's own model port, answering where no recorded output fits
+            when ``options.live_model`` says so; without one the replay stops there.
         save: keep the replay in ``journal`` (``replay_of`` the original); a `ForkPoint`
             keeps it as a fork instead (see `replay._run`).
-        rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
         SessionNotFoundError: no such session.
+        AgentLoopError: a live model other than the loop's own (``model_port``).
     """
+    options = options or ReplayOptions()
+    if options.live_model not in (None, True, "agent"):
+        raise _needs_ports(session_id)
+    live_model = model_port if options.live_model else None
 
     def drive(
         scratch: Journal,
@@ -292,8 +302,8 @@ def replay_loop(
         tools = RecordedToolPort(
             recorded,
             recorder,
-            live=live,
-            live_tools=live_tools,
+            live_tools=options.live_tools,
+            tool_port=tool_port,
             follower=follower if live_model is not None else None,
             crashes=crashes,
         )
@@ -301,44 +311,41 @@ def replay_loop(
         return Drive(llm=llm.llm, tools=tools.tools, error=error, agent=started.agent)
 
     return replay_session(
-        journal, session_id, drive, save=save, live_model=live_model is not None, rules=rules
+        journal,
+        session_id,
+        drive,
+        save=save,
+        live_model=live_model is not None,
+        rules=options.rules,
     )
 
 
-def replay_captured(
-    journal: Journal,
-    session_id: str,
-    target: object,
-    *,
-    reference: str | None,
-    live: bool | Iterable[str] = False,
-    live_model: object = None,
-    allow_side_effects: Iterable[str] = (),
-    trust: TrustList | None = None,
-    save: bool | ForkPoint = False,
-    rules: NormalizationRules = DEFAULT_RULES,
-) -> ReplayResult:
-    """Replay a session a hand-written loop journaled, through ``target``, its ``run``.
+def replay_captured(run: CapturedRun) -> ReplayResult:
+    """Replay a session a hand-written loop journaled, through its ``run`` (the target).
 
-    How `replay.Replayer` replays sessions whose ``captured_with`` is ``recorder``. Its
-    model and tools live need the loop's own ports, which only `replay_loop` takes: a
-    replay or fork from here has no live model (``live_model`` True, "the agent's own if
-    any", is none), so it stops where the recording no longer fits.
+    How `replay.Replayer` replays sessions whose ``captured_with`` is ``recorder``
+    (`replay._captured.CapturedPath`). Its model and tools live need the loop's own ports,
+    which only `replay_loop` takes: a replay or fork from here has no live model
+    (``live_model`` True, "the agent's own if any", is none), so it stops where the
+    recording no longer fits.
 
     Raises:
-        AgentLoadError: ``target`` is not callable, or the live model cannot be built.
-        AgentLoopError: live tools were asked for (the loop's own tool port is needed:
-            call `replay_loop` with ``live_tools``).
+        AgentLoadError: the target is not callable.
+        AgentLoopError: live tools or another live model were asked for (the loop's own
+            ports are needed: call `replay_loop` with ``tool_port`` / ``model_port``).
     """
-    if not callable(target):
+    if not callable(run.target):
         raise AgentLoadError(
-            f"agent {reference}: {type(target).__name__} is not a loop's run function"
+            f"agent {run.reference}: {type(run.target).__name__} is not a loop's run function"
         )
-    del allow_side_effects, trust  # (a hand-written loop declares neither)
-    if live or (live_model and live_model is not True):  # True: the loop's own, if any
-        raise AgentLoopError(
-            f"session {session_id} is a hand-written loop: running its tools or its model "
-            "live needs the loop's own ports; call replay.replay_loop(..., live_tools=..., "
-            "live_model=...)"
-        )
-    return replay_loop(journal, session_id, target, save=save, rules=rules)
+    if run.options.live_tools:
+        raise _needs_ports(run.session_id)
+    return replay_loop(run.journal, run.session_id, run.target, run.options, save=run.save)
+
+
+def _needs_ports(session_id: str) -> AgentLoopError:
+    return AgentLoopError(
+        f"session {session_id} is a hand-written loop: running its tools or its model "
+        "live needs the loop's own ports; call replay.replay_loop(..., tool_port=..., "
+        "model_port=...)"
+    )

@@ -103,7 +103,7 @@ class RecordedLLM:
     run's crash (a halt with rule ``error``), the request fails again with the recorded
     message (``failure`` builds the exception the loop turns into that halt).
 
-    Off the record (the replay diverged, or asks past the recording's end) the ``live``
+    Off the record (the replay diverged, or asks past the recording's end) the ``live_model``
     model answers when there is one (`went_live_at` says from where); without one, the
     request raises `journal.HaltSession` with rule `REPLAY_STOPPED`, so a saved replay
     ends there with a halt that says why. ``exhaustion`` records a request past the end
@@ -112,7 +112,7 @@ class RecordedLLM:
     Args:
         recorded: the recorded session.
         follower: tells whether the replay still matches the recording (None: always).
-        live: the model that answers off the record, if any.
+        live_model: the model that answers off the record, if any.
         failure: builds the exception raised where the recording holds a crash (from its
             halt); None when the crash did not come out of this call (the request then
             goes on as one the recording has no output for).
@@ -123,13 +123,13 @@ class RecordedLLM:
         recorded: Sequence[RecordedEvent],
         *,
         follower: RecordingFollower | None = None,
-        live: LLMProvider | None = None,
+        live_model: LLMProvider | None = None,
         failure: Callable[[AgentHalted], BaseException | None] = _model_failure,
     ) -> None:
         self._recorded = list(recorded)
         self._proposals = sum(isinstance(item.event, ActionProposed) for item in recorded)
         self.follower = follower
-        self.live = live
+        self.live_model = live_model
         self._failure = failure
         self.served = 0
         """How many recorded outputs were served."""
@@ -194,11 +194,11 @@ class RecordedLLM:
         try:
             return self.next_response(request.seq)
         except OffTheRecord as off:
-            if self.live is None:
+            if self.live_model is None:
                 raise self.stop(off) from off
             if self.went_live_at is None:
                 self.went_live_at = request.seq
-            return await self.live.complete(request)
+            return await self.live_model.complete(request)
 
     def stop(self, off: OffTheRecord) -> HaltSession:
         """The halt of a replay that found no recorded output at ``off.seq`` (and notes it)."""
@@ -244,13 +244,13 @@ class RecordedTools:
 
     Args:
         events: the recorded session.
-        live: tool names to run for real instead (``True`` for every tool).
+        live_tools: tool names to run for real instead (``True`` for every tool).
         follower: when given, every tool runs for real once the replay no longer follows
             the recording (a live model re-records from there, as the original ran).
     """
 
     events: Sequence[RecordedEvent]
-    live: bool | frozenset[str] = False
+    live_tools: bool | frozenset[str] = False
     follower: RecordingFollower | None = None
     unrecorded: list[UnrecordedCall] = field(default_factory=list)
     live_differences: list[LiveDifference] = field(default_factory=list)
@@ -266,7 +266,8 @@ class RecordedTools:
 
     def is_live(self, tool: str) -> bool:
         """True when ``tool`` runs for real in this replay (now)."""
-        if self.live is True or (isinstance(self.live, frozenset) and tool in self.live):
+        live = self.live_tools
+        if live is True or (isinstance(live, frozenset) and tool in live):
             return True
         return self.follower is not None and not self.follower.fits()
 

@@ -15,16 +15,14 @@ with the seq, the expected and the actual event, and the field-level difference.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from agentloop import Agent, TrustList
+from agentloop import Agent
 from journal import CAPTURED_WITH_KEY, Journal
 
-from ._captured import captured_replay, run_captured
+from ._captured import captured_path, run_captured
 from ._session import recorded_start
 from ._verdict import DivergenceError, ReplayResult
-from .agent_replay import LiveModel, agent_for, live_model_for, replay_agent_session
-from .normalize import DEFAULT_RULES, NormalizationRules
+from .agent_replay import agent_for, replay_agent_session
+from .options import ReplayOptions
 
 __all__ = ["Replayer"]
 
@@ -33,44 +31,18 @@ class Replayer:
     """Re-runs recorded sessions with the current code.
 
     Args:
-        agent: the agent (or ``module:factory``) to run instead of the recorded reference.
-        live_tools: ``True`` to run every tool for real, or the names of tools to run live;
-            by default every tool result comes from the recording (no side effects).
-        save: store the replay in the journal as a new session with ``replay_of``.
-        rules: what counts as volatile; see `replay.normalize`.
-        trust: which recorded references may run (default: `TrustList.discover` from the
-            current folder when a replay starts); ``agent`` runs whatever it says.
-        live_model: what answers where no recorded model output fits the replay's context
-            (it diverged, or ran past the recording): ``"agent"`` (or True) for the
-            agent's own model, ``"module:factory"`` for a factory that returns one, or a
-            model object. From there the replay re-records, its tools running live as in
-            the original run. Without one (the default) the replay stops there with a
-            halt of rule ``replay_stopped``, and no recorded reply is ever served to a
-            context it was not recorded for.
-        allow_side_effects: tools declared with side effects (`capture.Capture.tool`)
-            that may run for real when named live.
+        options: how the replays run (`ReplayOptions`: the agent to run instead of the
+            recorded one, tools run live, tools with side effects allowed, a live model,
+            the comparison rules, the trust list). By default every model reply and tool
+            outcome comes from the recording: no API key, no side effects.
+        save: store each replay in the journal as a new session with ``replay_of``.
     """
 
-    def __init__(
-        self,
-        *,
-        agent: str | Agent | None = None,
-        live_tools: bool | Iterable[str] = False,
-        save: bool = False,
-        rules: NormalizationRules = DEFAULT_RULES,
-        trust: TrustList | None = None,
-        live_model: LiveModel = None,
-        allow_side_effects: Iterable[str] = (),
-    ) -> None:
-        self.agent = agent
-        self.live_model = live_model
-        self.allow_side_effects = frozenset(allow_side_effects)
-        self.live: bool | frozenset[str] = (
-            live_tools if isinstance(live_tools, bool) else frozenset(live_tools)
-        )
+    def __init__(self, options: ReplayOptions | None = None, *, save: bool = False) -> None:
+        if options is not None and not isinstance(options, ReplayOptions):
+            raise TypeError(f"Replayer takes ReplayOptions, not {type(options).__name__}")
+        self.options = options or ReplayOptions()
         self.save = save
-        self.rules = rules
-        self.trust = trust
 
     def replay(
         self, journal: Journal, session_id: str, *, source: str | None = None
@@ -84,33 +56,15 @@ class Replayer:
             AgentLoadError: no agent to run, or it cannot be built.
             UntrustedReferenceError: the recorded reference is not trusted (and none given).
         """
+        options = self.options
         started = recorded_start(journal, session_id)  # the run reads the whole recording
         where = f"session {session_id}" if source is None else f"{source}: session {session_id}"
         kind = started.metadata.get(CAPTURED_WITH_KEY)
-        if isinstance(self.agent, Agent) or (replay_captured := captured_replay(kind)) is None:
-            agent = agent_for(started, session_id, self.agent, self.trust, where=where)
-            return replay_agent_session(
-                journal,
-                session_id,
-                agent,
-                live=self.live,
-                live_model=live_model_for(self.live_model, agent),
-                save=self.save,
-                rules=self.rules,
-            )
+        if isinstance(options.agent, Agent) or (path := captured_path(kind)) is None:
+            agent = agent_for(started, session_id, options, where=where)
+            return replay_agent_session(journal, session_id, agent, options, save=self.save)
         return run_captured(
-            replay_captured,
-            journal,
-            session_id,
-            started,
-            agent=self.agent,
-            trust=self.trust,
-            where=where,
-            live=self.live,
-            live_model=self.live_model,
-            allow_side_effects=self.allow_side_effects,
-            save=self.save,
-            rules=self.rules,
+            path, journal, session_id, started, options, where=where, save=self.save
         )
 
     def replay_or_raise(self, journal: Journal, session_id: str) -> ReplayResult:

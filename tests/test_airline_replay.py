@@ -27,7 +27,7 @@ from journal import (
     apply,
     import_openai,
 )
-from replay import Replayer, ReplayResult
+from replay import Replayer, ReplayOptions, ReplayResult
 
 from .helpers import run_cli
 from .openai_helpers import SAMPLE, assistant, real_transcripts, user, write_json
@@ -37,7 +37,7 @@ OUTCOMES = ("action_committed", "action_failed")
 
 
 def _replay_all(journal: Journal, **options: object) -> dict[str, ReplayResult]:
-    replayer = Replayer(agent=AIRLINE, **options)  # type: ignore[arg-type]
+    replayer = Replayer(ReplayOptions(agent=AIRLINE, **options))  # type: ignore[arg-type]
     return {s.session_id: replayer.replay(journal, s.session_id) for s in journal.sessions()}
 
 
@@ -80,7 +80,7 @@ def test_every_real_session_replays_without_a_crash(airline_journal: Journal) ->
 
 
 def test_a_user_id_as_a_reservation_code_is_corrected(airline_journal: Journal) -> None:
-    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-22")
+    result = Replayer(ReplayOptions(agent=AIRLINE)).replay(airline_journal, "airline-qwen2.5-7b-22")
     divergence = result.first_divergence
     assert divergence is not None and divergence.seq == 14
     assert divergence.expected is not None and divergence.actual is not None
@@ -93,7 +93,7 @@ def test_a_user_id_as_a_reservation_code_is_corrected(airline_journal: Journal) 
 
 
 def test_a_runaway_turn_is_stopped_by_the_step_limit(airline_journal: Journal) -> None:
-    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-37")
+    result = Replayer(ReplayOptions(agent=AIRLINE)).replay(airline_journal, "airline-qwen2.5-7b-37")
     divergence = result.first_divergence
     assert divergence is not None and divergence.actual is not None
     assert (divergence.seq, divergence.actual["stage"]) == (32, "step_limit")
@@ -102,7 +102,7 @@ def test_a_runaway_turn_is_stopped_by_the_step_limit(airline_journal: Journal) -
 
 
 def test_a_round_trip_without_a_return_flight_is_refused(airline_journal: Journal) -> None:
-    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-27")
+    result = Replayer(ReplayOptions(agent=AIRLINE)).replay(airline_journal, "airline-qwen2.5-7b-27")
     divergence = result.first_divergence
     assert divergence is not None and divergence.actual is not None
     assert (divergence.actual["stage"], divergence.actual["tool"]) == ("guard", "book_reservation")
@@ -110,7 +110,7 @@ def test_a_round_trip_without_a_return_flight_is_refused(airline_journal: Journa
 
 
 def test_a_tool_call_written_as_text_is_scavenged(airline_journal: Journal) -> None:
-    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-10")
+    result = Replayer(ReplayOptions(agent=AIRLINE)).replay(airline_journal, "airline-qwen2.5-7b-10")
     divergence = result.first_divergence
     assert divergence is not None and divergence.actual is not None
     assert divergence.seq == 4
@@ -121,7 +121,7 @@ def test_a_tool_call_written_as_text_is_scavenged(airline_journal: Journal) -> N
 def test_a_harness_stop_after_errors_is_named(airline_journal: Journal) -> None:
     patient = build()
     patient.guardrails = patient.guardrails.model_copy(update={"max_identical_failures": None})
-    result = Replayer(agent=patient).replay(airline_journal, "airline-qwen2.5-7b-43")
+    result = Replayer(ReplayOptions(agent=patient)).replay(airline_journal, "airline-qwen2.5-7b-43")
     divergence = result.first_divergence
     assert divergence is not None
     assert divergence.reason.startswith("the recording stops here (too_many_errors)")
@@ -129,7 +129,7 @@ def test_a_harness_stop_after_errors_is_named(airline_journal: Journal) -> None:
 
 def test_a_failing_call_repeated_once_per_turn_is_stopped(airline_journal: Journal) -> None:
     # the recording makes the same failing call once per turn for ten turns (seq 7 to 97)
-    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-43")
+    result = Replayer(ReplayOptions(agent=AIRLINE)).replay(airline_journal, "airline-qwen2.5-7b-43")
     divergence = result.first_divergence
     assert divergence is not None and divergence.actual is not None
     assert (divergence.seq, divergence.actual["rule"]) == (30, "identical_failures")
@@ -142,7 +142,7 @@ def test_a_failing_call_repeated_once_per_turn_is_stopped(airline_journal: Journ
 
 def test_an_empty_reply_is_sent_back_to_the_model(airline_journal: Journal) -> None:
     # the harness cut this run on the model's empty message (agent_error)
-    result = Replayer(agent=AIRLINE).replay(airline_journal, "airline-qwen2.5-7b-33")
+    result = Replayer(ReplayOptions(agent=AIRLINE)).replay(airline_journal, "airline-qwen2.5-7b-33")
     divergence = result.first_divergence
     assert divergence is not None and divergence.actual is not None
     assert divergence.seq == 7
@@ -189,9 +189,13 @@ def test_live_tools_run_the_fakes_and_compare(tmp_path: Path) -> None:
     with Journal.open(tmp_path / "j.db") as journal:
         import_openai(journal, [SAMPLE], error_prefix="Error:")
         # session 0 looks up the one reservation the fake airline has: the same bytes
-        same = Replayer(agent=AIRLINE, live_tools=True).replay(journal, "airline-task-0")
+        same = Replayer(ReplayOptions(agent=AIRLINE, live_tools=True)).replay(
+            journal, "airline-task-0"
+        )
         assert same.identical and not same.live_differences
-        other = Replayer(agent=AIRLINE, live_tools=True).replay(journal, "airline-task-48")
+        other = Replayer(ReplayOptions(agent=AIRLINE, live_tools=True)).replay(
+            journal, "airline-task-48"
+        )
         assert not other.identical
 
 
@@ -236,7 +240,7 @@ def test_a_greeting_and_a_user_stop_replay_identically(tmp_path: Path) -> None:
             "user_input",
             "agent_halted",
         ]
-        result = Replayer(agent=_echo_agent()).replay(journal, "greet")
+        result = Replayer(ReplayOptions(agent=_echo_agent())).replay(journal, "greet")
         assert result.identical, result.first_divergence
         assert result.replayed_events == 7
 
@@ -253,7 +257,7 @@ def test_a_halt_between_turns_replays_identically(tmp_path: Path) -> None:
                 AgentHalted(rule="operator", reason="closed by support"),
             ],
         )
-        result = Replayer(agent=_echo_agent()).replay(journal, "between")
+        result = Replayer(ReplayOptions(agent=_echo_agent())).replay(journal, "between")
         assert result.identical, result.first_divergence
 
 
@@ -321,7 +325,9 @@ def test_every_live_tool_receives_the_recorded_argument_text(airline_journal: Jo
     divergence receives exactly the arguments the model wrote (keys in its order)."""
     from .replay_helpers import AIRLINE_CALLS
 
-    replayer = Replayer(agent="tests.replay_helpers:build_airline_spy", live_tools=True)
+    replayer = Replayer(
+        ReplayOptions(agent="tests.replay_helpers:build_airline_spy", live_tools=True)
+    )
     checked = 0
     for summary in airline_journal.sessions():
         recorded = [item.event for item in airline_journal.events(summary.session_id)]

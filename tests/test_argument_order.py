@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from agentloop import Agent, ModelResponse, Tool
 from capture import Capture, Recorder
 from journal import Journal, ToolCall, import_openai
-from replay import Replayer, replay_entry, replay_loop
+from replay import Replayer, ReplayOptions, replay_entry, replay_loop
 
 from .loop_helpers import Script
 from .openai_helpers import assistant, call, tool, user, write_json
@@ -82,7 +82,7 @@ def test_the_runtime(args: dict[str, Any]) -> None:
         return "s"
 
     def replay(journal: Journal, session: str) -> Any:
-        return Replayer(agent=_agent(), live_tools=True).replay(journal, session)
+        return Replayer(ReplayOptions(agent=_agent(), live_tools=True)).replay(journal, session)
 
     _twice(record, replay, args)
 
@@ -114,7 +114,11 @@ def test_a_loop_on_the_recorder(args: dict[str, Any]) -> None:
 
     def replay(journal: Journal, session: str) -> Any:
         return replay_loop(
-            journal, session, loop, live=["echo"], live_tools=lambda name, a: echo(a)
+            journal,
+            session,
+            loop,
+            ReplayOptions(live_tools=["echo"]),
+            tool_port=lambda name, a: echo(a),
         )
 
     _twice(record, replay, args)
@@ -178,7 +182,7 @@ def test_user_code_captured_at_the_client(args: dict[str, Any]) -> None:
         return summary.session_id
 
     def replay(journal: Journal, session: str) -> Any:
-        return replay_entry(journal, session, captured["entry"], live_tools=["echo"])
+        return replay_entry(journal, session, captured["entry"], ReplayOptions(live_tools=["echo"]))
 
     _twice(record, replay, args)
 
@@ -198,5 +202,5 @@ def test_an_imported_transcript(args: dict[str, Any]) -> None:
         path = write_json(Path(folder) / "t.json", {"id": "imported", "messages": transcript})
         import_openai(journal, [path])
         (summary,) = journal.sessions()
-        Replayer(agent=_agent(), live_tools=True).replay(journal, summary.session_id)
+        Replayer(ReplayOptions(agent=_agent(), live_tools=True)).replay(journal, summary.session_id)
     assert SEEN == [list(args.items())]

@@ -23,7 +23,7 @@ from capture import ReplayedException, exception_record, rebuilt
 from capture.clients import openai as wrapped
 from capture.requests import jsonable
 from journal import ActionCommitted, ActionFailed, ActionProposed, AgentHalted, Journal, UserInput
-from replay import replay_entry
+from replay import ReplayOptions, replay_entry
 
 from . import capture_app
 from .fake_openai import Handler, serving
@@ -297,7 +297,9 @@ def test_a_tool_calling_tools_is_one_call_journaled_and_replayed(
     assert replay_entry(journal, session, capture_app.first_lookup).identical
     assert capture_app.RESERVED == ["SKU-2"]  # served: nothing ran
 
-    live = replay_entry(journal, session, capture_app.first_lookup, live_tools=["lookup_order"])
+    live = replay_entry(
+        journal, session, capture_app.first_lookup, ReplayOptions(live_tools=["lookup_order"])
+    )
     assert live.first_divergence is not None and live.first_divergence.seq == 3
     assert (
         "replay stopped: lookup_order runs for real and calls reserve, which has side effects "
@@ -308,8 +310,7 @@ def test_a_tool_calling_tools_is_one_call_journaled_and_replayed(
         journal,
         session,
         capture_app.first_lookup,
-        live_tools=["lookup_order"],
-        allowed_side_effects=["reserve"],
+        ReplayOptions(live_tools=["lookup_order"], allow_side_effects=["reserve"]),
     )
     assert allowed.identical, allowed.first_divergence
     assert capture_app.RESERVED == ["SKU-2", "SKU-2"]
@@ -329,7 +330,9 @@ def test_a_model_call_inside_a_tool_is_part_of_its_run(
     types = [item.event.type for item in journal.events(session)]
     assert types.count("action_proposed") == 2 and types.count("action_committed") == 1
     assert replay_entry(journal, session, capture_app.first_lookup).identical
-    live = replay_entry(journal, session, capture_app.first_lookup, live_tools=["lookup_order"])
+    live = replay_entry(
+        journal, session, capture_app.first_lookup, ReplayOptions(live_tools=["lookup_order"])
+    )
     assert live.first_divergence is not None and live.first_divergence.seq == 3
     assert "replay stopped: lookup_order runs for real and calls the model" in (
         live.first_divergence.reason

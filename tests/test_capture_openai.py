@@ -28,7 +28,7 @@ from journal import (
     SessionStarted,
     UserInput,
 )
-from replay import Replayer
+from replay import Replayer, ReplayOptions
 
 openai = pytest.importorskip("openai")
 
@@ -232,11 +232,13 @@ def test_a_hand_written_loop_is_captured_and_replays(server: Server, tmp_path: P
         assert server.requests[1]["messages"][-1]["role"] == "tool"
 
         # the captured session replays through an agent with the same OpenAI tool spec
-        result = Replayer(agent=weather_agent()).replay(journal, "cap-1")
+        result = Replayer(ReplayOptions(agent=weather_agent())).replay(journal, "cap-1")
         assert result.identical, result.first_divergence
         assert result.replayed_events == 11
         # and with the tool run live, the failure's message is the runtime's own
-        live = Replayer(agent=weather_agent(), live_tools=True).replay(journal, "cap-1")
+        live = Replayer(ReplayOptions(agent=weather_agent(), live_tools=True)).replay(
+            journal, "cap-1"
+        )
         assert live.first_divergence is not None and live.first_divergence.seq == 8
         assert live.first_divergence.reason == "action_failed differs in message"
 
@@ -319,7 +321,7 @@ def test_the_provider_runs_an_agent_on_the_openai_client(server: Server, tmp_pat
             if isinstance(item.event, ActionProposed)
         )
         assert proposal.usage.cached_tokens == 32 and proposal.latency_ms is not None
-        replayed = Replayer(agent=agent).replay(journal, "live-1")
+        replayed = Replayer(ReplayOptions(agent=agent)).replay(journal, "live-1")
         assert replayed.identical, replayed.first_divergence
 
 

@@ -279,6 +279,7 @@ PUBLIC: dict[str, list[str]] = {
         "ABSENT",
         "CONFIG_FIELDS",
         "DEFAULT_RULES",
+        "EVERY_TOOL",
         "SNAPSHOT_INTERVAL",
         "Change",
         "DiffResult",
@@ -298,6 +299,7 @@ PUBLIC: dict[str, list[str]] = {
         "RecordedToolPort",
         "RecordedTools",
         "RecordingExhausted",
+        "ReplayOptions",
         "ReplayResult",
         "Replayer",
         "StateChange",
@@ -327,10 +329,11 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "replay.integrations": [
         "DEPS_FACTORY",
-        "captured_replay",
         "checked_live",
         "compared_requests",
         "first_requests",
+        "framework_live_model",
+        "recorded_deps",
     ],
     "tui": [],
 }

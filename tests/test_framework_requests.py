@@ -27,6 +27,7 @@ from agentloop import AgentLoopError
 from capture import Recorder
 from capture.frameworks import ModelRequests
 from journal import ActionProposed, Journal
+from replay import ReplayOptions
 from replay.integrations import openai_agents, pydantic_ai
 
 from .fake_openai import Handler, serving
@@ -177,9 +178,13 @@ def test_a_live_tool_the_agent_does_not_have_is_refused_by_name(
     url = "http://127.0.0.1:9/v1"  # nothing is asked: the name is refused first
     with pytest.raises(AgentLoopError) as refused:
         if integration == "pydantic-ai":
-            pydantic_ai.replay_agent(journal, "none", pydantic_agent(url), live=["lookup_ordr"])
+            pydantic_ai.replay_agent(
+                journal, "none", pydantic_agent(url), ReplayOptions(live_tools=["lookup_ordr"])
+            )
         else:
-            openai_agents.replay_agent(journal, "none", sdk_agent(url), live=["lookup_ordr"])
+            openai_agents.replay_agent(
+                journal, "none", sdk_agent(url), ReplayOptions(live_tools=["lookup_ordr"])
+            )
     assert str(refused.value) == (
         "no tool 'lookup_ordr' in this agent (tools: check_stock, lookup_order, send_email)"
     )

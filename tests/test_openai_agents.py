@@ -45,7 +45,14 @@ from pydantic import BaseModel, Field
 from capture import MissingExtraError, Recorder, rebuilt
 from capture.frameworks.openai_agents import JournalRunHooks
 from journal import Journal
-from replay import Replayer, ReplayResult, integrations, replay_fixture, write_fixture
+from replay import (
+    Replayer,
+    ReplayOptions,
+    ReplayResult,
+    integrations,
+    replay_fixture,
+    write_fixture,
+)
 from replay.integrations.openai_agents import replay_agent
 
 from .helpers import run_cli
@@ -219,12 +226,12 @@ def test_tools_run_live_on_request_and_are_compared(
     journal: Journal, session: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ran = len(RAN)
-    same = replay_agent(journal, session, weather_agent, live=["get_weather"])
+    same = replay_agent(journal, session, weather_agent, ReplayOptions(live_tools=["get_weather"]))
     assert same.identical, same.first_divergence
     # the two calls of the first response run concurrently: in either order
     assert sorted(RAN[ran : ran + 2]) == ["Atlantis", "Lisbon"] and RAN[ran + 2 :] == ["Oslo"]
     monkeypatch.setitem(CELSIUS, "Lisbon", 30.0)
-    moved = replay_agent(journal, session, weather_agent, live=True)
+    moved = replay_agent(journal, session, weather_agent, ReplayOptions(live_tools=True))
     assert [(d.tool, d.recorded_seq) for d in moved.live_differences] == [("get_weather", 3)]
     assert moved.first_divergence is not None and moved.first_divergence.seq == 3
 
@@ -382,7 +389,7 @@ def test_a_tool_that_returns_an_object_replays_identical(
     result = replay_agent(journal, session, agent)
     assert result.identical, result.first_divergence
     assert len(RAN) == ran
-    assert replay_agent(journal, session, agent, live=True).identical
+    assert replay_agent(journal, session, agent, ReplayOptions(live_tools=True)).identical
 
 
 def test_a_tool_declared_to_return_a_model_is_handed_one_in_a_replay(journal: Journal) -> None:

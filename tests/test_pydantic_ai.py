@@ -29,7 +29,7 @@ from pydantic_ai.models.test import TestModel
 from capture import MissingExtraError, Recorder
 from capture.frameworks.pydantic_ai import JournalCapability
 from journal import ActionCommitted, Journal
-from replay import Replayer, integrations, replay_fixture, write_fixture
+from replay import Replayer, ReplayOptions, integrations, replay_fixture, write_fixture
 from replay.integrations.pydantic_ai import replay_agent
 
 from .helpers import one_error_line, run_cli
@@ -186,13 +186,13 @@ def test_tools_run_live_on_request_and_are_compared(
     journal: Journal, session: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ran = len(RAN)
-    same = replay_agent(journal, session, weather_agent, live=["get_weather"])
+    same = replay_agent(journal, session, weather_agent, ReplayOptions(live_tools=["get_weather"]))
     assert same.identical, same.first_divergence
     # the two calls of the first response run concurrently: in either order
     assert sorted(RAN[ran : ran + 2]) == ["Atlantis", "Lisbon"] and RAN[ran + 2 :] == ["Oslo"]
     assert not same.live_differences
     monkeypatch.setitem(CELSIUS, "Oslo", -3.0)
-    moved = replay_agent(journal, session, weather_agent, live=True)
+    moved = replay_agent(journal, session, weather_agent, ReplayOptions(live_tools=True))
     assert [(d.tool, d.recorded, d.live) for d in moved.live_differences] == [
         ("get_weather", {"city": "Oslo", "celsius": 4.0}, {"city": "Oslo", "celsius": -3.0})
     ]
@@ -290,7 +290,7 @@ def test_a_result_json_cannot_hold_as_it_is_is_journaled_and_replays_identical(
     assert math.isnan(committed.given_result["ratio"])  # type: ignore[index]
     assert committed.result["tags"] == ["alpha", "beta", "gamma"]  # type: ignore[index]
     assert replay_agent(journal, "odd", odd_agent).identical
-    assert replay_agent(journal, "odd", odd_agent, live=True).identical
+    assert replay_agent(journal, "odd", odd_agent, ReplayOptions(live_tools=True)).identical
 
 
 def test_a_test_model_session_replays_identical(journal: Journal) -> None:

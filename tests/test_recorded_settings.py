@@ -14,7 +14,7 @@ from typing import Any
 
 from agentloop import ToolError
 from journal import Journal, import_openai, predated_settings
-from replay import Replayer, diff_records, session_records
+from replay import Replayer, ReplayOptions, diff_records, session_records
 
 from .loop_helpers import (
     Gauge,
@@ -55,7 +55,7 @@ def test_a_recording_older_than_a_setting_replays_as_it_ran(journal: Journal) ->
         v1.import_records("old", _as_v1(_records(journal, "old")))
         assert next(v1.events("old")).v == 1
         # today's agent sends empty replies back; the recording predates that, so it replays
-        result = Replayer(agent=agent_of(ok_tool())).replay(v1, "old")
+        result = Replayer(ReplayOptions(agent=agent_of(ok_tool()))).replay(v1, "old")
     assert result.identical, result.first_divergence
 
 
@@ -63,7 +63,7 @@ def test_a_saved_replay_of_an_old_session_replays_the_same_way_again(journal: Jo
     _empty_reply_session(journal)  # v2, recording the old values: as a saved replay of a v1
     today = agent_of(ok_tool())
     assert today.guardrails.empty_reply_retries == 2
-    result = Replayer(agent=today).replay(journal, "old")
+    result = Replayer(ReplayOptions(agent=today)).replay(journal, "old")
     assert result.identical, result.first_divergence  # it runs the rules as recorded
 
 
@@ -72,7 +72,7 @@ def test_an_import_replays_with_the_agents_rules(journal: Journal, tmp_path: Pat
     import_openai(journal, [write_json(tmp_path / "t.json", transcript)])
     [summary] = journal.sessions()
     agent = replace(agent_of(ok_tool()), model=None)  # as the transcript, which names none
-    result = Replayer(agent=agent).replay(journal, summary.session_id)
+    result = Replayer(ReplayOptions(agent=agent)).replay(journal, summary.session_id)
     divergence = result.first_divergence  # the empty reply is sent back: no config of its own
     assert divergence is not None and divergence.actual is not None
     assert divergence.actual["stage"] == "empty_reply"
@@ -84,7 +84,7 @@ def test_an_abandoned_call_replays_as_recorded(journal: Journal) -> None:
     run_turns(agent, journal, Script(propose(("slow", {"q": "a"}))), "go")
     [failed] = [e.event for e in journal.events("s") if e.type == "action_failed"]
     assert failed.abandoned  # type: ignore[union-attr]
-    result = Replayer(agent=agent).replay(journal, "s")  # served from the recording
+    result = Replayer(ReplayOptions(agent=agent)).replay(journal, "s")  # served from the recording
     assert result.identical, result.first_divergence
 
 
@@ -95,7 +95,7 @@ def test_a_session_the_new_rules_decided_replays_identically(journal: Journal) -
     run_turns(agent, journal, Script(*[*turn, answer("sorry")] * 3), *["again"] * 3)
     state = journal.state("s")
     assert (state.halt_rule, state.rejections) == ("identical_failures", 2)
-    result = Replayer(agent=agent).replay(journal, "s")
+    result = Replayer(ReplayOptions(agent=agent)).replay(journal, "s")
     assert result.identical, result.first_divergence
 
 

@@ -33,7 +33,7 @@ from journal import (
 )
 from journal.fold import apply
 from journal.formats import Redactor
-from replay import RecordedToolPort, Replayer, replay_loop
+from replay import RecordedToolPort, Replayer, ReplayOptions, replay_loop
 
 from .helpers import run_cli
 
@@ -454,26 +454,32 @@ def test_a_recorded_crash_replays_identical_and_a_fix_shows_where(journal: Journ
     state = journal.state("crash")
     assert (state.status, state.halt_reason) == ("failed", "SystemError: weather service down")
     assert replay_loop(journal, "crash", crashing).identical
-    fixed = replay_loop(journal, "crash", crashing, live=True, live_tools=dispatch)
+    fixed = replay_loop(
+        journal, "crash", crashing, ReplayOptions(live_tools=True), tool_port=dispatch
+    )
     assert fixed.first_divergence is not None and fixed.first_divergence.seq == 4
     assert fixed.first_divergence.reason == "expected agent_halted, got action_committed"
 
 
 def test_tools_recorded_by_default_live_on_request(journal: Journal, weather: str) -> None:
-    same = replay_loop(journal, weather, run, live=["to_fahrenheit"], live_tools=dispatch)
+    same = replay_loop(
+        journal, weather, run, ReplayOptions(live_tools=["to_fahrenheit"]), tool_port=dispatch
+    )
     assert same.identical and not same.live_differences
 
     def changed(name: str, args: Any) -> Any:
         return {"fahrenheit": 0.0} if name == "to_fahrenheit" else dispatch(name, args)
 
-    moved = replay_loop(journal, weather, run, live=["to_fahrenheit"], live_tools=changed)
+    moved = replay_loop(
+        journal, weather, run, ReplayOptions(live_tools=["to_fahrenheit"]), tool_port=changed
+    )
     assert [(d.tool, d.recorded, d.live, d.recorded_seq) for d in moved.live_differences] == [
         ("to_fahrenheit", {"fahrenheit": 70.7}, {"fahrenheit": 0.0}, 6),
         ("to_fahrenheit", {"fahrenheit": 39.2}, {"fahrenheit": 0.0}, 7),
     ]
     assert moved.first_divergence is not None and moved.first_divergence.seq == 6
-    port = RecordedToolPort(list(journal.events(weather)), Recorder(journal), live=True)
-    with pytest.raises(ValueError, match="given no live_tools"):
+    port = RecordedToolPort(list(journal.events(weather)), Recorder(journal), live_tools=True)
+    with pytest.raises(ValueError, match="given no tool_port"):
         port("get_weather", {"city": "Oslo"})
 
 

@@ -18,7 +18,7 @@ from journal import (
     RepairApplied,
     VerificationFailed,
 )
-from replay import Replayer
+from replay import Replayer, ReplayOptions
 
 from . import replay_helpers as rh
 
@@ -77,7 +77,9 @@ def test_a_recorded_random_session_replays_identical(seed: int, texts: list[str]
 def test_a_changed_guard_diverges_at_the_first_affected_step(seed: int, texts: list[str]) -> None:
     with recorded(seed, texts) as journal:
         expected = first_affected(journal)
-        result = Replayer(agent="tests.replay_helpers:build_random_strict").replay(journal, "rec")
+        result = Replayer(ReplayOptions(agent="tests.replay_helpers:build_random_strict")).replay(
+            journal, "rec"
+        )
         if expected is None:
             assert result.identical, result.first_divergence
             return
@@ -98,7 +100,7 @@ def test_a_guard_that_now_raises_diverges_at_that_step(seed: int, texts: list[st
         agent = rh.build_random()
         agent.tools = rh.tools("raising")
         agent.reference = "tests.replay_helpers:build_random"
-        result = Replayer(agent=agent).replay(journal, "rec")
+        result = Replayer(ReplayOptions(agent=agent)).replay(journal, "rec")
         if expected is None:
             assert result.identical, result.first_divergence
             return

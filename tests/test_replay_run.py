@@ -43,6 +43,7 @@ from replay import (
     RecordedTools,
     RecordingExhausted,
     Replayer,
+    ReplayOptions,
     ReplayResult,
     compare,
     normalize,
@@ -69,7 +70,7 @@ def mem() -> Iterator[Journal]:
 
 
 def replay(journal: Journal, session_id: str, **options: Any) -> ReplayResult:
-    return Replayer(**options).replay(journal, session_id)
+    return Replayer(ReplayOptions(**options)).replay(journal, session_id)
 
 
 # -- identical -----------------------------------------------------------------------------
@@ -145,9 +146,9 @@ def test_the_fixed_refund_agent_diverges_where_its_guard_now_rejects(demo_journa
 def test_replay_or_raise(demo_journal: Journal) -> None:
     assert Replayer().replay_or_raise(demo_journal, "demo-refund-buggy-s0").identical
     with pytest.raises(DivergenceError, match=r"diverged at seq 5: expected action_committed"):
-        Replayer(agent=FIXED).replay_or_raise(demo_journal, "demo-refund-buggy-s0")
+        Replayer(ReplayOptions(agent=FIXED)).replay_or_raise(demo_journal, "demo-refund-buggy-s0")
     try:
-        Replayer(agent=FIXED).replay_or_raise(demo_journal, "demo-refund-buggy-s0")
+        Replayer(ReplayOptions(agent=FIXED)).replay_or_raise(demo_journal, "demo-refund-buggy-s0")
     except DivergenceError as error:
         assert error.result.first_divergence is not None
         assert error.result.first_divergence.seq == 5
@@ -516,7 +517,10 @@ def test_the_rule_set_is_extensible(mem: Journal) -> None:
     assert compare(recorded, replayed, rules) is None
     ignore_all = NormalizationRules({"*": ("session_id", "seq", "ts", "hash", "type", "args")})
     assert isinstance(ignore_all, NormalizationRules)
-    assert Replayer(rules=rules, agent=strict).replay(mem, "p").first_divergence is not None
+    assert (
+        Replayer(ReplayOptions(rules=rules, agent=strict)).replay(mem, "p").first_divergence
+        is not None
+    )
 
 
 def test_record_of_puts_the_envelope_beside_the_payload(demo_journal: Journal) -> None:
@@ -581,6 +585,6 @@ def test_a_reference_still_passes_the_formal_checks_when_trusted_or_given(
         journal.append("evil", [SessionStarted(agent=reference), UserInput(text="hi")])
         everything = TrustList(patterns=("*",))
         with pytest.raises(AgentLoadError, match=why):
-            Replayer(trust=everything).replay(journal, "evil")
+            Replayer(ReplayOptions(trust=everything)).replay(journal, "evil")
         with pytest.raises(AgentLoadError, match=why):
-            Replayer(agent=reference).replay(journal, "evil")
+            Replayer(ReplayOptions(agent=reference)).replay(journal, "evil")

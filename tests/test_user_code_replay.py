@@ -71,10 +71,10 @@ class Shop:
         script = (
             "import sys, json\n"
             "from journal import Journal\n"
-            "from replay import Replayer\n"
+            "from replay import Replayer, ReplayOptions\n"
             f"live = {list(options)!r}\n"
             "with Journal.open('shop.db') as journal:\n"
-            "    replayer = Replayer(live_tools=live)\n"
+            "    replayer = Replayer(ReplayOptions(live_tools=live))\n"
             "    out = {}\n"
             "    for s in journal.sessions():\n"
             "        if s.replay_of: continue\n"

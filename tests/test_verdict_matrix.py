@@ -28,7 +28,7 @@ from agentloop import Agent, AgentRuntime, ModelResponse, Tool
 from agentloop.examples.scripted import ScriptedLLM, Turn, call, reply
 from journal import ActionCommitted, AgentCompleted, Journal
 from journal.formats import Redactor
-from replay import Replayer, replay_entry
+from replay import Replayer, ReplayOptions, replay_entry
 
 from . import verdict_app
 
@@ -111,7 +111,7 @@ def test_a_change_that_keeps_behaviour_replays_identical(
 ) -> None:
     journal, session = recorded
     verdict_app.CHANGE = name
-    result = replay_entry(journal, session, verdict_app.answer, live_tools=live)
+    result = replay_entry(journal, session, verdict_app.answer, ReplayOptions(live_tools=live))
     assert result.identical, result.first_divergence
 
 
@@ -121,7 +121,7 @@ def test_a_change_diverges_where_it_happens_and_names_it(
 ) -> None:
     journal, session = recorded
     verdict_app.CHANGE = name
-    result = replay_entry(journal, session, verdict_app.answer, live_tools=live)
+    result = replay_entry(journal, session, verdict_app.answer, ReplayOptions(live_tools=live))
     assert result.verdict == "diverged"
     divergence = result.behaviour_divergence
     assert divergence is not None
@@ -160,7 +160,7 @@ def test_a_change_a_reader_cannot_see_is_shown_escaped(
 ) -> None:
     journal, session = recorded
     verdict_app.CHANGE = "NFD"  # the same letters, decomposed
-    result = replay_entry(journal, session, verdict_app.answer, live_tools=True)
+    result = replay_entry(journal, session, verdict_app.answer, ReplayOptions(live_tools=True))
     assert result.first_divergence is not None
     (changed,) = result.first_divergence.changes
     assert changed.shown(60) == ('"Lisbo\\u00e3 Portela"', '"Lisboa\\u0303 Portela"')
@@ -195,12 +195,14 @@ def test_a_tool_result_canonical_json_cannot_hold_is_journaled_and_given_back(
 
         for live in (False, True):  # the code gets the value back exactly, or makes it again
             result = replay_entry(
-                journal, summary.session_id, verdict_app.measured, live_tools=live
+                journal, summary.session_id, verdict_app.measured, ReplayOptions(live_tools=live)
             )
             assert result.identical, result.first_divergence
 
         verdict_app.CHANGE = "NaN to Infinity"
-        result = replay_entry(journal, summary.session_id, verdict_app.measured, live_tools=True)
+        result = replay_entry(
+            journal, summary.session_id, verdict_app.measured, ReplayOptions(live_tools=True)
+        )
         assert result.first_divergence is not None
         assert result.first_divergence.seq == 1
         assert [(c.path, c.expected, c.actual) for c in result.first_divergence.changes] == [
@@ -252,7 +254,9 @@ def test_a_set_in_a_runtime_tools_result_replays_identical_whatever_its_order(
         session = AgentRuntime(_runtime_agent(), journal).run("ids of Oslo?").session_id
         _ADDED.reverse()  # the same set, iterated 16, 8
         try:
-            result = Replayer(agent=_runtime_agent(), live_tools=True).replay(journal, session)
+            result = Replayer(ReplayOptions(agent=_runtime_agent(), live_tools=True)).replay(
+                journal, session
+            )
         finally:
             _ADDED.reverse()
         assert result.identical, result.first_divergence
@@ -260,7 +264,9 @@ def test_a_set_in_a_runtime_tools_result_replays_identical_whatever_its_order(
 
         _ADDED.append(24)  # another member: the live difference is JSON, as journaled
         try:
-            result = Replayer(agent=_runtime_agent(), live_tools=True).replay(journal, session)
+            result = Replayer(ReplayOptions(agent=_runtime_agent(), live_tools=True)).replay(
+                journal, session
+            )
         finally:
             _ADDED.remove(24)
         assert result.first_divergence is not None and result.first_divergence.seq == 3

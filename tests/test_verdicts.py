@@ -21,7 +21,14 @@ from agentloop import Agent, AgentRuntime
 from agentloop.examples import SCENARIOS, run_demo
 from agentloop.examples.refund import build_buggy, build_fixed, order_total
 from journal import Journal, import_openai
-from replay import DEFAULT_RULES, Replayer, diff_records, replay_fixture, session_records
+from replay import (
+    DEFAULT_RULES,
+    Replayer,
+    ReplayOptions,
+    diff_records,
+    replay_fixture,
+    session_records,
+)
 
 from .helpers import run_cli
 from .openai_helpers import real_transcripts
@@ -95,7 +102,7 @@ def test_a_prompt_change_is_a_configuration_change_and_the_behaviour_is_still_ju
     demo: Path,
 ) -> None:
     with Journal.open(demo) as journal:
-        result = Replayer(agent=f"{HERE}:build_reworded").replay(journal, FIXED)
+        result = Replayer(ReplayOptions(agent=f"{HERE}:build_reworded")).replay(journal, FIXED)
     assert result.verdict == "diverged"
     assert result.behaviour_divergence is None  # with the recorded replies, it behaves the same
     assert [change.path for change in result.config_changes] == [
@@ -116,7 +123,7 @@ def test_a_prompt_change_is_a_configuration_change_and_the_behaviour_is_still_ju
 
 def test_a_configuration_change_does_not_hide_the_behavioural_divergence(demo: Path) -> None:
     with Journal.open(demo) as journal:
-        result = Replayer(agent=f"{HERE}:build_reworded").replay(journal, BUGGY)
+        result = Replayer(ReplayOptions(agent=f"{HERE}:build_reworded")).replay(journal, BUGGY)
     assert [change.path for change in result.config_changes] == [
         "system_prompt",
         "system_prompt_hash",
@@ -141,7 +148,7 @@ def test_guardrails_and_tool_specs_are_configuration(
     demo: Path, factory: str, paths: list[str]
 ) -> None:
     with Journal.open(demo) as journal:
-        result = Replayer(agent=f"{HERE}:{factory}").replay(journal, FIXED)
+        result = Replayer(ReplayOptions(agent=f"{HERE}:{factory}")).replay(journal, FIXED)
     assert (result.verdict, result.behaviour_divergence) == ("diverged", None)
     assert [change.path for change in result.config_changes] == paths
     first = result.first_divergence
@@ -151,8 +158,12 @@ def test_guardrails_and_tool_specs_are_configuration(
 
 def test_the_agent_reference_is_an_address_not_a_difference(demo: Path) -> None:
     with Journal.open(demo) as journal:
-        result = Replayer(agent=f"{HERE}:build_buggy_reworded").replay(journal, BUGGY)
-        same = Replayer(agent="agentloop.examples.refund:build_buggy").replay(journal, BUGGY)
+        result = Replayer(ReplayOptions(agent=f"{HERE}:build_buggy_reworded")).replay(
+            journal, BUGGY
+        )
+        same = Replayer(ReplayOptions(agent="agentloop.examples.refund:build_buggy")).replay(
+            journal, BUGGY
+        )
     assert same.identical and same.config_changes == ()
     assert [change.path for change in result.config_changes] == [
         "system_prompt",
@@ -170,8 +181,10 @@ def test_a_run_whose_agent_names_no_reference_still_has_its_configuration_compar
         session = AgentRuntime(build_fixed(), journal).run("refund $30 for order 7").session_id
         summary = journal.summary(session)
         assert summary is not None and summary.agent is None
-        same = Replayer(agent="agentloop.examples.refund:build_fixed").replay(journal, session)
-        reworded = Replayer(agent=f"{HERE}:build_reworded").replay(journal, session)
+        same = Replayer(ReplayOptions(agent="agentloop.examples.refund:build_fixed")).replay(
+            journal, session
+        )
+        reworded = Replayer(ReplayOptions(agent=f"{HERE}:build_reworded")).replay(journal, session)
     assert same.identical
     assert reworded.verdict == "diverged"
     assert [change.path for change in reworded.config_changes] == [
@@ -300,7 +313,7 @@ def test_replay_and_diff_of_the_saved_replay_agree(
         ran = run_demo(journal, seed=seed, sessions=scenario + 1)[-1]
         agent = None if variant is None else f"{HERE}:{variant}"
         replayer = Replayer(
-            agent=agent, save=True, rules=rules, live_model="agent" if live else None
+            ReplayOptions(agent=agent, rules=rules, live_model="agent" if live else None), save=True
         )
         result = replayer.replay(journal, ran.session_id)
         if not result.saved:  # another configuration, and no live model to re-record with
@@ -327,7 +340,7 @@ def test_imported_transcripts_get_one_verdict_from_replay_and_diff(tmp_path: Pat
     """The real transcripts, replayed by the airline example and saved, then diffed."""
     with Journal.open(tmp_path / "t.db") as journal:
         import_openai(journal, [real_transcripts()], error_prefix="Error:")
-        replayer = Replayer(agent="agentloop.examples.airline:build", save=True)
+        replayer = Replayer(ReplayOptions(agent="agentloop.examples.airline:build"), save=True)
         verdicts = []
         for summary in journal.sessions():
             result = replayer.replay(journal, summary.session_id)
@@ -366,25 +379,29 @@ def test_a_guard_change_cannot_produce_a_contradictory_fixture(tmp_path: Path) -
     fixture = tmp_path / "refund.jsonl"
     fixture.write_bytes(REFUND_FIXTURE.read_bytes())
     agent = f"{HERE}:build_tighter_margin"
-    refused = replay_fixture(fixture, agent=agent, update=True)
+    refused = replay_fixture(fixture, ReplayOptions(agent=agent), update=True)
     divergence = refused.result.first_divergence
     assert divergence is not None and divergence.seq == 5  # the guard's message changed
     assert refused.result.stopped_at == 6  # the model is not asked with a recorded reply
     assert refused.refused_update is not None
     assert fixture.read_bytes() == REFUND_FIXTURE.read_bytes()
 
-    rerecorded = replay_fixture(fixture, agent=agent, update=True, live_model="agent")
+    rerecorded = replay_fixture(
+        fixture, ReplayOptions(agent=agent, live_model="agent"), update=True
+    )
     assert rerecorded.refused_update is None and rerecorded.result.live_from == 6
     answers = _answers(fixture)
     assert answers[0].startswith("amount ($150) exceeds the order's refundable balance ($90)")
     assert answers[-1] in ("Refund of $90.0 issued.", "Done: refunded $90.0 for order 2210.")
     assert not any("$100" in answer for answer in answers)
-    assert replay_fixture(fixture, agent=agent).passed
+    assert replay_fixture(fixture, ReplayOptions(agent=agent)).passed
 
 
 def test_a_saved_replay_that_diverged_ends_with_a_halt_that_says_why(demo: Path) -> None:
     with Journal.open(demo) as journal:
-        result = Replayer(agent=f"{HERE}:build_tighter_margin", save=True).replay(journal, FIXED)
+        result = Replayer(ReplayOptions(agent=f"{HERE}:build_tighter_margin"), save=True).replay(
+            journal, FIXED
+        )
         assert result.saved and result.stopped_at == 6
         last = list(journal.events(result.replay_session_id))[-1]
         assert last.seq == 6 and last.event.type == "agent_halted"

@@ -163,12 +163,12 @@ def regenerate(directory: Path = DATA) -> list[Path]:
     """
     from agentloop.examples import run_demo
     from journal.formats.jsonl import export_lines
-    from replay import Replayer
+    from replay import Replayer, ReplayOptions
 
     directory.mkdir(parents=True, exist_ok=True)
     with Journal.open(":memory:") as journal:
         ran = run_demo(journal, seed=0)
-        Replayer(agent="agentloop.examples.refund:build_fixed", save=True).replay(
+        Replayer(ReplayOptions(agent="agentloop.examples.refund:build_fixed"), save=True).replay(
             journal, "demo-refund-buggy-s0"
         )
         _hostile(journal)

@@ -213,7 +213,7 @@ class JournalApp(App[None]):
     @work(thread=True, exclusive=True, group="replay", exit_on_error=False)
     def _replay(self, session_id: str, agent: str | None) -> None:
         from agentloop import AgentLoadError, UntrustedReferenceError
-        from replay import Replayer
+        from replay import Replayer, ReplayOptions
 
         def run() -> ReplayResult | AgentLoadError:
             if agent is None and self.journal.require(session_id).agent is None:
@@ -221,7 +221,9 @@ class JournalApp(App[None]):
                     f"session {session_id} records no agent reference: name the agent to run"
                 )
             try:
-                return Replayer(agent=agent, save=True).replay(self.journal, session_id)
+                return Replayer(ReplayOptions(agent=agent), save=True).replay(
+                    self.journal, session_id
+                )
             except UntrustedReferenceError as refused:
                 return refused
 

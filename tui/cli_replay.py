@@ -12,7 +12,7 @@ import click
 from journal import InvalidInputError, Journal, without_password
 
 if TYPE_CHECKING:
-    from replay import NormalizationRules
+    from replay import NormalizationRules, ReplayOptions
 
 from .clikit import (
     EXIT_FINDING,
@@ -173,7 +173,8 @@ def _live_option(function: Any) -> Any:
         "live_tool",
         multiple=True,
         metavar="NAME",
-        help="Run this tool for real (repeatable); others come from the recording.",
+        help="Run this tool for real (repeatable; '*' for every tool, as --live-tools); "
+        "others come from the recording.",
     )(function)
     function = _allow_side_effects_option(function)
     return click.option(
@@ -182,6 +183,29 @@ def _live_option(function: Any) -> Any:
         help="Run every tool for real instead of the recording (but those declared with "
         "side effects).",
     )(function)
+
+
+def _options(
+    *,
+    agent: str | None,
+    live_tools: bool,
+    live_tool: Sequence[str],
+    allow_side_effects: Sequence[str],
+    live_model: str | bool | None,
+    ignore: Sequence[str],
+) -> ReplayOptions:
+    """The command line's replay options, built once (`replay.ReplayOptions`)."""
+    from replay import ReplayOptions
+
+    if live_tools and live_tool:
+        raise click.UsageError("--live-tools and --live-tool exclude each other")
+    return ReplayOptions(
+        agent=agent,
+        live_tools=True if live_tools else live_tool,
+        allow_side_effects=allow_side_effects,
+        live_model=live_model,
+        rules=_rules(ignore),
+    )
 
 
 @click.command(short_help="Re-run a session or a JSONL file and compare, event by event.")
@@ -219,16 +243,15 @@ def replay(
     """
     from replay import Replayer
 
-    if live_tools and live_tool:
-        raise click.UsageError("--live-tools and --live-tool exclude each other")
-    replayer = Replayer(
+    options = _options(
         agent=agent,
-        live_tools=True if live_tools else live_tool,
-        save=save,
-        rules=_rules(ignore),
-        live_model=live_model,
+        live_tools=live_tools,
+        live_tool=live_tool,
         allow_side_effects=allow_side_effects,
+        live_model=live_model,
+        ignore=ignore,
     )
+    replayer = Replayer(options, save=save)
     if _is_file(session):
         if save:
             raise click.UsageError("--save needs a session of a journal, not a file")
@@ -255,8 +278,8 @@ def replay(
 @db_option
 @click.option("--at", "at_seq", type=int, required=True, help="The last seq to keep.")
 @click.option("--agent", metavar="MODULE:FACTORY", help="Run on with this agent instead.")
+@_live_option
 @_live_model_option("Default: the agent's own model.")
-@_allow_side_effects_option
 @_ignore_option
 @json_option
 def fork(
@@ -264,8 +287,10 @@ def fork(
     db: str,
     at_seq: int,
     agent: str | None,
-    live_model: str | None,
+    live_tools: bool,
+    live_tool: Sequence[str],
     allow_side_effects: Sequence[str],
+    live_model: str | None,
     ignore: Sequence[str],
     as_json: bool,
 ) -> None:
@@ -273,22 +298,23 @@ def fork(
 
     Recorded model outputs and tool results are used while the run still matches the
     recording; after the first difference the agent's own model and tools take over
-    (tools declared with side effects only when allowed). A session captured from your
-    own code (an entry, a loop, a framework's agent) is re-run from its start: up to SEQ
-    it must still write what the recording holds.
+    (tools declared with side effects only when allowed). A tool named with --live-tool
+    runs for real from the fork point on, so a fix inside a tool can be forked on. A
+    session captured from your own code (an entry, a loop, a framework's agent) is re-run
+    from its start: up to SEQ it must still write what the recording holds.
     """
     from replay import fork as run_fork
 
+    options = _options(
+        agent=agent,
+        live_tools=live_tools,
+        live_tool=live_tool,
+        allow_side_effects=allow_side_effects,
+        live_model=live_model or True,
+        ignore=ignore,
+    )
     with open_existing(db) as journal:
-        result = run_fork(
-            journal,
-            session,
-            at_seq,
-            agent=agent,
-            rules=_rules(ignore),
-            live_model=live_model or True,
-            allow_side_effects=allow_side_effects,
-        )
+        result = run_fork(journal, session, at_seq, options)
     if as_json:
         print_json(
             {

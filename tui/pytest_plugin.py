@@ -38,9 +38,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from replay import ReplayOptions
 
 __all__ = ["JournalFixtureFile", "JournalFixtureItem"]
 
@@ -118,11 +121,6 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return collector
 
 
-def _live_tools(names: list[str]) -> bool | list[str]:
-    """The ``journal_live_tools`` setting as `replay.replay_fixture` takes it."""
-    return True if names == ["*"] else names
-
-
 class JournalFixtureFile(pytest.File):
     """One fixture file: one item."""
 
@@ -144,25 +142,13 @@ class JournalFixtureItem(pytest.Item):
 
     def runtest(self) -> None:
         """Replay the fixture; update it with ``--journal-update``."""
-        from agentloop import TrustList
         from journal import JournalError
-        from replay import DEFAULT_RULES, replay_fixture
+        from replay import replay_fixture
 
-        agent = str(self.config.getini("journal_agent")) or None
         update = bool(self.config.getoption("journal_update"))
         try:
-            trust = TrustList.discover(self.config.rootpath)
-            rules = DEFAULT_RULES.ignoring(self.config.getini("journal_ignore"))
             outcome = replay_fixture(
-                self.path,
-                agent=agent,
-                update=update,
-                trust=trust,
-                rules=rules,
-                live_model=str(self.config.getini("journal_live_model")) or None,
-                live_tools=_live_tools(self.config.getini("journal_live_tools")),
-                allow_side_effects=self.config.getini("journal_allow_side_effects"),
-                recorded_tools_only=True,
+                self.path, _options(self.config), update=update, recorded_tools_only=True
             )
         except JournalError as e:
             raise FixtureError(str(e)) from e
@@ -230,6 +216,26 @@ class JournalFixtureItem(pytest.Item):
         return self.path, None, f"journal fixture {self.name}"
 
 
+def _options(config: pytest.Config) -> ReplayOptions:
+    """The ini settings as `replay.ReplayOptions`, built once per run."""
+    if _OPTIONS in config.stash:
+        return config.stash[_OPTIONS]
+    from agentloop import TrustList
+    from replay import DEFAULT_RULES, ReplayOptions
+
+    options = ReplayOptions(
+        agent=str(config.getini("journal_agent")) or None,
+        live_tools=config.getini("journal_live_tools"),
+        allow_side_effects=config.getini("journal_allow_side_effects"),
+        live_model=str(config.getini("journal_live_model")) or None,
+        rules=DEFAULT_RULES.ignoring(config.getini("journal_ignore")),
+        trust=TrustList.discover(config.rootpath),
+    )
+    config.stash[_OPTIONS] = options
+    return options
+
+
+_OPTIONS = pytest.StashKey["ReplayOptions"]()
 _UPDATED = pytest.StashKey[list[str]]()
 _NAMED = pytest.StashKey[set[str]]()
 """The tools named in the settings that a replayed fixture's recording has."""

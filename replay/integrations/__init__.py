@@ -14,25 +14,24 @@ pip line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from agentloop import TrustList, call_factory
+from agentloop import call_factory
 from journal import DEPS_FACTORY_KEY, ActionProposed, Journal, RecordedEvent, UserInput
 
-from .._captured import CapturedReplay
+from .._captured import CapturedRun
 from .._live import checked_live
-from .._run import ForkPoint
 from .._session import recorded_start
-from .._verdict import ReplayResult
-from ..normalize import DEFAULT_RULES, NormalizationRules
+from ..normalize import NormalizationRules
 
 __all__ = [
     "DEPS_FACTORY",
-    "captured_replay",
     "checked_live",
     "compared_requests",
     "first_requests",
+    "framework_live_model",
+    "recorded_deps",
 ]
 
 
@@ -40,61 +39,41 @@ DEPS_FACTORY = DEPS_FACTORY_KEY
 """The ``session_started`` metadata key naming the factory of an agent's dependencies."""
 
 
-def captured_replay(
-    replay_agent: Callable[..., ReplayResult], *, deps: str | None = None
-) -> CapturedReplay:
-    """An integration's ``replay_captured`` (see `replay._captured`) over its ``replay_agent``.
+def framework_live_model(spec: object) -> object:
+    """`ReplayOptions.live_model` as a framework's ``replay_agent`` reads it.
 
-    A live model (``live_model``: ``"agent"`` for the agent's own model, True for it when
-    it has one, a ``module:factory`` returning one of the framework's models, or such a
-    model) goes to ``replay_agent`` as its ``live_model``, the factory's model in place of
-    the reference; a factory named by the user runs as given (`agentloop.call_factory`).
+    None for none; True or ``"agent"`` as they are (the agent's own model: True only when
+    it has one, ``"agent"`` or fail); a ``module:factory`` called (the user named it, so it
+    runs as given: `agentloop.call_factory`) for the framework model it returns; a model
+    object as it is.
 
-    ``deps`` names the ``replay_agent`` keyword that takes the agent's dependencies: when
-    the session records a ``deps_factory`` reference (`DEPS_FACTORY`), the factory, if
-    the trust list allows it, is called once and its value passed there.
+    Raises:
+        AgentLoadError: the factory cannot be imported or raised.
     """
+    if spec is None or spec is False:
+        return None
+    if spec is True or spec == "agent":
+        return spec
+    if isinstance(spec, str):
+        return call_factory(spec, what="live model")
+    return spec
 
-    def replay_captured(
-        journal: Journal,
-        session_id: str,
-        target: object,
-        *,
-        reference: str | None,
-        live: bool | Iterable[str] = False,
-        live_model: object = None,
-        allow_side_effects: Iterable[str] = (),
-        trust: TrustList | None = None,
-        save: bool | ForkPoint = False,
-        rules: NormalizationRules = DEFAULT_RULES,
-    ) -> ReplayResult:
-        del allow_side_effects  # (the frameworks declare no side effects)
-        setup: dict[str, object] = {}
-        if live_model is True or live_model == "agent":
-            setup["live_model"] = live_model
-        elif isinstance(live_model, str):
-            setup["live_model"] = call_factory(live_model, what="live model")
-        elif live_model:
-            setup["live_model"] = live_model
-        factory = recorded_start(journal, session_id).metadata.get(DEPS_FACTORY)
-        if deps is not None and isinstance(factory, str):
-            where = f"session {session_id}"
-            checked = (trust or TrustList.discover()).require(
-                factory, what="deps factory", where=where
-            )
-            setup[deps] = call_factory(checked, what=f"{where}: deps factory")
-        return replay_agent(
-            journal,
-            session_id,
-            target,
-            live=live,
-            reference=reference,
-            save=save,
-            rules=rules,
-            **setup,
-        )
 
-    return replay_captured
+def recorded_deps(run: CapturedRun) -> object:
+    """The agent's dependencies, from the ``deps_factory`` the session records (or None).
+
+    The factory runs only when the run's trust list allows it; it is called once.
+
+    Raises:
+        UntrustedReferenceError: the factory is not trusted.
+        AgentLoadError: it cannot be imported or raised.
+    """
+    factory = recorded_start(run.journal, run.session_id).metadata.get(DEPS_FACTORY)
+    if not isinstance(factory, str):
+        return None
+    where = f"session {run.session_id}"
+    checked = run.trust.require(factory, what="deps factory", where=where)
+    return call_factory(checked, what=f"{where}: deps factory")
 
 
 def first_requests(recorded: Iterable[RecordedEvent]) -> list[dict[str, Any] | None]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from agentloop import AgentLoadError
@@ -21,12 +22,13 @@ from capture.frameworks.openai_agents import REQUEST_FORM, JournalRunHooks, Serv
 from journal import CAPTURED_WITH_KEY, Journal, RecordedEvent, describe_error
 from journal.formats import parse_arguments
 
+from .._captured import CapturedRun
 from .._run import ForkPoint
 from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
-from ..normalize import DEFAULT_RULES, NormalizationRules
-from . import captured_replay, checked_live, compared_requests, first_requests
+from ..options import ReplayOptions
+from . import checked_live, compared_requests, first_requests, framework_live_model
 
 try:
     from agents import Agent, FunctionTool, RunConfig, Runner, Tool
@@ -224,13 +226,11 @@ def replay_agent(
     journal: Journal,
     session_id: str,
     agent: Agent[Any],
+    options: ReplayOptions | None = None,
     *,
-    live: bool | Iterable[str] = False,
-    live_model: Model | str | bool | None = None,
     run_config: RunConfig | None = None,
     reference: str | None = None,
     save: bool | ForkPoint = False,
-    rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Re-run ``agent`` on a captured session's user inputs and compare with the recording.
 
@@ -244,15 +244,16 @@ def replay_agent(
         journal: the journal holding the session.
         session_id: the captured session.
         agent: your agent, unchanged (a clone with served tools runs the replay).
-        live: tools to run for real (``True``: all); others come from the recording.
-        live_model: what answers where no recorded response fits (the agent diverged, or
-            asks past the recording), the tools then running for real too: an Agents SDK
-            model or model name, ``"agent"`` or True for the agent's own model (the SDK's
-            default when it names none). Without one the replay stops there.
+        options: how the replay runs (`ReplayOptions`): the tools to run for real
+            (``live_tools``; others come from the recording); what answers where no
+            recorded response fits (``live_model``: the agent diverged, or asks past the
+            recording; the tools then run for real too): an Agents SDK model, a
+            ``module:factory`` returning one, ``"agent"`` or True for the agent's own model
+            (the SDK's default when it names none); without one the replay stops there;
+            the comparison rules.
         run_config: your run configuration, if any (its model is replaced).
         reference: the agent reference to journal (default: the recorded one).
         save: keep the replay in ``journal``; a `ForkPoint` keeps it as a fork instead.
-        rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
         AgentLoopError: a tool named live that the agent does not have.
@@ -261,11 +262,12 @@ def replay_agent(
     """
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not an Agents SDK Agent")
-    live = checked_live(live, _tool_names(agent, set()))
+    options = options or ReplayOptions()
+    checked_live(options.live_tools, _tool_names(agent, set()))
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
-    answering = _live_model(agent, live_model, run_config)
-    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
+    answering = _live_model(agent, framework_live_model(options.live_model), run_config)
+    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, options.rules)
     recorded = list(journal.events(session_id))
     sent = _sent_outputs(recorded)
     starts = _turn_agents(recorded)
@@ -290,10 +292,9 @@ def replay_agent(
         journal,
         session_id,
         run,
-        live=live,
-        live_model=None if answering is None else answering.get_response,
+        replace(options, rules=rules, live_model=answering is not None),
+        model_port=None if answering is None else answering.get_response,
         save=save,
-        rules=rules,
     )
 
 
@@ -341,9 +342,7 @@ def _tool_names(agent: Agent[Any], seen: set[int]) -> list[str] | None:
     return names
 
 
-def _live_model(
-    agent: Agent[Any], spec: Model | str | bool | None, run_config: RunConfig | None
-) -> Model | None:
+def _live_model(agent: Agent[Any], spec: object, run_config: RunConfig | None) -> Model | None:
     """The model that answers off the record (see `replay_agent`'s ``live_model``).
 
     A name is resolved by the run configuration's model provider (the SDK's default one
@@ -354,6 +353,8 @@ def _live_model(
     own = agent.model if spec is True or spec == "agent" else spec
     if isinstance(own, Model):
         return own
+    if own is not None and not isinstance(own, str):
+        raise AgentLoadError(f"live model {type(own).__name__}: not an Agents SDK model")
     provider = run_config.model_provider if run_config is not None else MultiProvider()
     try:
         return provider.get_model(own)
@@ -361,5 +362,13 @@ def _live_model(
         raise AgentLoadError(f"live model {own!r}: {describe_error(error)}") from error
 
 
-replay_captured = captured_replay(replay_agent)
-"""How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""
+def replay_captured(run: CapturedRun) -> ReplayResult:
+    """How `replay.Replayer` replays this integration's sessions (`replay._captured`)."""
+    return replay_agent(
+        run.journal,
+        run.session_id,
+        run.target,  # type: ignore[arg-type]  # (checked: an error if not an Agent)
+        run.options,
+        reference=run.reference,
+        save=run.save,
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from agentloop import AgentLoadError
@@ -19,12 +20,20 @@ from capture import Recorder, missing_extra
 from capture.frameworks.pydantic_ai import REQUEST_FORM, JournalCapability
 from journal import CAPTURED_WITH_KEY, Journal, RecordedEvent, describe_error
 
+from .._captured import CapturedRun
 from .._run import ForkPoint
 from .._session import recorded_start
 from .._verdict import ReplayResult
 from ..handwritten import RecordedModel, RecordedToolPort, replay_loop
-from ..normalize import DEFAULT_RULES, NormalizationRules
-from . import DEPS_FACTORY, captured_replay, checked_live, compared_requests, first_requests
+from ..options import ReplayOptions
+from . import (
+    DEPS_FACTORY,
+    checked_live,
+    compared_requests,
+    first_requests,
+    framework_live_model,
+    recorded_deps,
+)
 
 try:
     from pydantic_ai import Agent
@@ -117,13 +126,11 @@ def replay_agent(
     journal: Journal,
     session_id: str,
     agent: Agent[Any, Any],
+    options: ReplayOptions | None = None,
     *,
-    live: bool | Iterable[str] = False,
-    live_model: Model | str | bool | None = None,
     deps: Any = None,
     reference: str | None = None,
     save: bool | ForkPoint = False,
-    rules: NormalizationRules = DEFAULT_RULES,
 ) -> ReplayResult:
     """Re-run ``agent`` on a captured session's user inputs and compare with the recording.
 
@@ -135,16 +142,17 @@ def replay_agent(
         journal: the journal holding the session.
         session_id: the captured session.
         agent: your agent, unchanged (its model is replaced for the replay only).
-        live: tools to run for real (``True``: all); others come from the recording.
-        live_model: what answers where no recorded response fits (the agent diverged, or
-            asks past the recording), the tools then running for real too: a pydantic-ai
-            model or model name, ``"agent"`` for the agent's own model, or True for it if
-            it has one. Without one the replay stops there.
+        options: how the replay runs (`ReplayOptions`): the tools to run for real
+            (``live_tools``; others come from the recording); what answers where no
+            recorded response fits (``live_model``: the agent diverged, or asks past the
+            recording; the tools then run for real too): a pydantic-ai model, a
+            ``module:factory`` returning one, ``"agent"`` for the agent's own model, or
+            True for it if it has one; without one the replay stops there; the
+            comparison rules.
         deps: the agent's dependencies, if it takes any (the CLI and fixtures call the
             session's recorded ``deps_factory``).
         reference: the agent reference to journal (default: the recorded one).
         save: keep the replay in ``journal``; a `ForkPoint` keeps it as a fork instead.
-        rules: what counts as volatile; see `replay.normalize`.
 
     Raises:
         AgentLoopError: a tool named live that the agent does not have.
@@ -155,11 +163,12 @@ def replay_agent(
     """
     if not isinstance(agent, Agent):
         raise AgentLoadError(f"{type(agent).__name__} is not a pydantic-ai Agent")
-    live = checked_live(live, _tool_names(agent))
+    options = options or ReplayOptions()
+    checked_live(options.live_tools, _tool_names(agent))
     started = recorded_start(journal, session_id)
     metadata = {k: v for k, v in started.metadata.items() if k != CAPTURED_WITH_KEY}
-    answering = _live_model(agent, live_model)
-    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, rules)
+    answering = _live_model(agent, framework_live_model(options.live_model))
+    requests, rules = compared_requests(journal, session_id, REQUEST_FORM, options.rules)
     fresh_runs = _fresh_runs(journal.events(session_id))
 
     async def run(
@@ -190,10 +199,9 @@ def replay_agent(
         journal,
         session_id,
         run,
-        live=live,
-        live_model=None if answering is None else answering.request,
+        replace(options, rules=rules, live_model=answering is not None),
+        model_port=None if answering is None else answering.request,
         save=save,
-        rules=rules,
     )
 
 
@@ -244,7 +252,7 @@ def _tool_names(agent: Agent[Any, Any]) -> list[str] | None:
     return names
 
 
-def _live_model(agent: Agent[Any, Any], spec: Model | str | bool | None) -> Model | None:
+def _live_model(agent: Agent[Any, Any], spec: object) -> Model | None:
     """The model that answers off the record (see `replay_agent`'s ``live_model``)."""
     if spec is None or spec is False or (spec is True and agent.model is None):
         return None
@@ -255,7 +263,7 @@ def _live_model(agent: Agent[Any, Any], spec: Model | str | bool | None) -> Mode
             "(--live-model MODULE:FACTORY returning a pydantic-ai model)"
         )
     try:
-        return infer_model(own)
+        return infer_model(own)  # type: ignore[arg-type]  # (checked: an error if not one)
     except Exception as error:  # an unknown provider or model name, a missing key
         raise AgentLoadError(f"live model {own!r}: {describe_error(error)}") from error
 
@@ -276,5 +284,14 @@ def _setup_fault(
     )
 
 
-replay_captured = captured_replay(replay_agent, deps="deps")
-"""How `replay.Replayer` replays this integration's sessions (see `replay._captured`)."""
+def replay_captured(run: CapturedRun) -> ReplayResult:
+    """How `replay.Replayer` replays this integration's sessions (`replay._captured`)."""
+    return replay_agent(
+        run.journal,
+        run.session_id,
+        run.target,  # type: ignore[arg-type]  # (checked: an error if not an Agent)
+        run.options,
+        deps=recorded_deps(run),
+        reference=run.reference,
+        save=run.save,
+    )
