@@ -32,7 +32,7 @@ from .exceptions import (
     raised_by_model_call,
     rebuilt,
 )
-from .order import InProposalOrder, RecordedOrder
+from .order import RecordedOrder
 from .output import Destination, Sampling, SessionOutput
 from .placement import current_session
 from .play import (
@@ -44,10 +44,12 @@ from .play import (
     replay_target,
     replaying,
 )
+from .proposal_order import InProposalOrder
 from .recorder import ModelOutput, Recorder
 from .requests import full_requests, json_value, request_record
 from .returns import as_return_type, return_type
-from .scope import CAPTURED_WITH, Capture, CapturedSession, ToolInfo, is_method
+from .scope import Capture, is_method
+from .session import CAPTURED_WITH, CapturedSession, ToolInfo
 from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_path_for
 
 __all__ = [

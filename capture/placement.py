@@ -16,15 +16,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from journal import HaltSession
 
 from .play import REPLAY_STOPPED
+from .session import CapturedSession
 from .spool import LOG_INTERVAL
-
-if TYPE_CHECKING:
-    from .scope import CapturedSession
 
 __all__ = ["current_session", "opened", "session_of_call"]
 

@@ -39,32 +39,25 @@ the same way, but their outcomes come from the replay's `Player`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import json
 import sys
-import threading
-import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from journal import ENTRY_INPUTS_KEY, HaltSession, Journal, ToolCall, canonical_bytes, json_stand_in
-from journal.formats import MODEL_SETTINGS, Redactor, content_text, system_prompt_of
+from journal import Journal, json_stand_in
+from journal.formats import Redactor
 
-from .clients.openai_streams import StreamRecording
-from .exceptions import rebuilt
-from .order import InProposalOrder
 from .output import Destination, Sampling
 from .placement import current_session, opened, session_of_call
-from .play import REPLAY_STOPPED, Player, ToolPlay, replay_target
+from .play import replay_target
 from .recorder import Recorder
-from .requests import jsonable, proposal_of, request_record, sent_parameters
-from .returns import as_return_type, return_type, text_as_return_type
+from .requests import jsonable
+from .returns import return_type
+from .session import CAPTURED_WITH, RUNNING_TOOL, CapturedSession, ToolInfo, inside_a_tool
 from .spool import Spool
 
 __all__ = [
@@ -74,9 +67,6 @@ __all__ = [
     "ToolInfo",
     "reference_of",
 ]
-
-CAPTURED_WITH = "entry"
-"""The ``captured_with`` metadata of sessions captured around an entry function."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,444 +113,15 @@ def _module_of(path: Path) -> str:
     return ".".join(reversed(names))
 
 
-@dataclass(frozen=True)
-class ToolInfo:
-    """A decorated tool: its name and whether running it touches the world."""
-
-    name: str
-    side_effects: bool
-
-
-_MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
-
-_RUNNING: ContextVar[str | None] = ContextVar("agent_journal_running_tool", default=None)
-"""The decorated tool running for real in this context (its thread, its task and the tasks
-it starts): a decorated tool it calls is part of its run (`inside_a_tool`)."""
-
-_UNFINISHED_TURNS = 100
-"""Event-loop turns a replayed call the recording never finished waits for the rest of the
-code to end the session (a replay serves everything at once: a sibling's recorded failure
-ends the entry within a few turns)."""
-
-
-def _from_model(item: Any) -> bool:
-    """Whether a conversation item is the model's own output (chat or Responses API)."""
-    if not isinstance(item, dict):
-        return False
-    return item.get("role") == "assistant" or item.get("type") in _MODEL_ITEM_TYPES
-
-
-@dataclass
-class CapturedSession:
-    """One session of captured code: its recorder, its requests so far, its tool outcomes.
-
-    Built by `Capture` for each entry call; the wrappers find it with
-    `capture.placement.session_of_call`.
-    """
-
-    recorder: Recorder
-    entry: str | None
-    inputs: str
-    metadata: dict[str, Any]
-    player: Player | None = None
-    timer: Callable[[], float] = time.perf_counter
-    _messages: list[Any] = field(default_factory=list)
-    _inputs: list[str] = field(default_factory=list)
-    _claimed: set[str] = field(default_factory=set)
-    _started: set[str] = field(default_factory=set)
-    """Proposed calls a tool call was started for (no helper thread's call is theirs)."""
-    _last_text: str | None = None
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
-    """Held while the session journals: calls may finish on several threads at once."""
-    _streams: list[StreamRecording] = field(default_factory=list, repr=False)
-
-    def __post_init__(self) -> None:
-        self._order = InProposalOrder(self.recorder)
-
-    # -- the session's start and end ---------------------------------------------------
-
-    def start(self, request: Mapping[str, Any] | None = None) -> None:
-        """Journal ``session_started`` once, with what the first request says of the model."""
-        with self._lock:
-            self._start(request or {})
-
-    def _start(self, request: Mapping[str, Any]) -> None:
-        if self.recorder.started:
-            return
-        messages = request.get("messages") or []
-        prompt = system_prompt_of(messages)[0] if messages else request.get("instructions")
-        self.recorder.start(
-            agent=self.entry,
-            model=request.get("model"),
-            system_prompt=prompt if isinstance(prompt, str) else "",
-            tools=[tool for tool in request.get("tools") or () if isinstance(tool, Mapping)],
-            model_settings={
-                k: json_stand_in(jsonable(request[k])) for k in MODEL_SETTINGS if k in request
-            },
-            metadata={**self.metadata, ENTRY_INPUTS_KEY: self.inputs},
-            captured_with=CAPTURED_WITH,
-        )
-
-    def settle(self) -> None:
-        """Journal every tool outcome still waiting for an earlier call's."""
-        with self._lock:
-            self._order.flush()
-
-    def finish(self, result: object, *, given: bool = True) -> None:
-        """The session's answer is ``result``: journal it as the turn's answer (once).
-
-        ``given=False`` (a scope ending without an answer) ends an open turn with the
-        model's last text instead.
-        """
-        with self._lock:
-            if self.recorder.ended or self.recorder.state.status == "completed":
-                return
-            self._end_streams()
-            self.start()
-            self.settle()
-            if not given:
-                result = self._last_text or ""
-            if not isinstance(result, str):  # as JSON (NaN, huge integers as strings)
-                result = canonical_bytes(json_stand_in(jsonable(result))).decode()
-            self.recorder.final(result)
-
-    def hold(self, recording: StreamRecording) -> None:
-        """Keep a model stream until it is journaled: one left unclosed is at the end."""
-        with self._lock:
-            self._streams = [held for held in self._streams if not held.done]
-            self._streams.append(recording)
-
-    def _end_streams(self) -> None:
-        """Journal what was read of each stream the code left open (the last call's, say)."""
-        for recording in self._streams:
-            recording.end()
-        self._streams.clear()
-
-    def fail(self, error: BaseException) -> None:
-        """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s).
-
-        The outcomes still waiting for an earlier call's are journaled first, unless a
-        replay stopped at that call: the halt then takes its place, naming it, where a
-        later call's outcome would have looked like the change.
-        """
-        with self._lock:
-            if self.recorder.ended:
-                return
-            self._end_streams()
-            self.start()
-            if not (isinstance(error, HaltSession) and error.rule == REPLAY_STOPPED):
-                self.settle()
-            self.recorder.fail(error)
-
-    # -- model calls -------------------------------------------------------------------
-
-    def before_model(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
-        """Journal what a request brings (the start, results, user input).
-
-        Returns the request's record, the request in full, and the seq its response will
-        take.
-        """
-        with self._lock:
-            self.settle()
-            kwargs = sent_parameters(kwargs)
-            self.start(kwargs)
-            record, messages = request_record(kwargs, self._messages)
-            self._messages = messages
-            self._journal_messages(messages)
-            whole = {**record["params"], record["messages_key"]: messages}
-            return record, whole, self.recorder.next_seq
-
-    def model_failed(self, record: Mapping[str, Any]) -> None:
-        """The model call of ``record`` raised (a rate limit, a timeout).
-
-        No response answers its messages, so the next request (a retry) records them again,
-        as sent anew. Only while no other request was recorded since: concurrent calls keep theirs.
-        """
-        with self._lock:
-            start = record.get("from")
-            if isinstance(start, int) and len(self._messages) == start + len(
-                record.get("messages") or ()
-            ):
-                self._messages = self._messages[:start]
-
-    def _journal_messages(self, messages: list[Any]) -> None:
-        """Journal the user's messages since the model's last output.
-
-        Also the results no decorated tool gave: chat ``tool`` messages and Responses
-        ``function_call_output`` items answering a pending call.
-        """
-        last = max((i for i, item in enumerate(messages) if _from_model(item)), default=-1)
-        inputs: list[str] = []
-        for message in messages[last + 1 :]:
-            if isinstance(message, str):
-                inputs.append(message)
-                continue
-            if not isinstance(message, dict):
-                continue
-            text, _ = content_text(message.get("content"))
-            if message.get("role") == "user":
-                inputs.append(text)
-            elif message.get("role") == "tool":
-                self._tool_result(message.get("tool_call_id"), text)
-            elif message.get("type") == "function_call_output":
-                output = message.get("output")
-                self._tool_result(
-                    message.get("call_id"),
-                    output if isinstance(output, str) else content_text(output)[0],
-                )
-        seen = len(self._inputs)
-        fresh = inputs[seen:] if inputs[:seen] == self._inputs else inputs
-        for text in fresh:
-            self.recorder.user_input(text)
-        self._inputs = inputs
-
-    def _tool_result(self, call_id: object, text: str) -> None:
-        """Journal the result of a pending call that no decorated tool gave."""
-        if any(call.call_id == call_id for call in self.recorder.pending):
-            self.recorder.tool_result(str(call_id), text)
-
-    def after_model(
-        self,
-        kind: str,
-        record: dict[str, Any],
-        response: Any,
-        *,
-        stream: bool,
-        latency_ms: float | None,
-    ) -> None:
-        """Journal a response (a body, or a stream's chunk bodies) beside its request."""
-        proposal = proposal_of(kind, response, stream=stream, latency_ms=latency_ms)
-        with self._lock:
-            self.recorder.model_output(proposal, request=record, response=response)
-            self._last_text = proposal.text
-            self._inputs = []
-            self._claimed = set()
-            self._started = set()
-
-    # -- tool calls --------------------------------------------------------------------
-
-    def waits_for(self, tool: str, args: dict[str, Any]) -> bool:
-        """Whether the model proposed a call of ``tool`` with ``args`` not started yet."""
-        with self._lock:
-            return self._waiting(tool, args, same_args=True, skip=self._started) is not None
-
-    def _pair(self, tool: str, args: dict[str, Any]) -> str | None:
-        """The waiting call a tool call answers: same tool and arguments, else same tool."""
-        found = self._waiting(tool, args, same_args=True) or self._waiting(tool, args)
-        if found is None:
-            return None
-        self._claimed.add(found.call_id)
-        return found.call_id
-
-    def _waiting(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        *,
-        same_args: bool = False,
-        skip: Collection[str] = (),
-    ) -> ToolCall | None:
-        """The first proposed call of ``tool`` not answered yet (with ``args``, if asked)."""
-        same = canonical_bytes(args) if same_args else None
-        return next(
-            (
-                call
-                for call in self.recorder.pending
-                if call.call_id not in self._claimed
-                and call.call_id not in skip
-                and call.tool == tool
-                and (
-                    same is None
-                    or (isinstance(call.args, dict) and canonical_bytes(call.args) == same)
-                )
-            ),
-            None,
-        )
-
-    def _journal_outcome(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        *,
-        result: Any = None,
-        error: BaseException | dict[str, Any] | None = None,
-        duration_ms: float | None = None,
-        started_after: frozenset[int],
-    ) -> None:
-        recorder = self.recorder
-        # a recorded failure (an `exception_record`) is raised again as its own type
-        failure, record = (rebuilt(error), error) if isinstance(error, dict) else (error, None)
-
-        def write(ran_after: tuple[int, ...] | None = None) -> None:
-            if failure is None:
-                recorder.tool_result(
-                    call_id,
-                    jsonable(result),
-                    tool=tool,
-                    args=args,
-                    duration_ms=duration_ms,
-                    exact=True,
-                    ran_after=ran_after,
-                )
-            else:
-                recorder.tool_failure(
-                    call_id,
-                    failure,
-                    tool=tool,
-                    args=args,
-                    duration_ms=duration_ms,
-                    record=record,
-                    ran_after=ran_after,
-                )
-
-        with self._lock:
-            call_id = self._pair(tool, args)
-            if call_id is None:  # a call no model output proposed: journaled where it happens
-                self.settle()
-                write()
-            else:
-                self._order.add(call_id, write, started_after=started_after)
-
-    def call_tool(
-        self,
-        info: ToolInfo,
-        args: dict[str, Any],
-        run: Callable[[], Any],
-        returns: Callable[[], Any],
-    ) -> Any:
-        """Run (or replay) one call of a decorated tool, and journal it."""
-        after, play = self._begin_call(info, args)
-        if play.unfinished is not None:
-            raise play.unfinished
-        if not play.live:
-            return self._served(info, args, play, returns, after)
-        started = self.timer()
-        running = _RUNNING.set(info.name)
-        try:
-            result = run()
-        except Exception as error:
-            self._ran(info, args, started, after, error=error)
-            raise
-        finally:
-            _RUNNING.reset(running)
-        self._ran(info, args, started, after, result=result)
-        return result
-
-    async def acall_tool(
-        self,
-        info: ToolInfo,
-        args: dict[str, Any],
-        run: Callable[[], Any],
-        returns: Callable[[], Any],
-    ) -> Any:
-        """`call_tool` for a coroutine function."""
-        after, play = self._begin_call(info, args)
-        if play.unfinished is not None:
-            await self._still_running(play.unfinished)
-        if not play.live:
-            return self._served(info, args, play, returns, after)
-        started = self.timer()
-        running = _RUNNING.set(info.name)
-        try:
-            result = await run()
-        except Exception as error:
-            self._ran(info, args, started, after, error=error)
-            raise
-        finally:
-            _RUNNING.reset(running)
-        self._ran(info, args, started, after, result=result)
-        return result
-
-    async def _still_running(self, stop: BaseException) -> None:
-        """Wait as a call the recording never finished did, while the rest of the code runs.
-
-        Once the session ends it waits until cancelled; ``stop`` is raised when nothing
-        else runs (the code now waits on this call, where the recording did not).
-        """
-        for _ in range(_UNFINISHED_TURNS):
-            await asyncio.sleep(0)
-            if self.recorder.ended:
-                await asyncio.get_running_loop().create_future()  # cancelled with the loop
-        raise stop
-
-    def _begin_call(self, info: ToolInfo, args: dict[str, Any]) -> tuple[frozenset[int], ToolPlay]:
-        """At a call's start: the calls finished before it, and what to do with it."""
-        with self._lock:
-            self.start()
-            started = self._waiting(info.name, args, same_args=True, skip=self._started)
-            if started is not None:
-                self._started.add(started.call_id)
-            return self._order.finished(), self._play(info, args)
-
-    def _play(self, info: ToolInfo, args: dict[str, Any]) -> ToolPlay:
-        if self.player is None:
-            return ToolPlay(live=True)
-        return self.player.tool(info.name, args, side_effects=info.side_effects)
-
-    def _served(
-        self,
-        info: ToolInfo,
-        args: dict[str, Any],
-        play: ToolPlay,
-        returns: Callable[[], Any],
-        after: frozenset[int],
-    ) -> Any:
-        if play.error is not None:
-            self._journal_outcome(info.name, args, error=play.error, started_after=after)
-            raise rebuilt(play.error)
-        self._journal_outcome(info.name, args, result=play.result, started_after=after)
-        if play.as_sent:
-            return text_as_return_type(play.result, returns())
-        return as_return_type(play.result, returns())
-
-    def _ran(
-        self,
-        info: ToolInfo,
-        args: dict[str, Any],
-        started: float,
-        after: frozenset[int],
-        *,
-        result: Any = None,
-        error: BaseException | None = None,
-    ) -> None:
-        """Journal the outcome of a call that ran for real, started at ``started``."""
-        duration_ms = round((self.timer() - started) * 1000, 3)
-        self._journal_outcome(
-            info.name,
-            args,
-            result=result,
-            error=error,
-            duration_ms=duration_ms,
-            started_after=after,
-        )
-
-
-def inside_a_tool(tool: str | None, *, side_effects: bool = False) -> str | None:
-    """The decorated tool whose run a call is part of, if any.
-
-    The call is of the decorated tool ``tool``, or of the model (None); a decorated tool
-    that runs for real in this context makes it part of its run, and it runs as it is. It
-    is not journaled on its own: in a replay the outer tool's recorded outcome stands for
-    both, and the inner call never happens. When the outer tool runs for real in a replay,
-    the inner call runs too, unless it is a tool with side effects that were not allowed or
-    the model without a live model (`Player.nested`). (An entry called there opens a session
-    of its own: `Capture.session`.)
-    """
-    outer = _RUNNING.get()
-    if outer is not None:
-        target = replay_target()
-        if target is not None:
-            target.player.nested(tool, outer, side_effects=side_effects)
-    return outer
-
-
 def _joins_a_session() -> bool:
     """Whether an entry or session block starting here is part of the current session.
 
     It is when there is one, and no decorated tool runs for real here outside a replay
     (`Capture.session`).
     """
-    return current_session() is not None and (_RUNNING.get() is None or replay_target() is not None)
+    return current_session() is not None and (
+        RUNNING_TOOL.get() is None or replay_target() is not None
+    )
 
 
 class Capture:
@@ -791,7 +352,7 @@ class Capture:
             metadata=given,
             player=player,
         )
-        running = _RUNNING.set(None)  # its tools are its own, not part of an outer tool
+        running = RUNNING_TOOL.set(None)  # its tools are its own, not part of an outer tool
         try:
             with opened(session):
                 yield session
@@ -802,5 +363,5 @@ class Capture:
             session.fail(error)
             raise
         finally:
-            _RUNNING.reset(running)
+            RUNNING_TOOL.reset(running)
             recorder.close()

@@ -26,14 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from agentloop import TrustList
+from agentloop import Agent, TrustList
 
 from .normalize import DEFAULT_RULES, NormalizationRules
-
-if TYPE_CHECKING:
-    from agentloop import Agent
 
 __all__ = ["EVERY_TOOL", "ReplayOptions"]
 

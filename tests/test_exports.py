@@ -447,3 +447,68 @@ def test_the_scan_sees_each_kind_of_import() -> None:
     )
     found = [pair for node in ast.walk(tree) for pair in _imported(node)]
     assert sorted(found) == [("capture", "Capture"), ("replay.fork", ""), ("tui.cli", "")]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_level_imports(path: Path, name: str) -> set[str]:
+    """The package modules ``name`` imports at module level, ``if TYPE_CHECKING:`` included."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes: list[ast.stmt] = list(tree.body)
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, ast.If):  # if TYPE_CHECKING: (and other module-level ifs)
+            nodes += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            nodes += node.body
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+def test_no_module_level_import_cycle_even_for_type_checking() -> None:
+    """A cycle held apart only by ``if TYPE_CHECKING:`` is a boundary in the wrong place."""
+    paths = {
+        _module_name(path): path for top in TOP for path in sorted((ROOT / top).rglob("*.py"))
+    }
+    graph = {
+        name: {m for m in _module_level_imports(path, name) if m in paths and m != name}
+        for name, path in paths.items()
+    }
+    # a module's own package __init__ imports it: that edge is the package, not a cycle
+    graph = {
+        name: {m for m in targets if not name.startswith(f"{m}.")} for name, targets in graph.items()
+    }
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycles.append([*stack[stack.index(target) :], target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert cycles == []

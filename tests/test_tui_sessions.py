@@ -10,11 +10,11 @@ from textual.content import Content
 from textual.pilot import Pilot
 
 from journal import Journal, SessionStarted
-from tui.render import format_cost, format_time
 from tui.screens.dialogs import ChoiceScreen
 from tui.screens.diff import DiffScreen
 from tui.screens.session import SessionScreen
 from tui.screens.sessions import SessionsList, SessionsScreen
+from tui.text import format_cost, format_time
 
 from .tui_helpers import drive, open_app, press, screen_text, small_journal, type_in, wait_until
 

@@ -29,12 +29,12 @@ from journal import InvalidInputError, Journal, SessionSummary
 from replay import ReplayResult
 
 from .keys import bind, command, commands_for, declared_bindings
-from .render import safe_text
 from .screens.base import JournalScreen
 from .screens.dialogs import ChoiceScreen, HelpScreen, PromptScreen, help_content, replay_label
 from .screens.diff import DiffScreen
 from .screens.session import STATE_DELAY, SessionScreen
 from .screens.sessions import SessionsScreen
+from .text import safe_text
 
 __all__ = ["JournalApp"]
 

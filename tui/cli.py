@@ -287,7 +287,7 @@ def import_(
             try:
                 result = import_file(journal, path, whole=True)
             except JournalError as e:
-                from .render import safe_text
+                from .text import safe_text
 
                 click.echo(f"agent-journal: {safe_text(str(e))}", err=True)
                 failed += 1
@@ -381,7 +381,7 @@ def copy(
         else:
             result = copy_sessions(src, dst, chosen)
         where = f"from {src.target} to {dst.target}"
-        from .render import safe_text
+        from .text import safe_text
 
         for error in result.errors:
             click.echo(f"agent-journal: {safe_text(error)}", err=True)

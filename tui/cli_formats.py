@@ -22,7 +22,7 @@ __all__ = ["export_otlp", "import_openai_files"]
 
 
 def _echo(text: str) -> None:
-    from .render import safe_text
+    from .text import safe_text
 
     click.echo(safe_text(text), err=True)
 

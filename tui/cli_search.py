@@ -15,7 +15,8 @@ import click
 from journal import EVENT_TYPES, SearchFilters, SearchHit, SessionStatus
 
 from .clikit import db_option, json_option, meta_option, open_existing, print_json, time_option
-from .render import console, event_style, safe_text
+from .render import console
+from .text import event_style, safe_text
 
 __all__ = ["print_hits", "search"]
 

@@ -210,7 +210,7 @@ def counted(number: int, noun: str) -> str:
 
 def fail(message: str, code: int) -> None:
     """Print one error line (control characters escaped) and exit with ``code``."""
-    from .render import safe_text
+    from .text import safe_text
 
     click.echo(f"agent-journal: {safe_text(message)}", err=True)
     sys.exit(code)

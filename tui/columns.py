@@ -46,7 +46,7 @@ from rich.cells import cell_len
 
 from journal import REPLAY_KEYS, SessionDetails, SessionSummary
 
-from .render import STATUS_STYLE, cut, cut_middle, format_cost, format_time, safe_text
+from .text import STATUS_STYLE, cut, cut_middle, format_cost, format_time, safe_text
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -16,7 +16,7 @@ from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.markup import escape
 
-from .render import safe_text
+from .text import safe_text
 
 if TYPE_CHECKING:
     from textual.app import App

@@ -33,7 +33,7 @@ from journal import HaltSession
 from ..exceptions import raised_by_model_call
 from ..placement import session_of_call
 from ..play import REPLAY_STOPPED
-from ..scope import CapturedSession, inside_a_tool
+from ..session import CapturedSession, inside_a_tool
 from .openai_streams import (
     AsyncRecordedStream,
     Kind,

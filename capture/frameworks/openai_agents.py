@@ -39,7 +39,7 @@ from journal import ToolCall, Usage
 from journal.formats import content_text, parse_arguments
 
 from .._extras import missing_extra
-from ..order import InProposalOrder
+from ..proposal_order import InProposalOrder
 from ..recorder import Recorder
 from . import ModelRequests, answer_text, jsonable
 

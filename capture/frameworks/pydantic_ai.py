@@ -45,8 +45,8 @@ from journal import DEPS_FACTORY_KEY, ReplayedFailure, ToolCall, Usage, describe
 from journal.formats import parse_arguments
 
 from .._extras import missing_extra
-from ..order import InProposalOrder
 from ..play import AsyncToolPlayer
+from ..proposal_order import InProposalOrder
 from ..recorder import Recorder
 from . import ModelRequests, answer_text, jsonable
 

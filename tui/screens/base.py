@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 from textual.app import SystemCommand
 from textual.binding import BindingType
@@ -12,14 +12,53 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Static
 
+from journal import Journal
+
 from ..keys import bind, declared_bindings
 
-if TYPE_CHECKING:
-    from journal import Journal
+__all__ = ["JournalScreen", "ScreenHost", "SearchingScreen", "StatusLine"]
 
-    from ..app import JournalApp
+T = TypeVar("T")
 
-__all__ = ["JournalScreen", "SearchingScreen", "StatusLine"]
+
+class ScreenHost(Protocol):
+    """What the screens ask of the app that shows them (`tui.app.JournalApp` is one).
+
+    The screens know the app only by this: the app builds them, never the other way.
+    """
+
+    journal: Journal
+    state_delay: float
+    """Seconds the cursor rests on an event before the state after it is shown."""
+
+    @property
+    def journal_name(self) -> str:
+        """The journal's file name, or its URL (without a password)."""
+        ...
+
+    def from_thread(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Run ``callback(*args)`` on the UI thread from a worker (nothing once closing)."""
+        ...
+
+    def hand_over(self, what: str, work: Callable[[], T], done: Callable[[T], object]) -> None:
+        """In a worker: run ``work()``, then ``done(result)`` on the UI thread."""
+        ...
+
+    def report(self, what: str, error: BaseException) -> None:
+        """Show an error of background work as a notification."""
+        ...
+
+    def warn(self, message: str) -> None:
+        """Show a one-line warning."""
+        ...
+
+    def start_replay(self, session_id: str, agent: str | None = None) -> None:
+        """Replay ``session_id`` with the current code, then offer the diff."""
+        ...
+
+    def open_replays(self, session_id: str) -> None:
+        """Show the replays of ``session_id`` (or diff the one there is)."""
+        ...
 
 
 class StatusLine(Static):
@@ -43,9 +82,9 @@ class JournalScreen(Screen[None]):
     ]
 
     @property
-    def japp(self) -> JournalApp:
-        """The app, typed."""
-        return cast("JournalApp", self.app)
+    def japp(self) -> ScreenHost:
+        """The app, as the screens know it."""
+        return cast(ScreenHost, self.app)
 
     @property
     def journal(self) -> Journal:

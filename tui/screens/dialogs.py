@@ -21,7 +21,7 @@ from textual.widgets.option_list import Option
 from journal import SessionSummary
 
 from ..keys import bind, declared_bindings
-from ..render import cut, cut_middle
+from ..text import cut, cut_middle
 from ..widgets.panes import safe_lines
 
 __all__ = ["ChoiceScreen", "HelpScreen", "PromptScreen", "help_content", "replay_label"]

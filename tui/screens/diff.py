@@ -24,7 +24,7 @@ from journal import StoredEvent, decode
 from replay import DiffResult, DiffRow, diff_records, record_of
 
 from ..keys import bind
-from ..render import event_style, safe_text
+from ..text import event_style, safe_text
 from ..widgets.lines import LineList
 from ..widgets.panes import Pane, Part, change_lines, json_content
 from .base import JournalScreen, StatusLine

@@ -20,7 +20,7 @@ from textual.widgets import Footer
 from journal import InvalidInputError, SearchHit, query_parts
 
 from ..keys import bind
-from ..render import event_style, safe_text
+from ..text import event_style, safe_text
 from ..widgets.lines import LineList
 from .base import JournalScreen, StatusLine
 from .dialogs import PromptScreen

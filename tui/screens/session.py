@@ -28,8 +28,8 @@ from journal import EVENT_TYPES, JournalError, SessionState, StoredEvent
 from replay import StateChange, Timeline
 
 from ..keys import bind, command
-from ..render import FAILURE_TYPES, STATUS_STYLE, safe_text
 from ..source import RowSource, matches
+from ..text import FAILURE_TYPES, STATUS_STYLE, safe_text
 from ..widgets.lines import LineList
 from ..widgets.panes import Pane, Part, change_lines, fields_content, json_content
 from ..widgets.timeline import TimelineView

@@ -24,7 +24,7 @@ from journal import SessionStatus
 
 from ..columns import COLUMNS, Layout, Listed, layout, listed, natural_widths
 from ..keys import bind, command
-from ..render import safe_text
+from ..text import safe_text
 from ..widgets.lines import LineList
 from .base import SearchingScreen, StatusLine
 from .dialogs import PromptScreen

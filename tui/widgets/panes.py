@@ -24,7 +24,7 @@ from textual.highlight import highlight
 from textual.widgets import Static
 
 from ..keys import motion_bindings
-from ..render import safe_text, short_json
+from ..text import safe_text, short_json
 
 __all__ = [
     "MAX_JSON",

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
-from ..render import event_style, safe_text
 from ..source import RowSource
+from ..text import event_style, safe_text
 from .lines import LineList
 
 __all__ = ["MARKS", "TimelineView"]
