@@ -36,6 +36,7 @@ from journal import (
     ContextCompacted,
     FallbackInvoked,
     Guardrails,
+    ModelCallFailed,
     RepairApplied,
     SessionStarted,
     ToolCall,
@@ -235,7 +236,13 @@ class Context:
     def add(self, seq: int, event: AgentEvent) -> None:
         """Extend the log with one event (in seq order)."""
         match event:
-            case SessionStarted() | CircuitOpened() | FallbackInvoked() | AgentHalted():
+            case (
+                SessionStarted()
+                | CircuitOpened()
+                | FallbackInvoked()
+                | AgentHalted()
+                | ModelCallFailed()  # the model never answered: nothing to show it
+            ):
                 pass
             case UserInput():
                 self.messages.append(Message(seq, "user", event.text))

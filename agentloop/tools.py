@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from journal import FailureKind, SessionState, ToolSpec, failure_kind
 
+from .errors import AgentDefinitionError
 from .schemas import flatten_schema, needs_flattening, schema_errors, schema_hash, validator_for
 
 __all__ = [
@@ -83,6 +84,14 @@ class Tool:
         classify: maps an exception to its failure kind; see `classify_error`.
         scavenge: whether a call written out as text may be run (default: when
             ``parallel_safe``); see `scavengeable`.
+        pure: a function of its arguments alone: a replay runs it and compares its
+            outcome with the recorded one (a fix in it shows with no flag).
+        side_effects: it changes the world (sends, writes, pays): a replay never runs it
+            for real unless allowed by name (``--allow-side-effects``). A tool that is
+            neither (I/O: lookups, fetches) is served from the recording.
+
+    Raises:
+        AgentDefinitionError: a tool both ``pure`` and with ``side_effects``.
     """
 
     name: str
@@ -95,6 +104,14 @@ class Tool:
     fallback: str | None = None
     classify: Callable[[BaseException], FailureKind] = field(default=classify_error)
     scavenge: bool | None = None
+    pure: bool = False
+    side_effects: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pure and self.side_effects:
+            raise AgentDefinitionError(
+                f"tool {self.name}: a tool is pure or has side effects, not both"
+            )
 
     @property
     def scavengeable(self) -> bool:

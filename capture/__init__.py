@@ -38,6 +38,7 @@ from .placement import current_session
 from .play import (
     REPLAY_STOPPED,
     AsyncToolPlayer,
+    FailedCall,
     Player,
     ReplayTarget,
     ToolPlay,
@@ -61,6 +62,7 @@ __all__ = [
     "CapturedSession",
     "Destination",
     "DrainReport",
+    "FailedCall",
     "InProposalOrder",
     "JournaledOpenAI",
     "MissingExtraError",

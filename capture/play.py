@@ -26,6 +26,7 @@ from .order import RecordedOrder
 __all__ = [
     "REPLAY_STOPPED",
     "AsyncToolPlayer",
+    "FailedCall",
     "Player",
     "ReplayTarget",
     "ToolPlay",
@@ -61,13 +62,27 @@ class ToolPlay:
     as_sent: bool = False
 
 
+@dataclass(frozen=True)
+class FailedCall:
+    """A recorded model call that raised, as a `Player` serves it: raise it again.
+
+    ``error`` is the recorded exception (an `exception_record`), raised as its own type
+    from the call; ``chunks`` the chunk bodies a stream had sent before it broke (None: the
+    call was no stream, or raised before its first chunk), served first.
+    """
+
+    error: dict[str, Any]
+    chunks: list[Any] | None = None
+
+
 class Player(Protocol):
     """Where the outcomes of captured calls come from during a replay."""
 
     def model(self, seq: int, request: dict[str, Any], whole: dict[str, Any]) -> Any:
         """The recorded response body to serve, or None to call the live model.
 
-        A stream's response is the list of its chunk bodies. ``seq`` is where the
+        A stream's response is the list of its chunk bodies. A `FailedCall` is a call
+        that raised in the recording: the wrapper raises it again. ``seq`` is where the
         response will be journaled; ``request`` is the request as the capture records it
         (see `capture.requests`), ``whole`` the request in full (its parameters and
         all its messages).
@@ -77,8 +92,12 @@ class Player(Protocol):
         """
         ...
 
-    def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
+    def tool(
+        self, tool: str, args: dict[str, Any], *, side_effects: bool, pure: bool = False
+    ) -> ToolPlay:
         """What to do with a call of ``tool`` with ``args`` (exactly as the code passed them).
+
+        ``side_effects`` and ``pure`` are how the tool was declared (`capture.ToolInfo`).
 
         Raises:
             HaltSession: the recording never ran this call and it may not run live.
@@ -122,6 +141,8 @@ class ReplayTarget:
 
     ``order`` is the recording's order of the calls, which the replay journals wherever
     it ran them in an order the recording allows (`capture.RecordedOrder`).
+    ``model_failures`` False journals no failed model calls: the recording predates them
+    (`journal.predates`), so its replay writes what it holds.
     """
 
     journal: Journal
@@ -130,6 +151,7 @@ class ReplayTarget:
     clock: Clock
     player: Player
     order: RecordedOrder | None = None
+    model_failures: bool = True
 
 
 _TARGET: ContextVar[ReplayTarget | None] = ContextVar("agent_journal_replay", default=None)

@@ -63,6 +63,7 @@ from journal import (
     InvalidEventError,
     Journal,
     JournalError,
+    ModelCallFailed,
     RecordedEvent,
     RecordingOrderError,
     ReplayedFailure,
@@ -78,6 +79,7 @@ from journal import (
     apply,
     check_json,
     describe_error,
+    failure_kind,
     failure_of,
     format_ts,
     one_line,
@@ -211,6 +213,8 @@ class Recorder:
         replay_of: recorded in ``session_started`` (a replay sets it).
         order: in a replay, the recording's order of the calls: an outcome's ``ran_after``
             is journaled as `RecordedOrder.ran_after` says.
+        model_failures: journal failed model calls (`model_failure`); a replay of a session
+            recorded before they were journaled turns it off (`journal.predates`).
     """
 
     def __init__(
@@ -221,8 +225,10 @@ class Recorder:
         clock: Clock | None = None,
         replay_of: str | None = None,
         order: RecordedOrder | None = None,
+        model_failures: bool = True,
     ) -> None:
         self.order = order
+        self.model_failures = model_failures
         self.destination = (
             journal
             if isinstance(journal, Destination)
@@ -328,6 +334,7 @@ class Recorder:
         metadata: Mapping[str, Any] | None = None,
         code_version: str | None = None,
         captured_with: str = "recorder",
+        client_settings: Mapping[str, Any] | None = None,
     ) -> str:
         """Record ``session_started`` and return the session id.
 
@@ -342,6 +349,8 @@ class Recorder:
             metadata: anything JSON you want kept with the session.
             code_version: your code's version.
             captured_with: kept in the metadata as ``captured_with`` (integrations set it).
+            client_settings: the model client's own settings that shape a call beyond its
+                request (``max_retries``, ``timeout``), when the loop knows its client.
         """
         if self.started:
             raise self._refuse("session_started", "the session is started already")
@@ -353,6 +362,9 @@ class Recorder:
             system_prompt_hash=prefix_hash(system_prompt, _shown(specs)),
             model=model,
             model_settings=_json_object(model_settings, "the model settings"),
+            client_settings=None
+            if client_settings is None
+            else _json_object(client_settings, "the client settings"),
             code_version=code_version,
             metadata={
                 **self._sampling_metadata(),
@@ -433,6 +445,50 @@ class Recorder:
             )
         self._write(event)
         self._proposal = tuple(event.calls)
+        return event
+
+    def model_failure(
+        self,
+        error: BaseException,
+        *,
+        request: Mapping[str, Any] | None = None,
+        response: Sequence[Any] | None = None,
+        model: str | None = None,
+        latency_ms: float | None = None,
+        record: Mapping[str, Any] | None = None,
+    ) -> ModelCallFailed | None:
+        """Record that a call of the model raised ``error`` instead of answering.
+
+        For the calls your loop survives (a retry, a fallback): one that ends the session
+        is its halt too (`fail`). The exception is kept as its `exception_record`
+        (``record`` gives one already made) with its one line, its kind and its HTTP
+        status, so a replay raises it again from the same call as its own type.
+        ``request`` is the request record of a captured client; ``response`` the chunks a
+        stream had sent before it broke. Returns None, writing nothing, when the recorder
+        journals no failed calls (``model_failures`` False).
+        """
+        if not self.model_failures:
+            return None
+        self._open("a failed model call")
+        if self._state.status == "completed":
+            raise self._refuse(
+                "a failed model call",
+                "the turn ended with a final answer; record the next user input",
+            )
+        if record is None and _recordable(error):
+            record = exception_record(error)
+        status = getattr(error, "status_code", None)
+        event = ModelCallFailed(
+            message=describe_error(error),
+            kind=failure_kind(error),
+            status_code=status if type(status) is int else None,
+            model=model or self._state.model,
+            latency_ms=latency_ms,
+            request=None if request is None else _json_object(request, "the request"),
+            error=None if record is None else _json_object(record, "the error"),
+            response=None if response is None else _json(list(response), "the stream's chunks"),
+        )
+        self._write(event)
         return event
 
     def _answered(self, what: str, call_id: str | None, tool: str | None) -> ToolCall:

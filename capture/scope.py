@@ -14,6 +14,9 @@ Three wrappers, and the code between them stays as it is::
     @capture.tool(side_effects=True)           # never run by a replay unless allowed
     def send_email(to: str, body: str) -> str: ...
 
+    @capture.tool(pure=True)                   # run by a replay and compared
+    def order_total(items: list[dict]) -> float: ...
+
     @capture.entry                             # each call is one session
     def answer(question: str) -> str:
         ...  # the loop you already have: client.chat.completions.create, your tools
@@ -183,20 +186,42 @@ class Capture:
 
     @overload
     def tool(
-        self, function: None = None, /, *, name: str | None = None, side_effects: bool = False
+        self,
+        function: None = None,
+        /,
+        *,
+        name: str | None = None,
+        side_effects: bool = False,
+        pure: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(
-        self, function: Any = None, /, *, name: str | None = None, side_effects: bool = False
+        self,
+        function: Any = None,
+        /,
+        *,
+        name: str | None = None,
+        side_effects: bool = False,
+        pure: bool = False,
     ) -> Any:
         """Decorate a tool: journal its calls inside sessions, replay them from the record.
 
-        ``side_effects=True`` marks a tool that changes the world (sends, writes, pays): a
-        replay never runs it for real unless allowed by name.
+        How a replay treats it is declared here. By default its recorded outcomes are
+        served (a tool that does I/O: a lookup, a fetch). ``pure=True`` marks a function of
+        its arguments alone: a replay runs it and compares its outcome with the recorded
+        one, so a fix inside it diverges at its result with no flag. ``side_effects=True``
+        marks a tool that changes the world (sends, writes, pays): a replay never runs it
+        for real unless allowed by name. ``--live-tool`` and ``--live-tools`` override the
+        first two.
+
+        Raises:
+            ValueError: both ``pure`` and ``side_effects``.
         """
+        if pure and side_effects:
+            raise ValueError("a tool is pure or has side effects, not both")
 
         def decorate(function: F) -> F:
-            info = ToolInfo(name or function.__name__, side_effects)
+            info = ToolInfo(name or function.__name__, side_effects=side_effects, pure=pure)
             self.tools[info.name] = info
             signature = inspect.signature(function)
             # resolved at the first served result: a later class may be named before it exists
@@ -340,6 +365,7 @@ class Capture:
                 clock=target.clock,
                 replay_of=target.replay_of,
                 order=target.order,
+                model_failures=target.model_failures,
             )
             player = target.player
         given = {**self.metadata, **dict(metadata or {})}

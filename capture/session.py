@@ -37,10 +37,17 @@ CAPTURED_WITH = "entry"
 
 @dataclass(frozen=True)
 class ToolInfo:
-    """A decorated tool: its name and whether running it touches the world."""
+    """A decorated tool: its name, and how a replay treats it.
+
+    ``side_effects``: it changes the world (sends, writes, pays): a replay never runs it
+    for real unless allowed by name. ``pure``: a function of its arguments alone: a replay
+    runs it and compares its outcome with the recorded one, so a fix inside it shows. Any
+    other tool (I/O: lookups, fetches) is served from the recording.
+    """
 
     name: str
-    side_effects: bool
+    side_effects: bool = False
+    pure: bool = False
 
 
 _MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
@@ -91,12 +98,22 @@ class CapturedSession:
 
     # -- the session's start and end ---------------------------------------------------
 
-    def start(self, request: Mapping[str, Any] | None = None) -> None:
-        """Journal ``session_started`` once, with what the first request says of the model."""
-        with self._lock:
-            self._start(request or {})
+    def start(
+        self,
+        request: Mapping[str, Any] | None = None,
+        client_settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Journal ``session_started`` once, with what the first request says of the model.
 
-    def _start(self, request: Mapping[str, Any]) -> None:
+        ``client_settings`` are those of the client that makes it (``max_retries``,
+        ``timeout``), when the wrapper knows them.
+        """
+        with self._lock:
+            self._start(request or {}, client_settings)
+
+    def _start(
+        self, request: Mapping[str, Any], client_settings: Mapping[str, Any] | None = None
+    ) -> None:
         if self.recorder.started:
             return
         messages = request.get("messages") or []
@@ -111,6 +128,7 @@ class CapturedSession:
             },
             metadata={**self.metadata, ENTRY_INPUTS_KEY: self.inputs},
             captured_with=CAPTURED_WITH,
+            client_settings=client_settings,
         )
 
     def settle(self) -> None:
@@ -166,7 +184,9 @@ class CapturedSession:
 
     # -- model calls -------------------------------------------------------------------
 
-    def before_model(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
+    def before_model(
+        self, kwargs: Mapping[str, Any], client_settings: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any], int]:
         """Journal what a request brings (the start, results, user input).
 
         Returns the request's record, the request in full, and the seq its response will
@@ -175,18 +195,30 @@ class CapturedSession:
         with self._lock:
             self.settle()
             kwargs = sent_parameters(kwargs)
-            self.start(kwargs)
+            self.start(kwargs, client_settings)
             record, messages = request_record(kwargs, self._messages)
             self._messages = messages
             self._journal_messages(messages)
             whole = {**record["params"], record["messages_key"]: messages}
             return record, whole, self.recorder.next_seq
 
-    def model_failed(self, record: Mapping[str, Any]) -> None:
-        """The model call of ``record`` raised (a rate limit, a timeout).
+    def model_failed(
+        self,
+        record: Mapping[str, Any],
+        error: BaseException,
+        *,
+        latency_ms: float | None = None,
+        chunks: list[Any] | None = None,
+        recorded: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The model call of ``record`` raised ``error`` (a rate limit, a 500, a timeout).
 
-        No response answers its messages, so the next request (a retry) records them again,
-        as sent anew. Only while no other request was recorded since: concurrent calls keep theirs.
+        An ``Exception`` is journaled (``model_call_failed``: the request, the exception,
+        the ``chunks`` a stream had sent; ``recorded`` is the exception's record when a
+        replay raised it again from the recording); a ``BaseException`` (a cancellation,
+        Ctrl-C) is not a call's failure but the run's. Either way no response answers its messages,
+        so the next request (a retry) records them again, as sent anew. Only while no other
+        request was recorded since: concurrent calls keep theirs.
         """
         with self._lock:
             start = record.get("from")
@@ -194,6 +226,11 @@ class CapturedSession:
                 record.get("messages") or ()
             ):
                 self._messages = self._messages[:start]
+            if isinstance(error, Exception) and not self.recorder.ended:
+                self.settle()
+                self.recorder.model_failure(
+                    error, request=record, response=chunks, latency_ms=latency_ms, record=recorded
+                )
 
     def _journal_messages(self, messages: list[Any]) -> None:
         """Journal the user's messages since the model's last output.
@@ -407,7 +444,7 @@ class CapturedSession:
     def _play(self, info: ToolInfo, args: dict[str, Any]) -> ToolPlay:
         if self.player is None:
             return ToolPlay(live=True)
-        return self.player.tool(info.name, args, side_effects=info.side_effects)
+        return self.player.tool(info.name, args, side_effects=info.side_effects, pure=info.pure)
 
     def _served(
         self,

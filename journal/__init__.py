@@ -61,6 +61,7 @@ from .events import (
     FailureKind,
     FallbackInvoked,
     Guardrails,
+    ModelCallFailed,
     RepairApplied,
     RepairLevel,
     SessionStarted,
@@ -100,7 +101,7 @@ from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
 from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, without_password
-from .upcasting import predated_settings, register_upcaster
+from .upcasting import predated_settings, predates, register_upcaster
 from .verify import Problem, VerifyReport
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ __all__ = [
     "JournalBusyError",
     "JournalError",
     "JournalMissingError",
+    "ModelCallFailed",
     "NotAJournalError",
     "Problem",
     "RecordedEvent",
@@ -229,6 +231,7 @@ __all__ = [
     "otlp_document",
     "parse_ts",
     "predated_settings",
+    "predates",
     "prefix_hash",
     "query_parts",
     "read_jsonl",

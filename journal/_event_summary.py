@@ -18,6 +18,7 @@ from .events import (
     ContextCompacted,
     EventModel,
     FallbackInvoked,
+    ModelCallFailed,
     RepairApplied,
     SessionStarted,
     UserInput,
@@ -89,6 +90,11 @@ _SUMMARIES: dict[type[EventModel], Callable[[Any], str]] = {
     FallbackInvoked: lambda e: f"{e.tool} -> {e.fallback}",
     ContextCompacted: lambda e: f"seq {e.from_seq}..{e.to_seq}: {e.summary}",
     AgentHalted: lambda e: f"{e.rule}: {e.reason}",
+    ModelCallFailed: lambda e: (
+        f"model {e.status_code or e.kind}"
+        + (f" after {len(e.response)} chunks" if isinstance(e.response, list) else "")
+        + f": {e.message}"
+    ),
 }
 """Each event type's line before `clip`, found by the event's exact type."""
 

@@ -38,6 +38,7 @@ __all__ = [
     "FallbackInvoked",
     "Guardrails",
     "Json",
+    "ModelCallFailed",
     "RepairApplied",
     "RepairLevel",
     "SessionStarted",
@@ -132,6 +133,12 @@ class Guardrails(_Frozen):
         ge=1024,
         description="a tool result larger than this (canonical JSON bytes) is recorded "
         "compacted; None: recorded whole",
+    )
+    model_retries: int = Field(
+        0,
+        ge=0,
+        description="failed model calls in a row (a 429, a 503) asked again before the "
+        "session halts; each failure is journaled (model_call_failed)",
     )
 
 
@@ -333,9 +340,16 @@ class SessionStarted(EventModel):
     v2 added the guardrails ``max_identical_failures``, ``empty_reply_retries`` and
     ``max_result_bytes``; a v1 record upcasts to the values that reproduce how it ran
     (`journal.upcasting.predated_settings`).
+
+    v3 added the guardrail ``model_retries`` (a v2 record upcasts to 0, how it ran) and
+    ``client_settings``: the model client's own settings that shape what a call
+    does beyond its request (``max_retries``, ``timeout``), where a capture knows the
+    client; None when it does not (the runtime, a hand-written loop). A v3 session also
+    journals its failed model calls (``model_call_failed``). A v2 record upcasts with none,
+    and a replay judges it by what it holds (`journal.upcasting.predates`).
     """
 
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     type: Literal["session_started"] = "session_started"
     agent: str | None = Field(None, description="`module:factory` that builds the agent")
     config: AgentConfig = Field(default_factory=AgentConfig)
@@ -343,6 +357,7 @@ class SessionStarted(EventModel):
     system_prompt_hash: str = ""
     model: str | None = None
     model_settings: dict[str, Json] = Field(default_factory=dict)
+    client_settings: dict[str, Json] | None = None
     code_version: str | None = None
     metadata: dict[str, Json] = Field(default_factory=dict)
     replay_of: str | None = None
@@ -378,6 +393,35 @@ class ActionProposed(EventModel):
     latency_ms: float | None = None
     cost: float | None = None
     request: dict[str, Json] | None = None
+    response: Json = None
+
+
+class ModelCallFailed(EventModel):
+    """A call of the model that raised instead of answering: a rate limit, a 500, a timeout.
+
+    A fact of the run like any other: a failure a retry absorbed, or one the code caught and
+    answered with a fallback, is recorded, so a replay raises it again from the same call
+    and the code's own handling of it runs again (a changed retry or fallback diverges).
+    ``request`` is the request as a captured client records it (as `ActionProposed`'s);
+    ``error`` the exception (its type, MRO, args and attributes:
+    `capture.exception_record`), so a replay raises it as its own type; ``message`` its
+    one line, ``kind`` how `journal.failure_kind` classifies it, ``status_code`` the HTTP
+    status an API error carries. ``response`` holds what a stream had sent before it
+    broke (its chunk bodies; None for a call that was not a stream), so a replay yields
+    those chunks, then raises.
+
+    It is not a tool failure: it counts in `journal.SessionState.model_failures`, not in
+    ``failures``, and the runtime's consecutive-failure limit does not see it.
+    """
+
+    type: Literal["model_call_failed"] = "model_call_failed"
+    message: str
+    kind: FailureKind = "infrastructure"
+    status_code: int | None = None
+    model: str | None = None
+    latency_ms: float | None = None
+    request: dict[str, Json] | None = None
+    error: dict[str, Json] | None = None
     response: Json = None
 
 
@@ -528,6 +572,7 @@ AgentEvent = Annotated[
     SessionStarted
     | UserInput
     | ActionProposed
+    | ModelCallFailed
     | RepairApplied
     | VerificationFailed
     | ActionCommitted
@@ -550,6 +595,7 @@ EVENT_TYPES: dict[str, type[EventModel]] = {
         SessionStarted,
         UserInput,
         ActionProposed,
+        ModelCallFailed,
         RepairApplied,
         VerificationFailed,
         ActionCommitted,

@@ -31,6 +31,12 @@ Counting rules (documented once, here):
   session already (and routes to a fallback where counting them here would halt);
 * ``empty_replies`` counts, per turn, replies rejected for being empty (stage
   ``empty_reply``: a failure, not a step);
+* a *model failure* is a ``model_call_failed``: a call of the model that raised (a rate
+  limit a retry absorbed, a 500 the code caught). It counts in ``model_failures`` (and
+  ``last_model_error``), never in ``failures``: it is no tool call, so it neither moves
+  the consecutive-failure limit nor resets it, and ``model_calls`` counts the answers the
+  model gave. ``model_failures_in_row`` counts those since the model last answered (or
+  the turn began): the runtime's ``model_retries`` limit;
 * status: ``running`` until an ending, ``completed`` after ``agent_completed`` (a new
   ``user_input`` makes it ``running`` again), ``halted`` after ``agent_halted``, ``failed``
   when the halt's rule is ``error``.
@@ -56,6 +62,7 @@ from .events import (
     ContextCompacted,
     FallbackInvoked,
     Guardrails,
+    ModelCallFailed,
     RepairApplied,
     SessionStarted,
     ToolCall,
@@ -74,7 +81,7 @@ __all__ = [
     "fold",
 ]
 
-FOLD_VERSION = 4
+FOLD_VERSION = 5
 """Bumped whenever the meaning of events changes; stored snapshots of older versions are rebuilt."""
 
 IDENTICAL_FAILURES_KEPT = 256
@@ -136,6 +143,8 @@ class SessionState(BaseModel):
     pending_calls: list[ToolCall] = Field(default_factory=list)
 
     model_calls: int = 0
+    model_failures: int = 0
+    model_failures_in_row: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     tokens_cached: int = 0
@@ -143,6 +152,7 @@ class SessionState(BaseModel):
     latency_ms: float = 0.0
 
     last_error: str | None = None
+    last_model_error: str | None = None
     answer: str | None = None
     halt_rule: str | None = None
     halt_reason: str | None = None
@@ -296,6 +306,7 @@ def _user_input(new: _State, old: _State, event: UserInput) -> None:
         schema_retries=0,
         storms=0,
         consecutive_failures=0,
+        model_failures_in_row=0,
     )
     if old["status"] not in ("halted", "failed"):  # an ended session stays ended
         new.update(status="running", ended=None)
@@ -305,6 +316,7 @@ def _action_proposed(new: _State, old: _State, event: ActionProposed) -> None:
     usage = event.usage
     new.update(
         model_calls=old["model_calls"] + 1,
+        model_failures_in_row=0,
         pending_calls=list(event.calls),
         tokens_in=old["tokens_in"] + usage.input_tokens,
         tokens_out=old["tokens_out"] + usage.output_tokens,
@@ -312,6 +324,12 @@ def _action_proposed(new: _State, old: _State, event: ActionProposed) -> None:
         cost=old["cost"] + (event.cost or 0.0),
         latency_ms=old["latency_ms"] + (event.latency_ms or 0.0),
     )
+
+
+def _model_call_failed(new: _State, old: _State, event: ModelCallFailed) -> None:
+    new["model_failures"] += 1
+    new["model_failures_in_row"] += 1
+    new["last_model_error"] = event.message
 
 
 def _repair_applied(new: _State, old: _State, event: RepairApplied) -> None:
@@ -403,6 +421,7 @@ _HANDLERS: dict[type[BaseModel], _Handler] = {
     SessionStarted: _session_started,
     UserInput: _user_input,
     ActionProposed: _action_proposed,
+    ModelCallFailed: _model_call_failed,
     RepairApplied: _repair_applied,
     VerificationFailed: _verification_failed,
     ActionCommitted: _action_committed,

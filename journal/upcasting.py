@@ -11,6 +11,14 @@ The project's own steps, registered here:
   reproduce how a v1 session ran (`PREDATED_SETTINGS`): no limit on identical failures,
   an empty reply taken as the answer, tool results recorded whole. So an old session,
   resumed or replayed, behaves as it did, while new sessions get the new defaults.
+  v2 -> v3: no ``client_settings`` (None), and ``model_retries`` 0 (a failed model call
+  halted the session).
+
+What a recording holds depends on the version of its ``session_started``: a session
+recorded before a fact was journaled (`PREDATED_FACTS`) is judged by what it holds, never
+by the absence of what it could not hold. `predates` is that one rule, for every replay:
+a v2 session's replay journals no failed model calls (its recording has none: a failure
+is raised again from its halt, as it was then) and compares no client settings.
 * ``action_failed`` v1 -> v2: ``abandoned`` is False (v1 did not record it); v2 -> v3:
   no ``error`` record (None); v3 -> v4: no ``ran_after`` (None: the order was not told).
 * ``action_proposed`` v1 -> v2: each call's ``arguments`` text is written from its
@@ -30,10 +38,12 @@ from .errors import UnknownEventTypeError, UnknownVersionError
 from .events import EVENT_TYPES, arguments_text
 
 __all__ = [
+    "PREDATED_FACTS",
     "PREDATED_SETTINGS",
     "Upcaster",
     "current_version",
     "predated_settings",
+    "predates",
     "register_upcaster",
     "unregister_upcaster",
     "upcast",
@@ -113,9 +123,27 @@ def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, 
 
 PREDATED_SETTINGS: dict[int, dict[str, Any]] = {
     2: {"max_identical_failures": None, "empty_reply_retries": None, "max_result_bytes": None},
+    3: {"model_retries": 0},
 }
 """Per ``session_started`` version, the guardrails it added, at the values that reproduce
 how a session recorded before them ran."""
+
+
+PREDATED_FACTS: dict[str, int] = {
+    "model_call_failed": 3,
+    "client_settings": 3,
+}
+"""Facts a session journals from a version of its ``session_started`` on: failed model calls
+(``model_call_failed`` events) and the model client's own settings (``client_settings``)."""
+
+
+def predates(version: int, fact: str) -> bool:
+    """Whether a session whose ``session_started`` is at ``version`` predates ``fact``.
+
+    Such a session holds nothing of it, and a replay of it neither journals nor compares
+    it (`PREDATED_FACTS`).
+    """
+    return version < PREDATED_FACTS[fact]
 
 
 def predated_settings(version: int) -> dict[str, Any]:
@@ -146,6 +174,12 @@ def _with_settings(payload: dict[str, Any], settings: dict[str, Any]) -> dict[st
 @register_upcaster("session_started", 1)
 def _session_started_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return _with_settings(payload, PREDATED_SETTINGS[2])
+
+
+@register_upcaster("session_started", 2)
+def _session_started_v3(payload: dict[str, Any]) -> dict[str, Any]:
+    payload.setdefault("client_settings", None)
+    return _with_settings(payload, PREDATED_SETTINGS[3])
 
 
 @register_upcaster("action_failed", 1)

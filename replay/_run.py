@@ -42,7 +42,7 @@ from journal import (
 
 from ._follow import RecordingFollower
 from ._session import free_session_id, load_recording
-from ._verdict import ReplayResult, judge
+from ._verdict import ReplayResult, Served, judge
 from .normalize import DEFAULT_RULES, NormalizationRules
 from .recorded import RecordedLLM, RecordedTools
 
@@ -154,6 +154,7 @@ def replay_session(
             uncalled=ran.uncalled,
             stopped_at=ran.llm.stopped_at,
             live_from=ran.llm.went_live_at,
+            served=served_by(ran),
         )
         if not save:
             return result
@@ -173,6 +174,18 @@ def replay_session(
             prefix=() if fork is None else recorded[: fork.seq + 1],
         )
     return replace(result, saved=True, replay_session_id=kept)
+
+
+def served_by(ran: Drive) -> Served:
+    """What a run served from the recording, and what it ran for real (`Served`)."""
+    tools = ran.tools
+    return Served(
+        model_replies=ran.llm.served,
+        failed_calls=ran.llm.failures_raised,
+        tool_results=sum(tools.served.values()),
+        not_run=tuple(sorted(set(tools.served) - set(tools.ran))),
+        ran=tuple(sorted(tools.ran)),
+    )
 
 
 def _check_fork(result: ReplayResult, fork: ForkPoint, refused: str | None) -> None:

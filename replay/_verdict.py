@@ -22,8 +22,11 @@ from journal import (
     AgentCompleted,
     AgentHalted,
     JournalError,
+    ModelCallFailed,
     RecordedEvent,
+    SessionStarted,
     predated_settings,
+    predates,
 )
 
 from .diff import Change, behaviour_rules, config_changes, field_changes
@@ -35,9 +38,11 @@ __all__ = [
     "Exhaustion",
     "LiveDifference",
     "ReplayResult",
+    "Served",
     "UnrecordedCall",
     "compare",
     "configuration_divergence",
+    "failure_named",
     "is_complete",
     "judge",
     "summary",
@@ -75,6 +80,67 @@ class Exhaustion:
 
     seq: int
     reason: str
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a replay served from the recording, and what ran for real: what it proved.
+
+    An "identical" verdict says the code took the same path on the same inputs; these say
+    which inputs were the recording's. A tool whose outcomes were served did not run: a
+    change inside it cannot show (``--live-tool`` runs it, or declare it ``pure``).
+    """
+
+    model_replies: int = 0
+    """Recorded model outputs served to the code."""
+    failed_calls: int = 0
+    """Recorded failed model calls (a 429, a 500) raised again from the same call."""
+    tool_results: int = 0
+    """Recorded tool outcomes served."""
+    not_run: tuple[str, ...] = ()
+    """The tools whose outcomes were served (their code did not run), sorted."""
+    ran: tuple[str, ...] = ()
+    """The tools that ran for real and were compared (named live, or pure), sorted."""
+
+    @property
+    def line(self) -> str:
+        """One line: ``2 model replies and 3 tool results served from the recording (...)``."""
+        parts = [_count(self.model_replies, "model reply", "model replies")]
+        if self.tool_results or not self.ran:
+            parts.append(_count(self.tool_results, "tool result", "tool results"))
+        line = " and ".join(parts) + " served from the recording"
+        if self.not_run:
+            names = _names(self.not_run)
+            how = (
+                f"--live-tool {self.not_run[0]}"
+                if len(self.not_run) == 1
+                else "--live-tool NAME runs one"
+            )
+            line += f" ({names} not run: {how})"
+        if self.failed_calls:
+            line += "; " + _count(self.failed_calls, "failed model call", "failed model calls")
+            line += " raised again"
+        if self.ran:
+            line += f"; {_names(self.ran)} ran for real and compared"
+        return line
+
+    def as_json(self) -> dict[str, Any]:
+        """The counts as a JSON object (``served`` in ``replay --json``)."""
+        return {
+            "model_replies": self.model_replies,
+            "failed_calls": self.failed_calls,
+            "tool_results": self.tool_results,
+            "not_run": list(self.not_run),
+            "ran": list(self.ran),
+        }
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _names(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 @dataclass(frozen=True)
@@ -128,6 +194,8 @@ class ReplayResult:
     """The seq from which a live model answered (the replay re-recorded from there)."""
     unsaved: str | None = None
     """Why a replay asked to be saved was not."""
+    served: Served = Served()
+    """What the replay served from the recording and what ran for real."""
 
     @property
     def identical(self) -> bool:
@@ -139,7 +207,7 @@ class ReplayResult:
         """One line: ``identical (N events)``, else the configuration change and the first
         divergence."""
         if self.identical:
-            return f"identical ({self.recorded_events} events)"
+            return f"identical ({self.recorded_events} events: {self.served.line})"
         return summary(self)
 
     def as_json(self) -> dict[str, Any]:
@@ -163,6 +231,7 @@ class ReplayResult:
             "stopped_at": self.stopped_at,
             "live_from": self.live_from,
             "unsaved": self.unsaved,
+            "served": self.served.as_json(),
             "unrecorded_calls": [{"tool": c.tool, "args": c.args} for c in self.unrecorded_calls],
             "live_differences": [
                 {
@@ -244,6 +313,7 @@ def judge(
     uncalled: Collection[int] = (),
     stopped_at: int | None = None,
     live_from: int | None = None,
+    served: Served = Served(),
 ) -> ReplayResult:
     """Compare a replay with its recording and say how it went (shared by every replay).
 
@@ -254,7 +324,8 @@ def judge(
     replay's last event. The guardrails a recording's
     ``session_started`` predates (`journal.predated_settings`) are not compared: a replay
     through the runtime runs with their recorded values, but a loop the runtime does not
-    run (a recorder's, a framework's) records what it records today.
+    run (a recorder's, a framework's) records what it records today; nor are the client
+    settings of a recording that predates them (`journal.predates`).
 
     Args:
         recorded: the recording.
@@ -271,11 +342,15 @@ def judge(
             capture's wrappers run) that no call of the replay asked for.
         stopped_at: where the replay stopped for want of a fitting recorded output.
         live_from: where a live model took over.
+        served: what the replay served from the recording and what ran for real.
     """
-    predated = predated_settings(recorded[0].v) if recorded else {}
+    version = recorded[0].v if recorded else SessionStarted.VERSION
+    predated = predated_settings(version)
     if predated:  # settings a recording predates: it cannot disagree about them
         paths = [f"config.guardrails.{name}" for name in predated]
         rules = rules.extended({"session_started": paths})
+    if predates(version, "client_settings"):  # nor about the client's, before they were kept
+        rules = rules.extended({"session_started": ["client_settings"]})
     changed_config = config_changes(
         record_of(recorded[0]), record_of(replayed[0]) if replayed else None, rules
     )
@@ -317,6 +392,7 @@ def judge(
         config_changes=changed_config,
         stopped_at=stopped_at,
         live_from=live_from,
+        served=served,
     )
 
 
@@ -359,6 +435,9 @@ def compare(
         changes = field_changes(normalize(expected, rules), normalize(actual, rules))
         ran_out = exhaustion if exhaustion is not None and exhaustion.seq == seq else None
         reason = _reason(expected, actual, changes, ran_out, _step_tools(replayed, seq))
+        after = _after_a_failed_call(recorded, seq, expected, actual)
+        if after is not None:
+            reason = after
         if uncalled_here:
             reason = (
                 f"the code answered {actual.get('call_id')} without calling "
@@ -367,6 +446,56 @@ def compare(
                 + (f"; {reason}" if changes else "; the value is the same")
             )
         return Divergence(seq, reason, expected, actual, changes)
+    return None
+
+
+def failure_named(event: ModelCallFailed) -> str:
+    """A failed call as a verdict names it: its exception's class, and its status."""
+    kind = str((event.error or {}).get("type", "")).rpartition(":")[2] or event.kind
+    return f"{kind} ({event.status_code})" if event.status_code else kind
+
+
+_MODEL_EVENTS = ("action_proposed", "model_call_failed")
+
+
+def _what_it_does(record: dict[str, Any]) -> str:
+    """What an event the code wrote does, in a few words (for a reason)."""
+    kind = record.get("type")
+    if kind == "agent_completed":
+        return "answers (agent_completed)"
+    if kind == "agent_halted":
+        return f"halts ({record.get('rule')}: {record.get('reason')})"
+    if kind in ("action_committed", "action_failed"):
+        return f"calls {record.get('tool')} ({kind})"
+    return f"writes {kind}"
+
+
+def _after_a_failed_call(
+    recorded: Sequence[RecordedEvent], seq: int, expected: dict[str, Any], actual: dict[str, Any]
+) -> str | None:
+    """The reason for a divergence right after a recorded failed model call, naming it.
+
+    The recording called the model again (a retry) where the code now does something else,
+    or went on without calling it (gave up, a fallback) where the code now calls it: the
+    code's own handling of the failure changed. None when neither.
+    """
+    previous = recorded[seq - 1].event if seq > 0 else None
+    if not isinstance(previous, ModelCallFailed):
+        return None
+    failure = failure_named(previous)
+    if expected.get("type") in _MODEL_EVENTS and actual.get("type") not in _MODEL_EVENTS:
+        return (
+            f"the recording called the model again after {failure}; "
+            f"the code now {_what_it_does(actual)}"
+        )
+    went_on = (
+        f"the recording went on without the model after {failure} "
+        f"(it wrote {expected.get('type')}); the code now calls it again"
+    )
+    if expected.get("type") not in _MODEL_EVENTS and actual.get("type") in _MODEL_EVENTS:
+        return went_on
+    if actual.get("type") == "agent_halted" and actual.get("rule") == REPLAY_STOPPED:
+        return f"{went_on}: {actual.get('reason')}"
     return None
 
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 from agentloop import (
     Agent,
     AgentLoadError,
+    AgentLoopError,
     AgentRuntime,
     LLMProvider,
     TrustList,
@@ -45,7 +46,7 @@ from ._verdict import ReplayResult
 from .options import ReplayOptions
 from .recorded import RecordedClock, RecordedLLM, RecordedTools
 
-__all__ = ["agent_for", "live_model_for", "replay_agent_session"]
+__all__ = ["agent_for", "checked_side_effects", "live_model_for", "replay_agent_session"]
 
 
 def agent_for(
@@ -139,6 +140,7 @@ def replay_agent_session(
     options = options or ReplayOptions()
     live_model = live_model_for(options.live_model, agent)
     named = checked_live(options.live_tools, (tool.name for tool in agent.tools))
+    checked_side_effects(agent, options)
 
     def drive(
         scratch: Journal,
@@ -152,6 +154,7 @@ def replay_agent_session(
             recorded,
             named,
             follower=follower if live_model is not None else None,
+            allow_side_effects=options.allow_side_effects,
         )
         runtime = AgentRuntime(
             _with_recorded_rules(agent, started, recorded[0].v),
@@ -172,6 +175,26 @@ def replay_agent_session(
         live_model=live_model is not None,
         rules=options.rules,
     )
+
+
+def checked_side_effects(agent: Agent, options: ReplayOptions) -> None:
+    """Refuse a tool with side effects named live but not allowed, before anything runs.
+
+    Raises:
+        AgentLoopError: such a tool (naming it live would do nothing: it is never run).
+    """
+    risky = sorted(
+        tool.name
+        for tool in agent.tools
+        if tool.side_effects
+        and tool.name in options.named_live
+        and tool.name not in options.allow_side_effects
+    )
+    if risky:
+        raise AgentLoopError(
+            f"tool {risky[0]} has side effects: it runs for real in a replay only when "
+            f"allowed too (--allow-side-effects {risky[0]})"
+        )
 
 
 def _with_recorded_rules(agent: Agent, started: SessionStarted, version: int) -> Agent:

@@ -30,6 +30,7 @@ from agentloop import AgentLoadError, AgentLoopError
 from capture import (
     MODEL_CALL,
     REPLAY_STOPPED,
+    FailedCall,
     Player,
     RecordedOrder,
     ReplayTarget,
@@ -48,10 +49,12 @@ from journal import (
     AgentHalted,
     HaltSession,
     Journal,
+    ModelCallFailed,
     RecordedEvent,
     SessionStarted,
     canonical_bytes,
     loads_strict,
+    predates,
 )
 
 from ._captured import CapturedRun
@@ -62,10 +65,12 @@ from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
 from .options import ReplayOptions
 from .recorded import (
+    RecordedCallFailure,
     RecordedClock,
     RecordedLLM,
     RecordedModelFailure,
     RecordedTools,
+    recorded_error,
 )
 
 __all__ = ["CAPTURED_WITH", "EntryPlayer", "replay_captured", "replay_entry"]
@@ -122,10 +127,14 @@ class EntryPlayer(Player):
         self.tools = RecordedTools(recorded, follower=follower if self.live_model else None)
         self._recorded = recorded
         self._unfinished = _unfinished_calls(recorded)
+        self.predates_failed_calls = bool(recorded) and predates(recorded[0].v, "model_call_failed")
+        """A recording before failed calls were journaled: one that ended the session is
+        raised again from its halt (`_raise_again`)."""
         asked = [
             (item.seq, item.event.request)
             for item in recorded
-            if isinstance(item.event, ActionProposed) and item.event.request is not None
+            if isinstance(item.event, ActionProposed | ModelCallFailed)
+            and item.event.request is not None
         ]
         wholes = full_requests(request for _, request in asked)
         self._requests = {seq: whole for (seq, _), whole in zip(asked, wholes, strict=True)}
@@ -149,7 +158,7 @@ class EntryPlayer(Player):
         for item in self._recorded[seq:]:
             event = item.event
             if (
-                isinstance(event, ActionProposed)
+                isinstance(event, ActionProposed | ModelCallFailed)
                 and item.seq not in self._taken
                 and event.request is not None
                 and (
@@ -162,12 +171,16 @@ class EntryPlayer(Player):
         return seq
 
     def model(self, seq: int, request: dict[str, Any], whole: dict[str, Any]) -> Any:
-        """The recorded response when the request and the run so far match; see the module."""
+        """The recorded response when the request and the run so far match; see the module.
+
+        A recorded failed call (``model_call_failed``) is served as a `FailedCall`: the
+        capture raises it again from the call.
+        """
         item = self._recorded[seq] if seq < len(self._recorded) else None
         event = item.event if item is not None else None
         recorded = self._requests.get(seq)
         if (
-            isinstance(event, ActionProposed)
+            isinstance(event, ActionProposed | ModelCallFailed)
             and event.request is not None
             and recorded is not None
             and event.request.get("digest") != request.get("digest")
@@ -183,6 +196,11 @@ class EntryPlayer(Player):
             self.llm.next_response(seq)
         except HaltSession:
             raise
+        except RecordedCallFailure as failure:  # the recorded call raised: raise it again
+            chunks = failure.event.response
+            return FailedCall(
+                recorded_error(failure.event), chunks if isinstance(chunks, list) else None
+            )
         except RecordedModelFailure as crash:  # the recorded entry raised here instead
             if isinstance(event, AgentHalted) and self._raise_again(seq, event):
                 assert event.error is not None
@@ -199,10 +217,16 @@ class EntryPlayer(Player):
     def _raise_again(self, seq: int, halt: AgentHalted) -> bool:
         """Whether the model call asking for seq ``seq`` raises again what ended the session.
 
-        That is, the recorded model call raised it (``halt``); the first time only: code
-        that catches it and asks again stops there instead (`_off_record`).
+        That is, the recorded model call raised it (``halt``), in a recording that predates
+        failed-call events (a newer one holds the failure at the call's own seq); the first
+        time only: code that catches it and asks again stops there instead (`_off_record`).
         """
-        if halt.error is None or halt.error.get("raised_by") != MODEL_CALL or seq in self._raised:
+        if (
+            not self.predates_failed_calls
+            or halt.error is None
+            or halt.error.get("raised_by") != MODEL_CALL
+            or seq in self._raised
+        ):
             return False
         self._raised.add(seq)
         return True
@@ -238,11 +262,16 @@ class EntryPlayer(Player):
                 f"effects (--allow-side-effects {tool} lets it run for real)",
             )
 
-    def tool(self, tool: str, args: dict[str, Any], *, side_effects: bool) -> ToolPlay:
-        """The recorded outcome of a call, or a live run where allowed; see the module."""
+    def tool(
+        self, tool: str, args: dict[str, Any], *, side_effects: bool, pure: bool = False
+    ) -> ToolPlay:
+        """The recorded outcome of a call, or a live run where allowed; see the module.
+
+        A tool declared ``pure`` runs for real and is compared, as one named live is.
+        """
         allowed = self.options.allow_side_effects
         named = tool in self.options.named_live
-        every = self.options.live_tools is True and not side_effects
+        every = (self.options.live_tools is True or pure) and not side_effects
         recorded = self.tools.take(tool, args)
         # with a live model, tools run for real off the record: a call the recording never
         # ran, or any call once what the replay wrote left the recording
@@ -253,6 +282,7 @@ class EntryPlayer(Player):
                     f"tool {tool} has side effects: it runs for real in a replay only when "
                     f"allowed too (--allow-side-effects {tool})"
                 )
+            self.tools.note_ran(tool)
             return ToolPlay(live=True)
         if recorded is None:
             how = (
@@ -276,6 +306,7 @@ class EntryPlayer(Player):
             self.tools.unrecorded.append(call)
             raise stop
         event = recorded.event
+        self.tools.note_served(tool)
         if isinstance(event, ActionCommitted):
             # untimed: no call of the tool was journaled, the result is the message's text
             return ToolPlay(result=event.given_result, as_sent=event.duration_ms is None)
@@ -393,6 +424,7 @@ def replay_entry(
             clock=RecordedClock(recorded),
             player=player,
             order=RecordedOrder(recorded),
+            model_failures=not player.predates_failed_calls,
         )
 
         def run() -> object:

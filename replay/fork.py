@@ -37,7 +37,7 @@ from ._follow import RecordingFollower
 from ._live import checked_live
 from ._run import ForkPoint
 from ._session import free_session_id, load_recording
-from .agent_replay import agent_for, live_model_for
+from .agent_replay import agent_for, checked_side_effects, live_model_for
 from .options import ReplayOptions
 from .recorded import RecordedLLM, RecordedTools
 
@@ -124,6 +124,7 @@ def fork(
     live_model = options.live_model
     live = None if live_model is True and built.llm is None else live_model_for(live_model, built)
     named = checked_live(options.live_tools, (tool.name for tool in built.tools))
+    checked_side_effects(built, options)
     fork_id = free_session_id(journal, session_id, "fork")
     prefix = recorded[: at_seq + 1]
     _copy_prefix(journal, fork_id, prefix, started, built)
@@ -133,7 +134,9 @@ def fork(
         built,
         journal,
         llm=RecordedLLM(recorded, follower=follower, live_model=live),
-        tools=RecordedTools(after, named, follower=follower),
+        tools=RecordedTools(
+            after, named, follower=follower, allow_side_effects=options.allow_side_effects
+        ),
         ids=counter_ids(fork_id),
     )
     inputs = [item.event.text for item in after if isinstance(item.event, UserInput)]

@@ -43,6 +43,7 @@ from journal import (
     SessionStarted,
     UserInput,
     failure_of,
+    predates,
 )
 
 from ._captured import CapturedRun
@@ -51,7 +52,15 @@ from ._follow import RecordingFollower
 from ._run import Drive, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
 from .options import ReplayOptions
-from .recorded import OffTheRecord, RecordedClock, RecordedLLM, RecordedOutcome, RecordedTools
+from .recorded import (
+    OffTheRecord,
+    RecordedCallFailure,
+    RecordedClock,
+    RecordedLLM,
+    RecordedOutcome,
+    RecordedTools,
+    recorded_error,
+)
 
 __all__ = [
     "CAPTURED_WITH",
@@ -115,6 +124,8 @@ class RecordedModel:
         seq = self._recorder.next_seq
         try:
             return self.llm.next_response(seq)
+        except RecordedCallFailure as failure:  # the recorded call raised: so does this one
+            raise rebuilt(recorded_error(failure.event)) from None
         except OffTheRecord as off:
             if self._live is None:
                 raise self.llm.stop(off) from off
@@ -173,6 +184,7 @@ class RecordedToolPort:
         recorded = self.tools.take(tool, dict(args))
         if live is None or not self.tools.is_live(tool):
             return self._serve(tool, args, recorded)
+        self.tools.note_ran(tool)
         try:
             result = live()
         except Exception as error:
@@ -188,6 +200,7 @@ class RecordedToolPort:
         recorded = self.tools.take(tool, dict(args))
         if live is None or not self.tools.is_live(tool):
             return self._serve(tool, args, recorded)
+        self.tools.note_ran(tool)
         try:
             result = await live()
         except Exception as error:
@@ -209,6 +222,7 @@ class RecordedToolPort:
                 f"replay: the recording never ran {tool} with these arguments", "infrastructure"
             )
         event = recorded.event
+        self.tools.note_served(tool)
         if isinstance(event, ActionCommitted):
             return event.given_result
         if event.error is not None:
@@ -296,6 +310,7 @@ def replay_loop(
             clock=RecordedClock(recorded),
             replay_of=session_id,
             order=RecordedOrder(recorded),
+            model_failures=not predates(recorded[0].v, "model_call_failed"),
         )
         crashes = RecordedCrashes(recorded)
         llm = RecordedModel(recorded, recorder, follower=follower, live=live_model, crashes=crashes)

@@ -9,9 +9,9 @@ machine put into them. `DEFAULT_RULES` drops, before comparing:
 * ``session_started``: ``agent`` (the address of the code, not what it does: its
   configuration and its behaviour are compared), ``code_version``, ``replay_of``,
   ``forked_from``, ``fork_seq``;
-* ``action_proposed``: ``latency_ms``, and ``request.digest`` (a digest of the whole
-  request, whose fields are compared themselves; a redacted fixture keeps the digest of
-  what was sent before redaction);
+* ``action_proposed`` and ``model_call_failed``: ``latency_ms``, and ``request.digest`` (a
+  digest of the whole request, whose fields are compared themselves; a redacted fixture
+  keeps the digest of what was sent before redaction);
 * ``action_committed`` and ``action_failed``: ``duration_ms``; ``action_committed``:
   ``result_text`` (the result's own key order; its content is ``result``, compared).
 
@@ -86,6 +86,7 @@ DEFAULT_RULES = NormalizationRules(
         "*": ("session_id", "seq", "ts", "hash", "v"),
         "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms", "request.digest"),
+        "model_call_failed": ("latency_ms", "request.digest"),
         "action_committed": ("duration_ms", "result_text"),
         "action_failed": ("duration_ms",),
         "agent_halted": ("error.raised_at",),
@@ -93,7 +94,14 @@ DEFAULT_RULES = NormalizationRules(
 )
 """The documented default rule set."""
 
-CONFIG_FIELDS = ("config", "model", "model_settings", "system_prompt", "system_prompt_hash")
+CONFIG_FIELDS = (
+    "config",
+    "model",
+    "model_settings",
+    "client_settings",
+    "system_prompt",
+    "system_prompt_hash",
+)
 """Fields of ``session_started`` that configure a run (the tools and their schemas, the
 guardrails and settings, the prompt, the model): a change of them is reported as a
 configuration change, apart from the first behavioural divergence."""

@@ -39,6 +39,7 @@ from journal import (
     AgentHalted,
     HaltSession,
     JournalError,
+    ModelCallFailed,
     RecordedEvent,
     SessionState,
     ToolCall,
@@ -52,6 +53,7 @@ from ._verdict import Exhaustion, LiveDifference, UnrecordedCall
 
 __all__ = [
     "OffTheRecord",
+    "RecordedCallFailure",
     "RecordedClock",
     "RecordedLLM",
     "RecordedOutcome",
@@ -59,6 +61,7 @@ __all__ = [
     "RecordingExhausted",
     "ReplayDiverged",
     "args_as_recorded",
+    "recorded_error",
 ]
 
 
@@ -88,6 +91,36 @@ class RecordedModelFailure(ToolError):
     A `ToolError` so that the loop reports its message as it is, which makes the halt
     identical to the recorded one.
     """
+
+
+class RecordedCallFailure(JournalError):
+    """The recording holds a failed call of the model at ``event``'s seq: raise it again.
+
+    Raised by `RecordedLLM.next_response`; each replay path raises the recorded exception
+    from the call as its code met it (`recorded_error`).
+    """
+
+    def __init__(self, event: ModelCallFailed, seq: int) -> None:
+        super().__init__(f"the recorded model call at seq {seq} failed: {event.message}")
+        self.event = event
+        self.seq = seq
+
+
+def recorded_error(event: ModelCallFailed) -> dict[str, Any]:
+    """The exception record a failed call is raised again from.
+
+    Its own, or, for a failure recorded without one, a `ReplayedFailure` of its message and
+    kind (`capture.rebuilt` makes it).
+    """
+    if event.error is not None:
+        return dict(event.error)
+    return {
+        "type": "journal.failures:ReplayedFailure",
+        "mro": [],
+        "args": [event.message],
+        "attributes": {"message": event.message, "kind": event.kind},
+        "message": event.message,
+    }
 
 
 def _model_failure(halt: AgentHalted) -> Exception:
@@ -133,6 +166,8 @@ class RecordedLLM:
         self._failure = failure
         self.served = 0
         """How many recorded outputs were served."""
+        self.failures_raised = 0
+        """How many recorded failed calls were raised again."""
         self.exhaustion: Exhaustion | None = None
         self.went_live_at: int | None = None
         """The seq of the first request the live model answered."""
@@ -164,6 +199,9 @@ class RecordedLLM:
         if isinstance(event, ActionProposed):
             self.served += 1
             return ModelResponse.of(event)
+        if isinstance(event, ModelCallFailed):
+            self.failures_raised += 1
+            raise RecordedCallFailure(event, seq)
         if isinstance(event, AgentHalted) and event.rule == "error":
             failure = self._failure(event)
             if failure is not None:
@@ -247,13 +285,24 @@ class RecordedTools:
         live_tools: tool names to run for real instead (``True`` for every tool).
         follower: when given, every tool runs for real once the replay no longer follows
             the recording (a live model re-records from there, as the original ran).
+        allow_side_effects: tools declared with side effects that may run for real (an
+            agentloop tool's ``side_effects``); the others are always served.
+
+    It counts, for the verdict, the outcomes it served and the calls that ran for real,
+    by tool (`served`, `ran`): the paths that serve or run a call themselves (a captured
+    entry, a hand-written loop) say so with `note_served` and `note_ran`.
     """
 
     events: Sequence[RecordedEvent]
     live_tools: bool | frozenset[str] = False
     follower: RecordingFollower | None = None
+    allow_side_effects: frozenset[str] = frozenset()
     unrecorded: list[UnrecordedCall] = field(default_factory=list)
     live_differences: list[LiveDifference] = field(default_factory=list)
+    served: dict[str, int] = field(default_factory=dict)
+    """Recorded outcomes served, by tool: those tools' code did not run."""
+    ran: dict[str, int] = field(default_factory=dict)
+    """Calls that ran for real, by tool (named live, pure, or past a divergence)."""
 
     def __post_init__(self) -> None:
         self._outcomes = [
@@ -264,12 +313,26 @@ class RecordedTools:
         self._position = 0
         self._live = LiveToolExecutor()
 
-    def is_live(self, tool: str) -> bool:
-        """True when ``tool`` runs for real in this replay (now)."""
+    def is_live(self, tool: str, *, pure: bool = False, side_effects: bool = False) -> bool:
+        """True when ``tool`` runs for real in this replay (now).
+
+        Named live, every tool live, declared ``pure``, or past a divergence with a live
+        model; a tool with ``side_effects`` only when also allowed.
+        """
+        if side_effects and tool not in self.allow_side_effects:
+            return False
         live = self.live_tools
-        if live is True or (isinstance(live, frozenset) and tool in live):
+        if pure or live is True or (isinstance(live, frozenset) and tool in live):
             return True
         return self.follower is not None and not self.follower.fits()
+
+    def note_served(self, tool: str) -> None:
+        """Count a recorded outcome of ``tool`` served (its code did not run)."""
+        self.served[tool] = self.served.get(tool, 0) + 1
+
+    def note_ran(self, tool: str) -> None:
+        """Count a call of ``tool`` that ran for real."""
+        self.ran[tool] = self.ran.get(tool, 0) + 1
 
     def take(self, tool: str, args: Any) -> RecordedOutcome | None:
         """Take the first unused recorded outcome of ``tool`` with ``args`` (None: never ran).
@@ -301,7 +364,8 @@ class RecordedTools:
         """Serve (or, for live tools, run and compare) one call; see `agentloop.ToolExecutor`."""
         recorded_args = args_as_recorded(args)
         recorded = self.take(tool.name, recorded_args)
-        if self.is_live(tool.name):
+        if self.is_live(tool.name, pure=tool.pure, side_effects=tool.side_effects):
+            self.note_ran(tool.name)
             outcome = await self._live.execute(tool, call, args, state, timeout_s)
             if recorded is not None:
                 self.compare_live(tool.name, recorded_args, recorded, outcome)
@@ -313,6 +377,7 @@ class RecordedTools:
                 kind="infrastructure",
                 message=f"replay: the recording never ran {tool.name} with these arguments",
             )
+        self.note_served(tool.name)
         return recorded.outcome()
 
     def compare_live(

@@ -257,6 +257,43 @@ class Delaying(Handler):
         super().do_POST()
 
 
+class Faulty(Handler):
+    """`Handler`, answering its next requests with the faults queued in `faults`.
+
+    Each request takes the first entry: None answers as usual; ``"429"``, ``"500"``,
+    ``"529"`` answer with that status and an OpenAI-style error body; ``"break:N"`` sends
+    the first N chunks of a stream, then an error event (the client raises ``APIError``
+    mid-stream). `requests` counts what reached the server.
+    """
+
+    faults: list[str | None] = []
+    requests: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        self.requests.append(self.path)
+        fault = self.faults.pop(0) if self.faults else None
+        if fault is None:
+            return super().do_POST()
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        if fault.startswith("break:"):
+            kept = int(fault.partition(":")[2])
+            chunks = [json.dumps(chunk) for chunk in chat_chunks(body)[:kept]]
+            error = {"error": {"message": "the stream was cut", "type": "server_error"}}
+            self._events([*chunks, json.dumps(error)])
+            return None
+        status = int(fault)
+        kinds = {429: "rate_limit_exceeded", 500: "server_error", 529: "overloaded_error"}
+        data = json.dumps(
+            {"error": {"message": f"fault {status}", "type": kinds.get(status, "error")}}
+        ).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return None
+
+
 @contextmanager
 def serving(handler: type[Handler] = Handler) -> Iterator[str]:
     """Serve from a thread while the block runs; yields the base URL (``.../v1``)."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from agentloop import Agent, AgentRuntime, Tool, ToolError, counter_ids
@@ -25,7 +27,10 @@ from journal import (
     SessionState,
     ToolCall,
     export_session,
+    import_file,
 )
+from journal.formats import FORMAT, FORMAT_VERSION
+from replay import record_of
 
 from .loop_helpers import fixed_clock
 
@@ -324,3 +329,21 @@ def build_airline_spy(seed: int = 0) -> Agent:
         return replace(tool, fn=run)
 
     return replace(agent, tools=[spied(tool) for tool in agent.tools])
+
+
+def copy_as_version_2(items: Iterable[RecordedEvent], target: Journal, session_id: str) -> None:
+    """Import ``items`` into ``target`` as a session recorded before ``session_started`` v3:
+    its ``session_started`` at v2 (no ``client_settings``), seqs dense, times kept."""
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "session_id": session_id}
+    lines = [orjson.dumps(header)]
+    for seq, item in enumerate(items):
+        record = {**record_of(item), "seq": seq}
+        record.pop("hash")
+        if record["type"] == "session_started":
+            record.pop("client_settings")
+            record["v"] = 2
+        lines.append(orjson.dumps(record))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "old.jsonl"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        import_file(target, path)

@@ -31,6 +31,7 @@ from journal import (
     ContextCompacted,
     FallbackInvoked,
     Guardrails,
+    ModelCallFailed,
     RepairApplied,
     SessionStarted,
     ToolCall,
@@ -178,6 +179,7 @@ session_started_events = st.builds(
     system_prompt_hash=hashes | st.just(""),
     model=_optional(texts),
     model_settings=json_objects,
+    client_settings=_optional(json_objects),
     code_version=_optional(texts),
     metadata=json_objects,
     replay_of=_optional(session_ids),
@@ -197,6 +199,17 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[EventModel]] = {
         usage=usages,
         latency_ms=_optional(non_negative_floats),
         cost=_optional(st.floats(min_value=0, max_value=100)),
+    ),
+    "model_call_failed": st.builds(
+        ModelCallFailed,
+        message=texts,
+        kind=st.sampled_from(get_args(FailureKind)),
+        status_code=_optional(st.integers(100, 599)),
+        model=_optional(texts),
+        latency_ms=_optional(non_negative_floats),
+        request=_optional(json_objects),
+        error=_optional(json_objects),
+        response=_optional(st.lists(json_objects, max_size=3)),
     ),
     "repair_applied": st.builds(
         RepairApplied,
@@ -331,6 +344,8 @@ def sessions_with_status(
         written.append(UserInput(text=draw(texts)))
         status = "running"
         for _proposal in range(draw(st.integers(0, max_proposals))):
+            if draw(st.integers(0, 4)) == 0:  # a failed call, retried
+                written.append(draw(EVENT_STRATEGIES["model_call_failed"]))
             calls = draw(
                 st.lists(
                     st.builds(

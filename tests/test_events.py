@@ -48,7 +48,13 @@ from journal.events import (
     ToolCall,
     VerificationFailed,
 )
-from journal.upcasting import PREDATED_SETTINGS, unregister_upcaster, upcast
+from journal.upcasting import (
+    PREDATED_FACTS,
+    PREDATED_SETTINGS,
+    predates,
+    unregister_upcaster,
+    upcast,
+)
 
 from .helpers import (
     REPO,
@@ -71,6 +77,7 @@ def test_there_is_a_strategy_for_every_event_type() -> None:
         "session_started",
         "user_input",
         "action_proposed",
+        "model_call_failed",
         "repair_applied",
         "verification_failed",
         "action_committed",
@@ -211,9 +218,9 @@ OLD_BEHAVIOUR = {
 
 
 def test_the_settings_added_in_v2_are_those_a_v1_session_predates() -> None:
-    assert SessionStarted.VERSION == 2 and ActionFailed.VERSION >= 2
+    assert SessionStarted.VERSION == 3 and ActionFailed.VERSION >= 2
     assert predated_settings(1) == PREDATED_SETTINGS[2] == OLD_BEHAVIOUR
-    assert predated_settings(2) == {}
+    assert predated_settings(2) == predated_settings(3) == {}
     new = Guardrails()
     assert (new.max_identical_failures, new.empty_reply_retries, new.max_result_bytes) == (
         3,
@@ -241,6 +248,17 @@ def test_a_v1_session_started_reads_with_the_settings_it_ran_with(
     assert isinstance(old.event, SessionStarted)
     assert old.event.config.guardrails == guardrails
     assert decode(stored("session_started", 2, {}, seq=0)).event == SessionStarted()
+
+
+def test_a_v2_session_started_reads_with_no_client_settings_and_predates_failed_calls() -> None:
+    settings = {"max_retries": 2, "timeout": 600.0}
+    old = decode(stored("session_started", 2, {"model": "m"}, seq=0))
+    assert old.v == 2 and old.event == SessionStarted(model="m", client_settings=None)
+    new = decode(stored("session_started", 3, {"client_settings": settings}, seq=0))
+    assert new.event == SessionStarted(client_settings=settings)
+    assert [predates(v, "model_call_failed") for v in (1, 2, 3)] == [True, True, False]
+    assert [predates(v, "client_settings") for v in (1, 2, 3)] == [True, True, False]
+    assert set(PREDATED_FACTS) == {"model_call_failed", "client_settings"}
 
 
 def test_upcasting_a_session_started_leaves_the_payload_it_was_given_as_it_was() -> None:

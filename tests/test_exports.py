@@ -482,16 +482,15 @@ def _module_level_imports(path: Path, name: str) -> set[str]:
 
 def test_no_module_level_import_cycle_even_for_type_checking() -> None:
     """A cycle held apart only by ``if TYPE_CHECKING:`` is a boundary in the wrong place."""
-    paths = {
-        _module_name(path): path for top in TOP for path in sorted((ROOT / top).rglob("*.py"))
-    }
+    paths = {_module_name(path): path for top in TOP for path in sorted((ROOT / top).rglob("*.py"))}
     graph = {
         name: {m for m in _module_level_imports(path, name) if m in paths and m != name}
         for name, path in paths.items()
     }
     # a module's own package __init__ imports it: that edge is the package, not a cycle
     graph = {
-        name: {m for m in targets if not name.startswith(f"{m}.")} for name, targets in graph.items()
+        name: {m for m in targets if not name.startswith(f"{m}.")}
+        for name, targets in graph.items()
     }
     cycles: list[list[str]] = []
     state: dict[str, int] = {}

@@ -154,6 +154,7 @@ class JournalFixtureItem(pytest.Item):
             raise FixtureError(str(e)) from e
         self.config.stash.setdefault(_NAMED, set()).update(outcome.named_tools)
         if outcome.passed:
+            self.config.stash.setdefault(_PASSED, []).append(outcome.result.served)
             return
         if update and outcome.refused_update:
             raise FixtureFailure(
@@ -236,6 +237,8 @@ def _options(config: pytest.Config) -> ReplayOptions:
 
 
 _OPTIONS = pytest.StashKey["ReplayOptions"]()
+_PASSED = pytest.StashKey[list[Any]]()
+"""What each fixture that replayed identical served (`replay.Served`)."""
 _UPDATED = pytest.StashKey[list[str]]()
 _NAMED = pytest.StashKey[set[str]]()
 """The tools named in the settings that a replayed fixture's recording has."""
@@ -250,6 +253,23 @@ def _unknown_tools(config: pytest.Config) -> list[str]:
     named |= set(config.getini("journal_allow_side_effects"))
     had: set[str] = config.stash[_NAMED]
     return sorted(named - had)
+
+
+def _served_line(served: list[Any]) -> str:
+    """What the fixtures that replayed identical proved, in one line."""
+    from replay import Served
+
+    not_run = sorted({name for each in served for name in each.not_run})
+    ran = sorted({name for each in served for name in each.ran})
+    total = Served(
+        model_replies=sum(each.model_replies for each in served),
+        failed_calls=sum(each.failed_calls for each in served),
+        tool_results=sum(each.tool_results for each in served),
+        not_run=tuple(name for name in not_run if name not in ran),
+        ran=tuple(ran),
+    )
+    line = total.line.replace("--live-tool", "journal_live_tools =")
+    return f"{len(served)} replayed identical: {line}"
 
 
 def _short(value: object, width: int = 200) -> str:
@@ -284,6 +304,7 @@ def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None
     if outcome.broken_expectation:
         lines.append(outcome.broken_expectation)
     lines += [
+        f"up to there: {outcome.result.served.line}",
         f"reproduce: {reproduce}",
         refused or "if the change is intended: pytest --journal-update",
     ]
@@ -311,6 +332,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             "replayed fixture's recording has such a tool (a typo?), so none ran it live",
             red=True,
         )
+    passed = config.stash.get(_PASSED, [])
+    if passed:
+        terminalreporter.section("agent-journal fixtures")
+        terminalreporter.write_line(_served_line(passed))
     updated = config.stash.get(_UPDATED, [])
     if updated:
         terminalreporter.section("agent-journal fixtures updated")

@@ -174,11 +174,15 @@ def print_replay(result: ReplayResult) -> None:
             "" if result.recording_complete else "; the recording has no ending, its prefix matched"
         )
         out.print(
-            safe_text(f"{head}identical, {result.recorded_events} events{note}{saved}"),
+            safe_text(
+                f"{head}identical, {result.recorded_events} events: "
+                f"{result.served.line}{note}{saved}"
+            ),
             style="green",
         )
     else:
         _print_divergences(out, result, head, saved)
+        out.print(safe_text(f"  up to there: {result.served.line}"))
     if result.stopped_at is not None:
         out.print(
             f"  stopped at seq {result.stopped_at}: no recorded reply fits from there "

@@ -30,9 +30,9 @@ from typing import Any
 
 from journal import HaltSession
 
-from ..exceptions import raised_by_model_call
+from ..exceptions import raised_by_model_call, rebuilt
 from ..placement import session_of_call
-from ..play import REPLAY_STOPPED
+from ..play import REPLAY_STOPPED, FailedCall
 from ..session import CapturedSession, inside_a_tool
 from .openai_streams import (
     AsyncRecordedStream,
@@ -82,21 +82,42 @@ def _rebuilt(kind: Kind, body: Any, *, chunk: bool) -> Any:
 class _Served:
     """A recorded stream, served: its chunks rebuilt in order, both ways.
 
-    Iterable and a context manager, sync and async, as the client's own streams are.
+    Iterable and a context manager, sync and async, as the client's own streams are. A
+    stream that broke in the recording raises ``error`` after its chunks (``on_error``
+    journals it first, where the code meets it).
     """
 
-    def __init__(self, chunks: list[Any]) -> None:
+    def __init__(
+        self,
+        chunks: list[Any],
+        *,
+        error: BaseException | None = None,
+        on_error: Callable[[], None] | None = None,
+    ) -> None:
         self._chunks = iter(chunks)
+        self._error = error
+        self._on_error = on_error
 
     def __iter__(self) -> Iterator[Any]:
-        return self._chunks
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            error, self._error = self._error, None
+            if error is None:
+                raise
+            if self._on_error is not None:
+                self._on_error()
+            raise error from None
 
     def __aiter__(self) -> _Served:
         return self
 
     async def __anext__(self) -> Any:
         try:
-            return next(self._chunks)
+            return next(self)
         except StopIteration:
             raise StopAsyncIteration from None
 
@@ -116,12 +137,36 @@ class _Served:
         self.close()
 
 
+def client_settings(client: Any) -> dict[str, Any] | None:
+    """The settings of an openai client that shape a call beyond its request.
+
+    ``max_retries`` (the client retries a 429 or a 5xx itself, before the code sees it) and
+    ``timeout`` (a number, or an ``httpx.Timeout`` as its four parts); None for an object
+    that has neither (a client-like stand-in).
+    """
+    settings: dict[str, Any] = {}
+    retries = getattr(client, "max_retries", None)
+    if isinstance(retries, int):
+        settings["max_retries"] = retries
+    timeout = getattr(client, "timeout", None)
+    if isinstance(timeout, int | float) or timeout is None and "max_retries" in settings:
+        settings["timeout"] = timeout
+    elif all(hasattr(timeout, part) for part in ("connect", "read", "write", "pool")):
+        settings["timeout"] = {
+            part: getattr(timeout, part) for part in ("connect", "read", "write", "pool")
+        }
+    return settings or None
+
+
 class _Create:
     """One creating call (``chat.completions.create`` or ``responses.create``), journaled."""
 
-    def __init__(self, kind: Kind, create: Callable[..., Any]) -> None:
+    def __init__(
+        self, kind: Kind, create: Callable[..., Any], settings: dict[str, Any] | None
+    ) -> None:
         self.kind = kind
         self.create = create
+        self.settings = settings
         self.is_async = inspect.iscoroutinefunction(inspect.unwrap(create))
 
     def __call__(self, **kwargs: Any) -> Any:
@@ -146,8 +191,7 @@ class _Create:
         try:
             response = self.create(**kwargs)
         except BaseException as error:
-            session.model_failed(record)
-            raised_by_model_call(error)
+            self._failed(session, record, error, started)
             raise
         return self._after(session, record, response, kwargs, started)
 
@@ -158,15 +202,23 @@ class _Create:
         try:
             response = await self.create(**kwargs)
         except BaseException as error:
-            session.model_failed(record)
-            raised_by_model_call(error)
+            self._failed(session, record, error, started)
             raise
         return self._after(session, record, response, kwargs, started)
+
+    @staticmethod
+    def _failed(
+        session: CapturedSession, record: dict[str, Any], error: BaseException, started: float
+    ) -> None:
+        """Journal a call that raised (a 429, a 500, a timeout), marked as a model call's."""
+        raised_by_model_call(error)
+        latency = round((session.timer() - started) * 1000, 3)
+        session.model_failed(record, error, latency_ms=latency)
 
     def _begin(
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
-        record, whole, seq = session.before_model(kwargs)
+        record, whole, seq = session.before_model(kwargs, self.settings)
         player = session.player
         served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
@@ -175,7 +227,7 @@ class _Create:
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
         """`_begin` for an async call: in a replay, served in the recorded order."""
-        record, whole, seq = session.before_model(kwargs)
+        record, whole, seq = session.before_model(kwargs, self.settings)
         player = session.player
         if player is None:
             return record, None, session.timer()
@@ -186,10 +238,27 @@ class _Create:
         self, session: CapturedSession, record: dict[str, Any], served: Any, kwargs: dict[str, Any]
     ) -> Any:
         stream = bool(kwargs.get("stream"))
+        if isinstance(served, FailedCall):
+            return self._serve_failure(session, record, served, stream)
         session.after_model(self.kind, record, served, stream=stream, latency_ms=None)
         if stream:
             return _Served([_rebuilt(self.kind, chunk, chunk=True) for chunk in served])
         return _rebuilt(self.kind, served, chunk=False)
+
+    def _serve_failure(
+        self, session: CapturedSession, record: dict[str, Any], failed: FailedCall, stream: bool
+    ) -> Any:
+        """Raise a recorded failure again: at once, or after the chunks a stream had sent."""
+        error = raised_by_model_call(rebuilt(failed.error))
+
+        def journal() -> None:
+            session.model_failed(record, error, chunks=failed.chunks, recorded=failed.error)
+
+        if not stream or failed.chunks is None:
+            journal()
+            raise error
+        chunks = [_rebuilt(self.kind, chunk, chunk=True) for chunk in failed.chunks]
+        return _Served(chunks, error=error, on_error=journal)
 
     def _after(
         self,
@@ -205,9 +274,19 @@ class _Create:
             def journal(chunks: list[Any], latency_ms: float) -> None:
                 session.after_model(kind, record, chunks, stream=True, latency_ms=latency_ms)
 
+            def broke(chunks: list[Any], latency_ms: float, error: BaseException) -> None:
+                raised_by_model_call(error)
+                session.model_failed(record, error, latency_ms=latency_ms, chunks=chunks)
+
             choices = record.get("params", {}).get("n")
             recording = StreamRecording(
-                session.recorder, kind, choices, journal, timer=session.timer, started=started
+                session.recorder,
+                kind,
+                choices,
+                journal,
+                timer=session.timer,
+                started=started,
+                failed=broke,
             )
             session.hold(recording)
             return (AsyncRecordedStream if self.is_async else RecordedStream)(response, recording)
@@ -333,11 +412,12 @@ def captured_client(client: Any) -> Any:
         if callable(getattr(client, name, None))
     }
     own.update(_unjournaled("", client))
+    settings = client_settings(client)
     chat = getattr(client, "chat", None)
     if chat is not None:
         completions = _Proxy(
             chat.completions,
-            create=_Create("chat", chat.completions.create),
+            create=_Create("chat", chat.completions.create, settings),
             **_unjournaled("chat.completions.", chat.completions),
         )
         own["chat"] = _Proxy(chat, completions=completions)
@@ -345,7 +425,7 @@ def captured_client(client: Any) -> Any:
     if responses is not None:
         own["responses"] = _Proxy(
             responses,
-            create=_Create("responses", responses.create),
+            create=_Create("responses", responses.create, settings),
             **_unjournaled("responses.", responses),
         )
     return _Proxy(client, **own)

@@ -57,6 +57,9 @@ class StreamRecording:
         choices: the request's ``n`` (how many choices must finish; default 1).
         journal: called once with the chunk bodies and the latency in ms.
         timer: monotonic seconds; ``started`` is when the request was sent.
+        failed: called instead of ``journal`` when the stream broke before the response was
+            whole, with the chunks so far, the latency and the exception (None: ``journal``
+            is called then too, with what arrived).
     """
 
     def __init__(
@@ -68,8 +71,10 @@ class StreamRecording:
         *,
         timer: Callable[[], float] = time.perf_counter,
         started: float,
+        failed: Callable[[list[Any], float, BaseException], None] | None = None,
     ) -> None:
         self.owner, self.kind, self.journal = owner, kind, journal
+        self.failed = failed
         self.timer, self.started = timer, started
         self.chunks: list[Any] = []
         self.done = False
@@ -96,13 +101,28 @@ class StreamRecording:
 
     def end(self) -> None:
         """Journal what arrived (once)."""
+        if self._close():
+            self.journal(self.chunks, self._latency())
+
+    def fail(self, error: BaseException) -> None:
+        """The stream broke with ``error`` before it was whole: journal that (once)."""
+        if self.failed is None or not isinstance(error, Exception):
+            self.end()
+        elif self._close():
+            self.failed(self.chunks, self._latency(), error)
+
+    def _close(self) -> bool:
+        """Mark the recording done; False when it was already."""
         if self.done:
-            return
+            return False
         self.done = True
         waiting = _OPEN.get(self.owner)
         if waiting is not None:
             waiting[:] = [ref for ref in waiting if ref() not in (None, self)]
-        self.journal(self.chunks, round((self.timer() - self.started) * 1000, 3))
+        return True
+
+    def _latency(self) -> float:
+        return round((self.timer() - self.started) * 1000, 3)
 
 
 def end_open(owner: object) -> None:
@@ -165,6 +185,9 @@ class RecordedStream(_Passing):
         except StopIteration:
             self._recording.end()
             raise
+        except BaseException as error:  # it broke: a dropped connection, an error event
+            self._recording.fail(error)
+            raise
         if self._complete():
             try:  # the rest (usage, the end of the stream) is read now
                 for rest in self._iterator:
@@ -206,6 +229,9 @@ class AsyncRecordedStream(_Passing):
             chunk = self._recording.add(await anext(self._iterator))
         except StopAsyncIteration:
             self._recording.end()
+            raise
+        except BaseException as error:  # it broke: a dropped connection, an error event
+            self._recording.fail(error)
             raise
         if self._complete():
             try:  # the rest (usage, the end of the stream) is read now

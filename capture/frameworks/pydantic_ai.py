@@ -304,20 +304,34 @@ class JournalCapability(AbstractCapability[Any]):
         """Journal the model's whole response (``action_proposed``) beside its request.
 
         The request is the conversation as the model is sent it (`ModelRequests`), as the
-        `prepare_model_request` hooks (ours after the history processors) leave it.
+        `prepare_model_request` hooks (ours after the history processors) leave it. A call
+        that raises (``ModelHTTPError``, a timeout) is journaled as ``model_call_failed``
+        with its request, then raised on.
         """
         self._begin(request_context)
         self.requested = True
         self._sent = None
         started = time.perf_counter()
-        response = await handler(request_context)
+        try:
+            response = await handler(request_context)
+        except Exception as error:  # an HTTP error, a timeout: a failed call, then raised
+            self.recorder.model_failure(
+                error,
+                request=self._request(request_context),
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+            raise
         latency = (time.perf_counter() - started) * 1000
-        sent = self._sent if self._sent is not None else request_context.messages
-        request = self.requests.record(
-            _seen(sent), **_request_params(request_context.model_request_parameters)
-        )
+        request = self._request(request_context)
         self.recorder.model_output(**proposal_of(response), latency_ms=latency, request=request)
         return response
+
+    def _request(self, request_context: ModelRequestContext) -> dict[str, Any] | None:
+        """The request record of the call just made (`ModelRequests`)."""
+        sent = self._sent if self._sent is not None else request_context.messages
+        return self.requests.record(
+            _seen(sent), **_request_params(request_context.model_request_parameters)
+        )
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

@@ -12,7 +12,9 @@ ids as hex, 64-bit integers as decimal strings, enums as integers. One trace per
 * ``chat {model}`` (kind CLIENT) per ``action_proposed``: ``gen_ai.request.model``,
   ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens`` /
   ``cache_read.input_tokens``, ``gen_ai.response.finish_reasons``; the gate's verdicts on
-  its calls (``verification_failed``, repairs) are span events on it;
+  its calls (``verification_failed``, repairs) are span events on it; a
+  ``model_call_failed`` is such a span with status ERROR, ``error.type`` the exception's
+  class and ``http.response.status_code`` its status;
 * ``execute_tool {tool}`` (kind INTERNAL) per ``action_committed`` / ``action_failed``:
   ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type``; status ERROR with
   ``error.type`` = the failure kind when it failed.
@@ -47,6 +49,7 @@ from ..events import (
     CircuitOpened,
     ContextCompacted,
     FallbackInvoked,
+    ModelCallFailed,
     RepairApplied,
     SessionStarted,
     UserInput,
@@ -175,6 +178,8 @@ class _Trace:
             self.started(event, now)
         elif isinstance(event, ActionProposed):
             self.proposed(item.seq, event, now)
+        elif isinstance(event, ModelCallFailed):
+            self.failed_call(item.seq, event, now)
         elif isinstance(event, (ActionCommitted, ActionFailed)):
             self.tool(item.seq, event, now)
         elif isinstance(event, (VerificationFailed, RepairApplied)):
@@ -235,6 +240,22 @@ class _Trace:
             seq, f"chat {model}" if model else "chat", _CLIENT, start, now, attributes
         )
         self.proposal_time = now
+
+    def failed_call(self, seq: int, event: ModelCallFailed, now: int) -> None:
+        """A chat span whose status is the error (``error.type``: the exception's class)."""
+        model = event.model or self.model
+        start = now - int(event.latency_ms * 1_000_000) if event.latency_ms else self.previous
+        error = event.error or {}
+        kind = str(error.get("type", "")).rpartition(":")[2] or event.kind
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model,
+            "error.type": kind,
+            "http.response.status_code": event.status_code,
+            "agent_journal.seq": seq,
+        }
+        span = self.span(seq, f"chat {model}" if model else "chat", _CLIENT, start, now, attributes)
+        span["status"] = {"code": _ERROR, "message": event.message if self.content else kind}
 
     def tool(self, seq: int, event: ActionCommitted | ActionFailed, now: int) -> None:
         start = (
