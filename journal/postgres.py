@@ -55,7 +55,8 @@ from ._pg_positions import (
 )
 from ._planner import AppendPlan, SessionHead
 from ._search_pg import PostgresSearchIndex
-from ._sqlstore import ImportRows, SQLJournal
+from ._sql_import import ImportRows
+from ._sql_journal import SQLJournal
 from ._sqltx import SqlTx, TriggerState, event_params
 from .clock import Now
 from .errors import (

@@ -32,7 +32,8 @@ from ._file_watch import FileWatch
 from ._group_commit import GroupCommit
 from ._planner import AppendPlan
 from ._search_sqlite import SQLiteSearchIndex
-from ._sqlstore import SQLJournal, insert_events_sql, null_places
+from ._sql_journal import SQLJournal
+from ._sql_statements import insert_events_sql, null_places
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
 from .errors import (

@@ -1,0 +1,36 @@
+"""The whole `Journal` over SQL: one class of each role, over the primitives of a backend.
+
+Each role of the contract (`journal.store`) is implemented once for both SQL stores, in a
+module of its own, over `SQLStore` (`journal._sqlstore`: the primitives a backend provides
+and the reads every role shares):
+
+==================  =========================  ==========================================
+role                class                      module
+==================  =========================  ==========================================
+`JournalReader`     `SQLReads`                 `journal._sql_read`
+`JournalWriter`     `SQLAppends`, `SQLImports`  `journal._sql_append`, `journal._sql_import`
+`JournalAdmin`      `SQLSchema`, `SQLAdmin`    `journal._sql_schema`, `journal._sql_admin`
+`JournalDerivedData`  `SQLDerived`             `journal._sql_derived`
+==================  =========================  ==========================================
+
+`SQLJournal` combines them; `journal.sqlite.SQLiteJournal` and
+`journal.postgres.PostgresJournal` provide the primitives, and change a role where their
+database does it better (PostgreSQL: the appends in `journal._pg_appends`, the tail in
+`journal._pg_tailing`). So SQLite and PostgreSQL run the very same planning
+(`journal._planner`), projection and checks. The statements an append writes are in
+`journal._sql_statements`.
+"""
+
+from __future__ import annotations
+
+from ._sql_admin import SQLAdmin
+from ._sql_derived import SQLDerived
+from ._sql_import import SQLImports
+from ._sql_read import SQLReads
+from .store import Journal
+
+__all__ = ["SQLJournal"]
+
+
+class SQLJournal(SQLReads, SQLImports, SQLAdmin, SQLDerived, Journal):
+    """The `Journal` contract over SQL; subclasses supply the connection primitives."""
