@@ -78,7 +78,7 @@ class SQLAdmin(SQLSchema, JournalAdmin):
     # -- verification ----------------------------------------------------------------
 
     def _every_session(self) -> list[str]:
-        """Every session with a projection row or an event row (a broken one has one)."""
+        """Every session with a projection row or event rows (a damaged one may lack either)."""
         text = "SELECT session_id FROM sessions UNION SELECT session_id FROM events ORDER BY 1"
         return [sid for (sid,) in self._query(text)]
 

@@ -1,24 +1,22 @@
-"""The whole `Journal` over SQL: one class of each role, over the primitives of a backend.
+"""The whole `Journal` over SQL: the classes of each role, over the primitives of a backend.
 
 Each role of the contract (`journal.store`) is implemented once for both SQL stores, in a
 module of its own, over `SQLStore` (`journal._sqlstore`: the primitives a backend provides
 and the reads every role shares):
 
-==================  =========================  ==========================================
-role                class                      module
-==================  =========================  ==========================================
-`JournalReader`     `SQLReads`                 `journal._sql_read`
-`JournalWriter`     `SQLAppends`, `SQLImports`  `journal._sql_append`, `journal._sql_import`
-`JournalAdmin`      `SQLSchema`, `SQLAdmin`    `journal._sql_schema`, `journal._sql_admin`
-`JournalDerivedData`  `SQLDerived`             `journal._sql_derived`
-==================  =========================  ==========================================
+* `JournalReader`: `SQLReads` (`journal._sql_read`);
+* `JournalWriter`: `SQLAppends` (`journal._sql_append`, with the statements it writes in
+  `journal._sql_statements`) and `SQLImports` (`journal._sql_import`);
+* `JournalAdmin`: `SQLSchema` (`journal._sql_schema`: opening) and `SQLAdmin`
+  (`journal._sql_admin`: verify, repair, heads, erase);
+* `JournalDerivedData`: `SQLDerived` (`journal._sql_derived`).
 
 `SQLJournal` combines them; `journal.sqlite.SQLiteJournal` and
 `journal.postgres.PostgresJournal` provide the primitives, and change a role where their
-database does it better (PostgreSQL: the appends in `journal._pg_appends`, the tail in
-`journal._pg_tailing`). So SQLite and PostgreSQL run the very same planning
-(`journal._planner`), projection and checks. The statements an append writes are in
-`journal._sql_statements`.
+database does it better (SQLite: group commit and cheaper inserts, in `journal.sqlite`;
+PostgreSQL: the appends in `journal._pg_appends`, the tail in `journal._pg_tailing`). So
+SQLite and PostgreSQL run the very same planning (`journal._planner`), projection and
+checks.
 """
 
 from __future__ import annotations

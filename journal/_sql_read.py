@@ -1,11 +1,12 @@
 """Reads over SQL: a session's events and rows in pages, the global tail, the listings.
 
-A session streams in pages of `JournalReader.PAGE_SIZE` rows (memory flat in its length),
-and a stored session whose seqs do not run densely to its projection's last seq is an
-error naming the missing seq, never a shorter session. Listings come from the ``sessions``
-projection and the rows' ``type`` and ``summary`` columns; the details of a listing (the
-metadata, the halt reason) from two payloads per session, one query per `_IN_CHUNK`
-sessions. Rows written by someone else may hold anything: a listing shows what it can.
+A session streams in pages of `JournalBase.PAGE_SIZE` rows (memory flat in its length);
+`SQLReads.stored_events` refuses a session whose seqs do not run densely to its
+projection's last seq with an error naming the missing seq, never a shorter session.
+Listings come from the ``sessions`` projection and the rows' ``type`` and ``summary``
+columns; the details of a listing (the metadata, the halt reason) from at most two
+payloads per session, one query per `_IN_CHUNK` sessions. Rows written by someone else
+may hold anything: a listing shows what it can.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Opening a SQL journal: check what is at the target, create or upgrade its schema.
 
-A target without the ``meta`` table is created (unless ``create=False``) when it holds
-nothing else; one with tables of its own is not a journal. A journal's schema version, and
-its chain kind, are checked against this code's: an older version is upgraded in place
-(its migrations, in one exclusive transaction), a newer one refused. The check runs in a
-read first, so opening a current journal takes no write lock.
+A target without the ``meta`` table is made a journal (unless ``create=False``) when
+nothing there says it is something else (`SQLSchema._foreign_tables`: on SQLite any
+table, on PostgreSQL one named like a journal's). A journal's schema version and chain
+kind are checked against this code's: an older version is upgraded in place (its
+migrations, under an exclusive write), a newer one refused, a chain of the other kind
+refused. The check runs in a read first, so opening a current journal writes nothing.
 """
 
 from __future__ import annotations
