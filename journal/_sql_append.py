@@ -7,37 +7,138 @@ cached head is written by one guarded UPDATE instead of a read of the head first
 written is checked to be what was planned (`UnplannedWriteError` otherwise: a foreign
 trigger or rule dropped or changed rows). SQLite shares the transaction among concurrent
 appends (group commit); PostgreSQL writes a small append on a cached head in one statement.
+
+The statements that write the projection row and the events are made once per shape (the
+columns they write) and cached, so an append builds no SQL text; the projection writes
+note which of their parameters may be None (`null_places`), for SQLite, which binds a None
+dearly (`journal.sqlite.without_nulls`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 from ._planner import AppendPlan, SessionHead, plan_append
-from ._sql_statements import (
-    changed_columns,
-    guarded_update_sql,
-    insert_events_sql,
-    update_sql,
-    upsert_sql,
-)
 from ._sqlstore import SQLStore, state_due
 from ._sqltx import SqlTx
 from .errors import JournalError, UnplannedWriteError
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState
-from .projection import projection_row, value_picker
+from .projection import (
+    PROJECTION_COLUMNS,
+    SessionSummary,
+    projection_row,
+    projection_values,
+    value_picker,
+)
 from .records import StoredEvent
 from .store import JournalWriter
 
-__all__ = ["SQLAppends", "head_after"]
+__all__ = ["SQLAppends", "head_after", "insert_events_sql", "null_places", "upsert_sql"]
 
 _STATE_CACHE_SIZE = 256
 """Sessions whose head this connection keeps (`SQLAppends._remember`)."""
 _RETURNING_HEAD = " RETURNING last_seq, head_hash"
 """What a projection write returns, to check the row holds the plan's head."""
+
+
+@functools.cache
+def insert_events_sql(position: str | None = "?") -> str:
+    """The INSERT of one events row from a `StoredEvent`'s fields, in order; ``position``
+    is the SQL value of its position (a ``?`` for the row's own), None for no position
+    column (the database gives one; the row's fields bound without theirs)."""
+    if position is None:
+        return (
+            "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+    return (
+        "INSERT INTO events(session_id, seq, ts, type, v, body, hash, summary, pos) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {position})"
+    )
+
+
+_MAY_BE_NULL = frozenset(
+    name
+    for name, spec in SessionSummary.model_fields.items()
+    if type(None) in get_args(spec.annotation)
+)
+"""The projection columns whose value may be None."""
+_NULL_PLACES: dict[str, tuple[int, ...]] = {}
+"""The SQL of each projection write made below -> the positions of its parameters that may
+be None (`null_places`)."""
+
+
+def null_places(text: str) -> tuple[int, ...] | None:
+    """The positions of the parameters of a projection write ``text`` (as made here) whose
+    value may be None; None for any other statement (any parameter may be None)."""
+    return _NULL_PLACES.get(text)
+
+
+def _noting_nulls(text: str, params: Iterable[str]) -> str:
+    """``text``, its ``params`` (the column each parameter is compared with or set to)
+    noted for `null_places`."""
+    _NULL_PLACES[text] = tuple(place for place, name in enumerate(params) if name in _MAY_BE_NULL)
+    return text
+
+
+@functools.cache
+def _update_sql(names: tuple[str, ...]) -> str:
+    """The UPDATE of the projection columns ``names`` of one session's row."""
+    return _noting_nulls(
+        f"UPDATE sessions SET {', '.join(f'{n} = ?' for n in names)} WHERE session_id = ?",
+        (*names, "session_id"),
+    )
+
+
+@functools.cache
+def _guarded_update_sql(names: tuple[str, ...], same: str, indexed: tuple[str, ...]) -> str:
+    """`_update_sql` that changes the row only while it is the head the plan was made on."""
+    return _noting_nulls(
+        f"{_update_sql(names)} AND last_seq = ? AND head_hash = ? AND fold_version = ? "
+        f"AND {' AND '.join(f'{n} {same} ?' for n in indexed)}",
+        (*names, "session_id", "last_seq", "head_hash", "fold_version", *indexed),
+    )
+
+
+@functools.cache
+def upsert_sql(names: tuple[str, ...]) -> str:
+    """The INSERT of a whole projection row (``names``), or its UPDATE when it is there."""
+    updates = ", ".join(f"{name} = excluded.{name}" for name in names if name != "session_id")
+    return _noting_nulls(
+        f"INSERT INTO sessions({', '.join(names)}) VALUES ({', '.join('?' for _ in names)}) "
+        f"ON CONFLICT(session_id) DO UPDATE SET {updates}",
+        names,
+    )
+
+
+@functools.cache
+def _always_set(indexed: tuple[str, ...], state: bool) -> tuple[str, ...]:
+    """The columns of a `projection_row` that an append always writes: all but the key and
+    the ``indexed`` ones (and the state JSON unless ``state``)."""
+    return tuple(
+        name
+        for name in (*PROJECTION_COLUMNS, "fold_version", "state")
+        if name != "session_id" and name not in indexed and (state or name != "state")
+    )
+
+
+def _changed_columns(
+    plan: AppendPlan, columns: tuple[str, ...], stored: tuple[Any, ...], state: bool = True
+) -> tuple[tuple[str, ...], list[Any]]:
+    """The projection columns to SET for ``plan``'s state, and their values: all but the
+    key and the indexed ``columns`` that keep their ``stored`` value (and the state JSON
+    unless ``state``)."""
+    values = plan.state.__dict__
+    names = _always_set(columns, state)
+    if value_picker(columns)(values) != stored:  # rare: most appends change no indexed column
+        names += tuple(
+            name for name, value in zip(columns, stored, strict=True) if values[name] != value
+        )
+    return names, projection_values(plan.state, plan.head_hash, names)
 
 
 def head_after(plan: AppendPlan) -> SessionHead:
@@ -124,9 +225,9 @@ class SQLAppends(SQLStore, JournalWriter):
     ) -> None:
         """Write the session's projection row for the state and last row of ``plan``."""
         if indexed:
-            names, params = changed_columns(plan, self.INDEXED_COLUMNS, indexed)
+            names, params = _changed_columns(plan, self.INDEXED_COLUMNS, indexed)
             params.append(session_id)
-            if self._project(tx, update_sql(names), params, session_id, plan):
+            if self._project(tx, _update_sql(names), params, session_id, plan):
                 return
         row = projection_row(plan.state, plan.head_hash)
         row["session_id"] = session_id
@@ -157,9 +258,9 @@ class SQLAppends(SQLStore, JournalWriter):
         columns = self.INDEXED_COLUMNS
         indexed = value_picker(columns)(head.state.__dict__)
         due = state_due(head.last_seq, plan.rows[-1].seq)
-        names, params = changed_columns(plan, columns, indexed, due)
+        names, params = _changed_columns(plan, columns, indexed, due)
         params += [session_id, head.last_seq, head.head_hash, FOLD_VERSION, *indexed]
-        return guarded_update_sql(names, self.NULL_SAFE_EQUAL, columns), params
+        return _guarded_update_sql(names, self.NULL_SAFE_EQUAL, columns), params
 
     # -- the append ------------------------------------------------------------------
 

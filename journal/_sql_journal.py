@@ -5,10 +5,10 @@ module of its own, over `SQLStore` (`journal._sqlstore`: the primitives a backen
 and the reads every role shares):
 
 * `JournalReader`: `SQLReads` (`journal._sql_read`);
-* `JournalWriter`: `SQLAppends` (`journal._sql_append`, with the statements it writes in
-  `journal._sql_statements`) and `SQLImports` (`journal._sql_import`);
-* `JournalAdmin`: `SQLSchema` (`journal._sql_schema`: opening) and `SQLAdmin`
-  (`journal._sql_admin`: verify, repair, heads, erase);
+* `JournalWriter`: `SQLAppends` (`journal._sql_append`) and `SQLImports`
+  (`journal._sql_import`);
+* `JournalAdmin`: `SQLAdmin` (`journal._sql_admin`: the schema, verify, repair, heads,
+  erase);
 * `JournalDerivedData`: `SQLDerived` (`journal._sql_derived`).
 
 `SQLJournal` combines them; `journal.sqlite.SQLiteJournal` and

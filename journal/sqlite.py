@@ -32,8 +32,8 @@ from ._file_watch import FileWatch
 from ._group_commit import GroupCommit
 from ._planner import AppendPlan
 from ._search_sqlite import SQLiteSearchIndex
+from ._sql_append import insert_events_sql, null_places
 from ._sql_journal import SQLJournal
-from ._sql_statements import insert_events_sql, null_places
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
 from .errors import (
@@ -408,7 +408,7 @@ def without_nulls(
     ``?`` that is not inside a string literal; the statements given here have none.
 
     ``places``, when given, are the positions of the parameters that may be None
-    (`journal._sql_statements.null_places`): only those are looked at, a third of the cost of
+    (`journal._sql_append.null_places`): only those are looked at, a third of the cost of
     looking at all. A None elsewhere stays a parameter: the same statement, bound dearer.
     """
     if places is None:
