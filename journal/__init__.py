@@ -97,12 +97,22 @@ from .formats import (
     write_jsonl,
 )
 from .keys import CAPTURED_WITH_KEY, DEPS_FACTORY_KEY, ENTRY_INPUTS_KEY, REPLAY_KEYS
+from .problems import Problem, VerifyReport
 from .projection import SessionDetails, SessionSummary
 from .records import RecordedEvent, StoredEvent, decode, encode
 from .search import SEARCH_INDEX_TABLE, SearchFilters, SearchHit, query_parts
-from .store import DEFAULT_MAX_EVENT_BYTES, Erasure, Journal, SchemaSetup, without_password
+from .store import (
+    DEFAULT_MAX_EVENT_BYTES,
+    Erasure,
+    Journal,
+    JournalAdmin,
+    JournalDerivedData,
+    JournalReader,
+    JournalWriter,
+    SchemaSetup,
+    without_password,
+)
 from .upcasting import predated_settings, predates, register_upcaster
-from .verify import Problem, VerifyReport
 
 if TYPE_CHECKING:
     from .anchor import Anchor, check_anchor, take_anchor
@@ -170,9 +180,13 @@ __all__ = [
     "InvalidEventError",
     "InvalidInputError",
     "Journal",
+    "JournalAdmin",
     "JournalBusyError",
+    "JournalDerivedData",
     "JournalError",
     "JournalMissingError",
+    "JournalReader",
+    "JournalWriter",
     "ModelCallFailed",
     "NotAJournalError",
     "Problem",

@@ -25,9 +25,9 @@ import orjson
 from ._event_summary import summarize
 from .events import EVENT_TYPES
 from .fold import FOLD_VERSION, SessionState, fold
+from .problems import Problem, ProblemKind
 from .projection import PROJECTION_COLUMNS, projection_row
 from .records import RecordedEvent, StoredEvent
-from .verify import Problem, ProblemKind
 
 __all__ = ["PROJECTION_READ", "DerivedCheck"]
 

@@ -17,11 +17,12 @@ hold nothing up unless their ids fall inside such a gap.
 Each append sends a NOTIFY after its commit, in a transaction of its own at
 ``synchronous_commit=off``: a NOTIFY inside the append would serialise every append's commit
 (PostgreSQL holds a lock from queueing a notification to the end of the commit).
-`PostgresJournal.wait_for_events` listens (live tailing without polling), and polls briefly
-while a notified position waits behind a gap.
+`journal._pg_tailing` listens (live tailing without polling), and polls briefly while a
+notified position waits behind a gap.
 
 Here: the SQL of both sides (`RESERVE`, `ONE_STATEMENT`, `SAFE_AFTER`, `SAFE_HEAD`) and the
-thread that sends the NOTIFYs (`Notifier`); `journal.postgres` runs them.
+thread that sends the NOTIFYs (`Notifier`); `journal._pg_appends` and `journal._pg_tailing`
+run them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each store has a `SearchIndex` (SQLite: `journal._search_sqlite`, PostgreSQL:
 `journal._search_pg`) that prepares the derived table on first need, adds rows and runs the
-ranked query; `SQLJournal.search` catches the index up, in batches of `BATCH` events each
+ranked query; `SQLDerived.search` catches the index up, in batches of `BATCH` events each
 read and indexed in one write transaction, then queries it. Filters are SQL over the index
 table (by its name, unaliased) and the ``sessions`` projection, the same on both stores
 but for the metadata match, which each store words for its JSON functions.

@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .problems import Problem
 from .records import StoredEvent
 from .search import SEARCH_INDEX_TABLE
-from .verify import Problem
 
 __all__ = [
     "DERIVED_TABLES",

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .canonical import format_ts
 from .clock import utc_now
 from .errors import InvalidInputError
+from .problems import Problem, ProblemKind
 from .store import ChainKind, Journal
-from .verify import Problem, ProblemKind
 
 __all__ = [
     "ANCHOR_FORMAT",

@@ -8,12 +8,17 @@ Guarantees, as on SQLite: append-only enforced by triggers against any connectio
 optimistic concurrency through the primary key (a plain INSERT, never ``ON CONFLICT DO
 NOTHING``); the sessions projection written in the append's transaction. Writers of one
 session are serialised by a transaction-level advisory lock on the session id; writers of
-different sessions are not serialised at all: nothing is held from a write to the commit.
+different sessions are not serialised at all: nothing is held from a write to the commit
+(`journal._pg_appends`).
 
 Global positions come from a sequence and followers read them up to a safe horizon:
 `journal._pg_positions` has how and why (docs/postgres.md, the whole argument). Each
 append's NOTIFY follows its commit, from a thread; `PostgresJournal.wait_for_events`
-listens (live tailing without polling).
+listens (live tailing without polling, `journal._pg_tailing`).
+
+Here: the connections (a pool, the settings, errors translated to ours), the schema's
+setup, and what verify and erase need of the server; the roles themselves are the SQL
+stores' (`journal._sql_journal`).
 
 Durability: a commit is durable when the server says so (``synchronous_commit=on``, the
 server default); ``durability="full"`` sets it on for our connections even where the server
@@ -23,14 +28,9 @@ default is weaker.
 from __future__ import annotations
 
 import hashlib
-import os
-import pickle
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 from psycopg import errors, sql
@@ -38,25 +38,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import _postgres_schema as schema
-from ._pg_positions import (
-    GAP_POLL,
-    LOCK_SESSION,
-    NOTIFY_INTERVAL,
-    ONE_STATEMENT_EVENTS,
-    PEEK,
-    READ_AFTER,
-    RESERVE,
-    SAFE_HEAD,
-    TAKE_MANY,
-    TAKE_ONE,
-    UNPLANNED,
-    Notifier,
-    one_statement,
-)
-from ._planner import AppendPlan, SessionHead
+from ._pg_appends import PgAppends
+from ._pg_positions import NOTIFY_INTERVAL, UNPLANNED, Notifier
+from ._pg_tailing import Listener, PgTailing
+from ._pg_tx import PgTx
 from ._search_pg import PostgresSearchIndex
-from ._sqlstore import ImportRows, SQLJournal
-from ._sqltx import SqlTx, TriggerState, event_params
+from ._sql_journal import SQLJournal
+from ._sqltx import SqlTx, TriggerState
 from .clock import Now
 from .errors import (
     ConflictError,
@@ -66,7 +54,6 @@ from .errors import (
     StoreError,
     UnplannedWriteError,
 )
-from .records import StoredEvent, stored_row
 from .store import DEFAULT_MAX_EVENT_BYTES, Durability, without_password
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "PostgresJournal", "describe_url"]
@@ -85,8 +72,6 @@ _HOLDERS = (
     "ORDER BY 1, 3"
 )
 """The tables of a schema that other clients hold locks on that block a read or a write."""
-
-_EVENTS = "events(pos, session_id, seq, ts, type, v, body, hash, summary)"
 
 
 def describe_url(url: str) -> str:
@@ -146,111 +131,7 @@ def _session_settings(
     return settings
 
 
-class _PgTx(SqlTx):
-    """A psycopg connection behind the ``?``-placeholder interface of `SqlTx`.
-
-    It also holds the global positions reserved for the transaction: ``next_position`` up
-    to ``end_position`` (exclusive) are still to be written.
-    """
-
-    next_position = 0
-    end_position = 0
-    reserving = False
-    """True while the statement that takes the positions lock runs."""
-
-    def use_positions(self, count: int) -> int:
-        """Return the first of ``count`` reserved positions and mark them written."""
-        first = self.next_position
-        if first + count > self.end_position:
-            raise AssertionError("positions are reserved before an append's first write")
-        self.next_position = first + count
-        return first
-
-    def sql(self, text: str) -> str:
-        """Rewrite ``?`` placeholders to psycopg's ``%s``."""
-        return text.replace("?", "%s")
-
-    def rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run a query and return its rows (none for a statement without results)."""
-        cursor = self.connection.execute(self.sql(text) if params else text, params or None)
-        return list(cursor.fetchall()) if cursor.description else []
-
-    def one(self, text: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """Run a query and return its first row, or None."""
-        cursor = self.connection.execute(self.sql(text) if params else text, params or None)
-        return cast("tuple[Any, ...] | None", cursor.fetchone())
-
-    def run(self, text: str, params: Sequence[Any] = ()) -> None:
-        """Run a statement (text without parameters is sent as is: DDL holds ``%``)."""
-        self.connection.execute(self.sql(text) if params else text, params or None)
-
-    def run_many(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run a statement once per row, pipelined."""
-        with self.connection.cursor() as cursor:
-            cursor.executemany(self.sql(text), rows)
-
-    def copy(self, target: str, rows: Sequence[Sequence[Any]]) -> int:
-        """Load rows into ``target`` (``table(columns)``) with COPY; return the rows loaded.
-
-        Triggers fire as on INSERT; rules do not.
-        """
-        with self.connection.cursor() as cursor:
-            with cursor.copy(f"COPY {target} FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            return int(cursor.rowcount)
-
-
-class SpooledRows(ImportRows):
-    """An import's planned rows spooled to a temporary file until its positions are taken.
-
-    Positions are taken once per transaction, before its first write, for an exact count:
-    the count of a streamed import is known only once every session is planned, so the
-    rows wait on disk (not in memory) in between, then `finish` reserves and inserts them.
-    """
-
-    def __init__(self, journal: SQLJournal, tx: SqlTx) -> None:
-        super().__init__(journal, tx)
-        self.spool = tempfile.TemporaryFile(prefix="agent-journal-import-")
-        self.count = 0
-
-    def __exit__(self, *exc: object) -> None:
-        self.spool.close()
-
-    def add(self, session_id: str, batches: Iterable[Sequence[StoredEvent]]) -> None:
-        for rows in batches:
-            pickle.dump((session_id, list(rows)), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
-            self.count += len(rows)
-
-    def _spooled(self) -> Iterator[tuple[str, list[StoredEvent]]]:
-        """The batches spooled so far, in order (the file is left at its end)."""
-        self.spool.seek(0)
-        try:
-            while True:
-                try:
-                    yield pickle.load(self.spool)  # our own file, just written
-                except EOFError:
-                    return
-        finally:
-            self.spool.seek(0, os.SEEK_END)
-
-    def hash_at(self, session_id: str, seq: int) -> str | None:
-        """Read the spool first (a session named twice in one import): rare, and a scan."""
-        found = None
-        for spooled_id, rows in self._spooled():
-            if spooled_id == session_id and rows[0].seq <= seq <= rows[-1].seq:
-                found = rows[seq - rows[0].seq].hash  # a batch's seqs are dense
-        return found if found is not None else super().hash_at(session_id, seq)
-
-    def finish(self) -> None:
-        if not self.count:
-            return
-        self.journal._reserve_positions(self.tx, self.count)
-        for session_id, rows in self._spooled():
-            self.journal._insert_planned(self.tx, session_id, rows)
-
-
-class PostgresJournal(SQLJournal):
+class PostgresJournal(PgAppends, PgTailing, SQLJournal):
     """A journal in a PostgreSQL schema; `Journal.open` opens one with the defaults.
 
     Construct it directly for what `Journal.open` does not take: ``pool_size`` (connections
@@ -300,8 +181,7 @@ class PostgresJournal(SQLJournal):
         self._lock_wait = (
             f"{lock_timeout:g} s" if "lock_timeout" in self._settings else "the URL's lock_timeout"
         )
-        self._listen: psycopg.Connection[Any] | None = None
-        self._listen_lock = threading.Lock()
+        self._listener = Listener(self._listening_connection)
         try:
             setup = psycopg.connect(url, **self._kwargs)
         except psycopg.Error as e:
@@ -381,7 +261,7 @@ class PostgresJournal(SQLJournal):
                 conn.execute(
                     sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(self._schema))
                 )
-            yield _PgTx(conn)
+            yield PgTx(conn)
 
     def _translate(self, error: psycopg.Error, action: str) -> JournalError:
         """One line for a server error: where (the target and its schema), what, why."""
@@ -451,7 +331,7 @@ class PostgresJournal(SQLJournal):
             conn = self._pool.getconn()
         except PoolTimeout as e:
             raise JournalBusyError(f"{self._target}: no free connection for {action}") from e
-        tx = _PgTx(conn)
+        tx = PgTx(conn)
         try:
             if mode == "statement":
                 yield tx
@@ -466,6 +346,13 @@ class PostgresJournal(SQLJournal):
             self._pool.putconn(conn)
         if tx.next_position:
             self._notifier.post(tx.next_position - 1)
+
+    def _listening_connection(self) -> psycopg.Connection[Any]:
+        """A connection of its own that listens for this journal's NOTIFYs (`Listener`)."""
+        conn = psycopg.connect(self._url, autocommit=True, **self._kwargs)
+        self._apply_settings(conn)
+        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+        return conn
 
     def _query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._pooled("read", mode="statement") as tx:
@@ -501,183 +388,24 @@ class PostgresJournal(SQLJournal):
             "(create it with: agent-journal init --db URL)"
         )
 
-    def _session_key(self, session_id: str) -> str:
-        return f"agent-journal {self._schema} {session_id}"
-
-    def _lock_session(self, tx: SqlTx, session_id: str) -> None:
-        tx.run(
-            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (self._session_key(session_id),)
-        )
-
-    def _lock_erasures(self, tx: SqlTx) -> None:
-        tx.run(
-            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
-            (f"agent-journal erasures {self._schema}",),
-        )
-
-    def _reserve_positions(self, tx: SqlTx, count: int) -> None:
-        self._reserve(tx, count, None)
-
-    def _begin_append(self, tx: SqlTx, session_id: str, count: int) -> None:
-        self._reserve(tx, count, session_id)
-
-    def _reservation(self, count: int, session_id: str | None) -> tuple[str, list[Any]]:
-        """The SELECT that takes ``count`` positions (`RESERVE`), and its parameters.
-
-        With ``session_id``, the session's lock is taken first.
-
-        The flag that lets our plain INSERTs past the per-row overwrite check rides along
-        (schema.APPEND_FLAG).
-        """
-        take = RESERVE.format(take=TAKE_ONE if count == 1 else TAKE_MANY)
-        params: list[Any] = [] if session_id is None else [self._session_key(session_id)]
-        params += [self._positions_lock, *([] if count == 1 else [count])]
-        params += [self._positions_lock, schema.APPEND_FLAG]
-        lock = "" if session_id is None else LOCK_SESSION
-        return f"SELECT {lock}{take}", params
-
-    def _import_rows(self, tx: SqlTx) -> ImportRows:
-        return SpooledRows(self, tx)
-
-    def _reserve(self, tx: SqlTx, count: int, session_id: str | None) -> None:
-        assert isinstance(tx, _PgTx) and count > 0 and not tx.end_position
-        text, params = self._reservation(count, session_id)
-        tx.reserving = True
-        found = tx.one(text, params)
-        tx.reserving = False
-        assert found is not None
-        fresh, last = found[-6], int(found[-3])
-        if not fresh:
-            raise AssertionError("positions are taken before a transaction's first write")
-        tx.next_position, tx.end_position = last - count + 1, last + 1
-
-    def _commit(
-        self,
-        session_id: str,
-        make_plan: Callable[[SqlTx, SessionHead | None], AppendPlan | None],
-        on_cached_head: Callable[[SessionHead], AppendPlan] | None = None,
-        count: int | None = None,
-    ) -> AppendPlan | None:
-        """`SQLJournal._commit`, with a small append on a cached head in one statement."""
-        if count is not None and count <= ONE_STATEMENT_EVENTS:
-            cached, guess = self._guess(session_id, on_cached_head)
-            if cached is not None and guess is not None:
-                if self._append_in_one_statement(session_id, guess, cached):
-                    self._remember(session_id, guess)
-                    return guess
-            on_cached_head = None  # no plan on the cached head, or a stale one: the stored head
-        return super()._commit(session_id, make_plan, on_cached_head, count)
-
-    def _append_in_one_statement(
-        self, session_id: str, plan: AppendPlan, head: SessionHead
-    ) -> bool:
-        """Write ``plan`` with `ONE_STATEMENT` if ``head`` is still the stored head."""
-        count = len(plan.rows)
-        reserve, params = self._reservation(count, session_id)
-        update, update_params = self._guarded_update(session_id, plan, head)
-        params += [*update_params, count, session_id]
-        if count == 1:
-            params += event_params(plan.rows[0])[1:]
-        else:
-            params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
-        params += [count, plan.rows[-1].seq, plan.head_hash, str(count)]
-        text = one_statement(reserve, update, count == 1)
-        with self._pooled("write", mode="statement") as tx:
-            assert isinstance(tx, _PgTx)
-            tx.reserving = True
-            found = tx.one(text, params)
-            tx.reserving = False
-            assert found is not None
-            if found[1] != count:
-                return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
-            tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
-        return True
-
-    def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
-        assert isinstance(tx, _PgTx)
-        first = tx.use_positions(len(rows))
-        params = [(first + index, *event_params(row)) for index, row in enumerate(rows)]
-        if len(params) == 1:
-            return tx.changed(
-                f"INSERT INTO {_EVENTS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params[0]
-            )
-        # COPY fires the same triggers and checks the same keys, at half the cost per row
-        return tx.copy(_EVENTS, params)
-
     def close(self) -> None:
         """Send the last NOTIFY, close the pool and the listening connection (idempotent)."""
         self._notifier.close()
         self._pool.close()
-        with self._listen_lock:
-            if self._listen is not None:
-                self._listen.close()
-                self._listen = None
+        self._listener.close()
 
     @property
     def target(self) -> str:
         """The URL without its password: ``postgresql://user@host:port/db``."""
         return self._target
 
-    # -- positions and tailing -------------------------------------------------------
+    # -- verification and erasure ----------------------------------------------------
 
-    def read_after(self, position: int, *, limit: int = 500) -> list[StoredEvent]:
-        """Rows after ``position`` that no in-flight append can precede (`SAFE_AFTER`)."""
-        rows = self._query(READ_AFTER, (position, limit))
-        return [stored_row(row) for row in rows]
-
-    def _rows_after(self, tx: SqlTx, position: int, limit: int) -> list[StoredEvent]:
-        """Rows after ``position`` in ``tx``, up to the safe horizon (`SAFE_AFTER`)."""
-        return [stored_row(row) for row in tx.rows(READ_AFTER, (position, limit))]
-
-    def head_position(self) -> int:
-        """The newest position a follower can start from; see `Journal.head_position`.
-
-        No event still being committed can take a position at or below it (`SAFE_HEAD`).
-        """
-        return int(self._query(SAFE_HEAD)[0][0])
-
-    def _peek(self, position: int) -> tuple[bool, bool]:
-        """Whether an event after ``position`` can be read, and whether one has committed."""
-        ready, committed = self._query(PEEK, (position, 1))[0]
-        return bool(ready), bool(committed)
-
-    def wait_for_events(self, position: int, timeout: float) -> bool:
-        """Wait for an event after ``position`` with LISTEN/NOTIFY; see `Journal`.
-
-        An event may have committed and still wait behind one in flight, whose rollback
-        (or a killed client) notifies nobody: while one does, or a NOTIFY names a later
-        position that cannot be read yet, the wait polls, from 10 ms up to 250 ms apart.
-        """
-        deadline = time.monotonic() + timeout
-        with self._listen_lock:
-            try:
-                listener = self._listener()
-                ready, committed = self._peek(position)
-                delay = GAP_POLL[0] if committed else None  # None: sleep until notified
-                while not ready and (remaining := deadline - time.monotonic()) > 0:
-                    wait = remaining if delay is None else min(remaining, delay)
-                    for note in listener.notifies(timeout=wait, stop_after=1):
-                        if note.payload.isdigit() and int(note.payload) > position:
-                            delay = delay or GAP_POLL[0]
-                    if delay is not None:
-                        ready, committed = self._peek(position)
-                        delay = min(delay * 2, GAP_POLL[1])
-                return ready or self._peek(position)[0]
-            except psycopg.Error as e:
-                if self._listen is not None:
-                    self._listen.close()
-                    self._listen = None
-                raise self._translate(e, "listen") from e
-
-    def _listener(self) -> psycopg.Connection[Any]:
-        if self._listen is None or self._listen.closed:
-            conn = psycopg.connect(self._url, autocommit=True, **self._kwargs)
-            self._apply_settings(conn)
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-            self._listen = conn
-        return self._listen
-
-    # -- verification ----------------------------------------------------------------
+    def _lock_erasures(self, tx: SqlTx) -> None:
+        tx.run(
+            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+            (f"agent-journal erasures {self._schema}",),
+        )
 
     def _trigger_states(self) -> dict[str, TriggerState]:
         found = self._query(

@@ -32,7 +32,8 @@ from ._file_watch import FileWatch
 from ._group_commit import GroupCommit
 from ._planner import AppendPlan
 from ._search_sqlite import SQLiteSearchIndex
-from ._sqlstore import SQLJournal, insert_events_sql, null_places
+from ._sql_append import insert_events_sql, null_places
+from ._sql_journal import SQLJournal
 from ._sqltx import SqlTx, TriggerState
 from .clock import Now
 from .errors import (
@@ -199,7 +200,7 @@ class SQLiteJournal(SQLJournal):
         write: Callable[[SqlTx], AppendPlan | None],
         committed: Callable[[AppendPlan | None], None],
     ) -> AppendPlan | None:
-        """`SQLJournal._write_committed` in a group commit (`journal._group_commit`)."""
+        """`SQLAppends._write_committed` in a group commit (`journal._group_commit`)."""
         if self._group is None:
             return super()._write_committed(write, committed)
         return self._group.run(write, committed)
@@ -276,7 +277,7 @@ class SQLiteJournal(SQLJournal):
         return self._path
 
     def _insert_events(self, tx: SqlTx, rows: Sequence[StoredEvent]) -> int:
-        """`SQLJournal._insert_events`; the first row numbered past every position given.
+        """`SQLAppends._insert_events`; the first row numbered past every position given.
 
         `schema.NEXT_POSITION` places it (an erase may have removed the rows at the top);
         the rest take SQLite's next rowid, past that one.
@@ -292,7 +293,7 @@ class SQLiteJournal(SQLJournal):
     def _project(
         self, tx: SqlTx, text: str, params: Sequence[Any], session_id: str, plan: AppendPlan
     ) -> bool:
-        """`SQLJournal._project` by the row count alone.
+        """`SQLAppends._project` by the row count alone.
 
         A SQLite trigger cannot change the values a statement writes (``NEW`` is read-only),
         only skip the row, which the count shows; ``RETURNING`` made a one-event append
@@ -407,7 +408,7 @@ def without_nulls(
     ``?`` that is not inside a string literal; the statements given here have none.
 
     ``places``, when given, are the positions of the parameters that may be None
-    (`journal._sqlstore.null_places`): only those are looked at, a third of the cost of
+    (`journal._sql_append.null_places`): only those are looked at, a third of the cost of
     looking at all. A None elsewhere stays a parameter: the same statement, bound dearer.
     """
     if places is None:

@@ -2,6 +2,19 @@
 
 A journal holds sessions of events, append-only. ``Journal.open(":memory:")`` or a path
 opens SQLite; a ``postgresql://`` URL opens PostgreSQL. Either is a context manager.
+
+The contract is a few small roles over one base (`JournalBase`: where the journal is, what
+it was opened with, closing it), each abstract, each usable as a type on its own:
+
+* `JournalReader`: a session's events and stored rows, the global tail, the listings;
+* `JournalWriter`: appends (also from asyncio) and imports of whole sessions;
+* `JournalAdmin`: the schema, verify and repair, the heads an anchor records, erasure;
+* `JournalDerivedData`: what is derived from the events and kept beside them, never
+  exported or trusted (snapshots of folded states, the search index).
+
+`Journal` is all four, and `Journal.open` the way to one. A function that only reads can
+take a `JournalReader`; every store implements all of `Journal` (the SQL stores one role
+per module: `journal._sql_journal` has the map).
 """
 
 from __future__ import annotations
@@ -24,10 +37,10 @@ from .clock import Now, utc_now
 from .errors import SessionNotFoundError, StoreError
 from .events import AgentEvent
 from .fold import SessionState
+from .problems import Problem, VerifyReport
 from .projection import SessionDetails, SessionSummary
 from .records import ImportRecord, RecordedEvent, StoredEvent, decode_body
 from .search import SearchFilters, SearchHit
-from .verify import Problem, VerifyReport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -35,6 +48,11 @@ __all__ = [
     "Durability",
     "Erasure",
     "Journal",
+    "JournalAdmin",
+    "JournalBase",
+    "JournalDerivedData",
+    "JournalReader",
+    "JournalWriter",
     "SchemaSetup",
     "erasure_bytes",
     "without_password",
@@ -102,15 +120,14 @@ def erasure_bytes(erasure: Erasure) -> bytes:
     return canonical_bytes(erasure.model_dump(exclude={"hash"}))
 
 
-class Journal(ABC):
-    """An append-only store of sessions of typed events.
+class JournalBase(ABC):
+    """What every role of a journal shares: where it is, what it was opened with, closing it.
 
-    Subclasses implement the storage; the public methods below are the whole contract
-    (the same for SQLite and PostgreSQL, tested by one contract suite).
+    A context manager: the block's end closes it.
     """
 
     PAGE_SIZE = 500
-    """Rows fetched per round trip when streaming."""
+    """Rows fetched per round trip when streaming (a session's rows, the global tail)."""
 
     def __init__(
         self,
@@ -129,75 +146,6 @@ class Journal(ABC):
         )
         self.chain_kind: ChainKind = "sha256" if hmac_key is None else "hmac-sha256"
         """How this journal's chains are hashed (the ``chain`` of its ``meta`` table)."""
-
-    @staticmethod
-    def open(
-        target: str | Path,
-        *,
-        create: bool = True,
-        durability: Durability = "normal",
-        clock: Now | None = None,
-        hmac_key: bytes | None = None,
-        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
-        busy_timeout: float | None = None,
-    ) -> Journal:
-        """Open the journal at ``target``: a SQLite path, ``":memory:"``, or a PostgreSQL URL.
-
-        Args:
-            target: where the journal is.
-            create: create the journal (and its file) when it does not exist yet; with
-                False a missing or empty target raises `JournalMissingError` or
-                `NotAJournalError`.
-            durability: ``"normal"`` commits survive a process crash; ``"full"`` also
-                survives a power loss (an fsync per commit).
-            clock: the source of event timestamps (the recorded clock in a replay).
-            hmac_key: turn the hash chain into an HMAC chain (rewriting it needs the key).
-            max_event_bytes: the largest event an append or an import takes, in canonical
-                bytes (default 16 MiB; None: no limit); a larger one raises
-                `EventTooLargeError` and nothing of that call is written. Reading is not
-                limited: events stored before stay readable.
-            busy_timeout: how long, in seconds, a call waits for the SQLite file's write
-                lock, or for a PostgreSQL connection (to connect, and from the pool),
-                before it fails with `JournalBusyError`; None keeps the store's defaults
-                (5 s for SQLite's lock and PostgreSQL's connect, 30 s for its pool).
-        """
-        text = str(target)
-        store: type[Journal]
-        other = _URL_SCHEME.match(text)
-        if other and other[1] not in ("postgresql", "postgres"):
-            # the scheme alone is named: the rest of the URL may hold a password
-            raise StoreError(
-                f"{other[1]}:// is not a journal location: give a SQLite file path or a "
-                "postgresql:// URL"
-            )
-        waits: dict[str, Any] = {}
-        if text.startswith(("postgresql://", "postgres://")):
-            try:
-                from .postgres import PostgresJournal
-            except ImportError as e:
-                raise StoreError(
-                    "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
-                ) from e
-            store = PostgresJournal
-            if busy_timeout is not None:
-                waits = {"connect_timeout": busy_timeout, "pool_timeout": busy_timeout}
-        else:
-            from .sqlite import SQLiteJournal
-
-            store = SQLiteJournal
-            if busy_timeout is not None:
-                waits = {"busy_timeout_ms": max(1, round(busy_timeout * 1000))}
-        return store(
-            text,
-            create=create,
-            durability=durability,
-            clock=clock,
-            hmac_key=hmac_key,
-            max_event_bytes=max_event_bytes,
-            **waits,
-        )
-
-    # -- context manager -------------------------------------------------------------
 
     def __enter__(self) -> Self:
         return self
@@ -219,90 +167,17 @@ class Journal(ABC):
     def target(self) -> str:
         """Where this journal is (a path or a URL without its password)."""
 
-    @property
-    @abstractmethod
-    def schema_setup(self) -> SchemaSetup:
-        """What opening this journal did to its schema (created, upgraded, or nothing)."""
+    def now(self) -> datetime:
+        """Return the journal clock's current time."""
+        return self._clock()
 
-    # -- writing ---------------------------------------------------------------------
 
-    def _state_after(self, session_id: str, seq: int) -> SessionState | None:
-        """The session's state as this journal folded it writing up to ``seq``, or None.
+class JournalReader(JournalBase):
+    """Reading a journal: a session's events and rows, the global tail, the listings.
 
-        None: not at hand (fold the events). Lets a writer that holds the session's state
-        skip a fold of its own.
-        """
-        return None
-
-    @abstractmethod
-    def append(
-        self,
-        session_id: str,
-        events: Sequence[AgentEvent],
-        *,
-        expected_seq: int | None = None,
-        ts: datetime | str | None = None,
-    ) -> int:
-        """Append ``events`` to a session in one transaction and return the last seq written.
-
-        Seqs are dense from 0; seq 0 must be ``session_started``. ``expected_seq`` is the seq
-        the first event must take (0 for a new session); when another writer got there first
-        a `ConflictError` is raised and nothing is written. ``ts`` stamps every event of the
-        call (default: the journal's clock).
-        """
-
-    async def append_async(
-        self,
-        session_id: str,
-        events: Sequence[AgentEvent],
-        *,
-        expected_seq: int | None = None,
-        ts: datetime | str | None = None,
-    ) -> int:
-        """`append` for asyncio code: the event loop runs on while the append waits.
-
-        The append runs on a thread of a pool the process shares (`append_pool`) and this
-        returns once the commit that holds its events is done, as `append` does. On SQLite,
-        concurrent calls share commits (group commit), as threads do; on PostgreSQL each
-        runs on its own pooled connection. Cancelling the awaiting task does not withdraw
-        an append already handed to a thread: it may still be committed.
-        """
-        import asyncio  # here: the other callers of a journal need not load asyncio
-
-        call = functools.partial(self.append, session_id, events, expected_seq=expected_seq, ts=ts)
-        return await asyncio.get_running_loop().run_in_executor(append_pool(), call)
-
-    @abstractmethod
-    def import_records(
-        self,
-        session_id: str,
-        records: Iterable[ImportRecord],
-        *,
-        check_new: Callable[[SessionState], None] | None = None,
-    ) -> int:
-        """Import a whole session's flat records, all or nothing; return how many were new.
-
-        Each record comes with the place it was read from (``file:line``) for error messages:
-        a flat dict, or a `journal.records.CanonicalRecord` (a line read from its own
-        canonical bytes, which are then not checked or made again). Identical content is a
-        no-op (0); a longer recording of the same session appends the rest; different
-        content raises `SessionConflictError`. The records are read once,
-        as they come (a generator keeps memory flat in the session's size). For a session
-        new to the journal, ``check_new`` is given the state its events end in before
-        anything is committed; what it raises aborts the import.
-        """
-
-    def import_sessions(self, sessions: Sequence[tuple[str, Iterable[ImportRecord]]]) -> list[int]:
-        """Import several whole sessions, all or nothing; return how many events each added.
-
-        Each session follows the rules of `import_records`. The SQL stores write them all in
-        one transaction (a file of many sessions imports whole or not at all), streaming each
-        session's records as `import_records` does; this default
-        imports one after another, so a store without transactions keeps the earlier ones.
-        """
-        return [self.import_records(session_id, records) for session_id, records in sessions]
-
-    # -- reading ---------------------------------------------------------------------
+    Nothing here writes. The listings (`sessions`, `summary`, `last_summaries`) come from
+    the ``sessions`` projection and the rows' columns, without decoding a payload.
+    """
 
     @abstractmethod
     def stored_events(
@@ -424,6 +299,99 @@ class Journal(ABC):
         found = self.summary(session_id)
         return None if found is None else found.last_seq
 
+
+class JournalWriter(JournalBase):
+    """Writing a journal: appends of events, imports of whole sessions, all or nothing.
+
+    Every write is checked before anything of it is committed (canonical bytes, the hash
+    chain, the seqs, the size of each event) and is one transaction.
+    """
+
+    def _state_after(self, session_id: str, seq: int) -> SessionState | None:
+        """The session's state as this journal folded it writing up to ``seq``, or None.
+
+        None: not at hand (fold the events). Lets a writer that holds the session's state
+        skip a fold of its own.
+        """
+        return None
+
+    @abstractmethod
+    def append(
+        self,
+        session_id: str,
+        events: Sequence[AgentEvent],
+        *,
+        expected_seq: int | None = None,
+        ts: datetime | str | None = None,
+    ) -> int:
+        """Append ``events`` to a session in one transaction and return the last seq written.
+
+        Seqs are dense from 0; seq 0 must be ``session_started``. ``expected_seq`` is the seq
+        the first event must take (0 for a new session); when another writer got there first
+        a `ConflictError` is raised and nothing is written. ``ts`` stamps every event of the
+        call (default: the journal's clock).
+        """
+
+    async def append_async(
+        self,
+        session_id: str,
+        events: Sequence[AgentEvent],
+        *,
+        expected_seq: int | None = None,
+        ts: datetime | str | None = None,
+    ) -> int:
+        """`append` for asyncio code: the event loop runs on while the append waits.
+
+        The append runs on a thread of a pool the process shares (`append_pool`) and this
+        returns once the commit that holds its events is done, as `append` does. On SQLite,
+        concurrent calls share commits (group commit), as threads do; on PostgreSQL each
+        runs on its own pooled connection. Cancelling the awaiting task does not withdraw
+        an append already handed to a thread: it may still be committed.
+        """
+        import asyncio  # here: the other callers of a journal need not load asyncio
+
+        call = functools.partial(self.append, session_id, events, expected_seq=expected_seq, ts=ts)
+        return await asyncio.get_running_loop().run_in_executor(append_pool(), call)
+
+    @abstractmethod
+    def import_records(
+        self,
+        session_id: str,
+        records: Iterable[ImportRecord],
+        *,
+        check_new: Callable[[SessionState], None] | None = None,
+    ) -> int:
+        """Import a whole session's flat records, all or nothing; return how many were new.
+
+        Each record comes with the place it was read from (``file:line``) for error messages:
+        a flat dict, or a `journal.records.CanonicalRecord` (a line read from its own
+        canonical bytes, which are then not checked or made again). Identical content is a
+        no-op (0); a longer recording of the same session appends the rest; different
+        content raises `SessionConflictError`. The records are read once,
+        as they come (a generator keeps memory flat in the session's size). For a session
+        new to the journal, ``check_new`` is given the state its events end in before
+        anything is committed; what it raises aborts the import.
+        """
+
+    def import_sessions(self, sessions: Sequence[tuple[str, Iterable[ImportRecord]]]) -> list[int]:
+        """Import several whole sessions, all or nothing; return how many events each added.
+
+        Each session follows the rules of `import_records`. The SQL stores write them all in
+        one transaction (a file of many sessions imports whole or not at all), streaming each
+        session's records as `import_records` does; this default
+        imports one after another, so a store without transactions keeps the earlier ones.
+        """
+        return [self.import_records(session_id, records) for session_id, records in sessions]
+
+
+class JournalAdmin(JournalBase):
+    """Looking after a journal: its schema, verify and repair, anchors' heads, erasure."""
+
+    @property
+    @abstractmethod
+    def schema_setup(self) -> SchemaSetup:
+        """What opening this journal did to its schema (created, upgraded, or nothing)."""
+
     @abstractmethod
     def verify(
         self,
@@ -465,8 +433,6 @@ class Journal(ABC):
         Returns the findings repaired.
         """
 
-    # -- erasing ---------------------------------------------------------------------
-
     @abstractmethod
     def erase(self, session_id: str, *, reason: str, erased_by: str | None = None) -> Erasure:
         """Remove a whole session (retention, a right to erasure), audited, in one transaction.
@@ -485,6 +451,14 @@ class Journal(ABC):
     def erasures(self, session_id: str | None = None) -> list[Erasure]:
         """Return the audit records of erased sessions, oldest first."""
 
+
+class JournalDerivedData(JournalBase):
+    """Data derived from the events and kept beside them: snapshots and the search index.
+
+    Never exported and never trusted: rebuilt from the events on need, checked by verify
+    (the snapshots) or caught up on use (the index).
+    """
+
     @abstractmethod
     def load_snapshot(
         self, session_id: str, seq: int, fold_version: int
@@ -500,8 +474,6 @@ class Journal(ABC):
         self, session_id: str, fold_version: int, snapshots: Sequence[tuple[int, SessionState]]
     ) -> None:
         """Store snapshots (seq, state after it) of a session; existing ones are kept."""
-
-    # -- searching (derived data) ----------------------------------------------------
 
     @abstractmethod
     def refresh_search_index(self) -> int:
@@ -526,6 +498,78 @@ class Journal(ABC):
             InvalidInputError: a query without a word, or a limit below 1.
         """
 
-    def now(self) -> datetime:
-        """Return the journal clock's current time."""
-        return self._clock()
+
+class Journal(JournalReader, JournalWriter, JournalAdmin, JournalDerivedData):
+    """An append-only store of sessions of typed events.
+
+    Subclasses implement the storage; the public methods of its roles (`JournalReader`,
+    `JournalWriter`, `JournalAdmin`, `JournalDerivedData`) are the whole contract (the same
+    for SQLite and PostgreSQL, tested by one contract suite).
+    """
+
+    @staticmethod
+    def open(
+        target: str | Path,
+        *,
+        create: bool = True,
+        durability: Durability = "normal",
+        clock: Now | None = None,
+        hmac_key: bytes | None = None,
+        max_event_bytes: int | None = DEFAULT_MAX_EVENT_BYTES,
+        busy_timeout: float | None = None,
+    ) -> Journal:
+        """Open the journal at ``target``: a SQLite path, ``":memory:"``, or a PostgreSQL URL.
+
+        Args:
+            target: where the journal is.
+            create: create the journal (and its file) when it does not exist yet; with
+                False a missing or empty target raises `JournalMissingError` or
+                `NotAJournalError`.
+            durability: ``"normal"`` commits survive a process crash; ``"full"`` also
+                survives a power loss (an fsync per commit).
+            clock: the source of event timestamps (the recorded clock in a replay).
+            hmac_key: turn the hash chain into an HMAC chain (rewriting it needs the key).
+            max_event_bytes: the largest event an append or an import takes, in canonical
+                bytes (default 16 MiB; None: no limit); a larger one raises
+                `EventTooLargeError` and nothing of that call is written. Reading is not
+                limited: events stored before stay readable.
+            busy_timeout: how long, in seconds, a call waits for the SQLite file's write
+                lock, or for a PostgreSQL connection (to connect, and from the pool),
+                before it fails with `JournalBusyError`; None keeps the store's defaults
+                (5 s for SQLite's lock and PostgreSQL's connect, 30 s for its pool).
+        """
+        text = str(target)
+        store: type[Journal]
+        other = _URL_SCHEME.match(text)
+        if other and other[1] not in ("postgresql", "postgres"):
+            # the scheme alone is named: the rest of the URL may hold a password
+            raise StoreError(
+                f"{other[1]}:// is not a journal location: give a SQLite file path or a "
+                "postgresql:// URL"
+            )
+        waits: dict[str, Any] = {}
+        if text.startswith(("postgresql://", "postgres://")):
+            try:
+                from .postgres import PostgresJournal
+            except ImportError as e:
+                raise StoreError(
+                    "PostgreSQL journals need psycopg: pip install 'agent-journal[postgres]'"
+                ) from e
+            store = PostgresJournal
+            if busy_timeout is not None:
+                waits = {"connect_timeout": busy_timeout, "pool_timeout": busy_timeout}
+        else:
+            from .sqlite import SQLiteJournal
+
+            store = SQLiteJournal
+            if busy_timeout is not None:
+                waits = {"busy_timeout_ms": max(1, round(busy_timeout * 1000))}
+        return store(
+            text,
+            create=create,
+            durability=durability,
+            clock=clock,
+            hmac_key=hmac_key,
+            max_event_bytes=max_event_bytes,
+            **waits,
+        )

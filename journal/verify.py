@@ -1,27 +1,13 @@
 """Integrity checks over stored records: the hash chain first, then decoding.
 
 `check_session` walks one session's rows in seq order and checks the chain over the stored
-bytes before decoding anything. It reports, as `Problem` findings:
-
-* ``altered``: a row's hash does not match sha256(previous hash + its body), so this
-  event (or, when its hash was recomputed too, the one before it) was changed;
-* ``reordered``: a row's body names another seq or session than the row it sits in;
-* ``removed``: a seq is missing inside the chain;
-* ``truncated``: the chain ends before the projection's last seq (a cut-off tail), or the
-  projection's head hash is not the chain's;
-* ``projection``: events without a projection row, or a projection ahead of its events;
-* ``undecodable``: a body that passes the chain but is not a valid event;
-* ``missing_trigger``: an append-only trigger was dropped, replaced or disabled, or an
-  erase authorisation was left behind (the store adds these; erased sessions are no finding);
-* ``foreign_trigger``: a trigger or rule on the journal's tables that is not the journal's
-  own (one may drop or rewrite appends silently); a user's own is allowed by name;
-* ``summary``, ``snapshot``, and ``projection`` again: derived data that disagrees with the
-  events (`journal._derived`: the summary column, a snapshot, the projection's columns or
-  state compared with the refold);
-* ``erasure``: an erasure audit record that does not chain to the one before it (written
-  or altered by hand);
-* ``anchor`` and ``chain_kind``: against an anchor file (`journal.anchor`), a session whose
-  history since the anchor was rewritten, cut or deleted, or a chain of another kind.
+bytes before decoding anything: a row whose hash does not chain is ``altered`` (or
+``reordered`` when its body names another place), a missing seq ``removed``, a chain that
+ends before the projection's last seq or head hash ``truncated``, a projection behind or
+without its events ``projection``, a body that chains but is no valid event
+``undecodable`` (`journal.problems` has every kind). With a `journal._derived.DerivedCheck`
+it also hands each decoded event to it (summaries, the refold), and adds its findings when
+the chain holds.
 
 The store reads each session in one consistent snapshot (a read transaction), so appends
 running meanwhile cause no finding.
@@ -35,58 +21,17 @@ with an HMAC key so that rewriting a chain needs the key.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
+from ._derived import DerivedCheck
 from ._planner import Hasher
 from .canonical import GENESIS_HASH
 from .errors import InvalidEventError
+from .problems import Problem, ProblemKind
 from .records import StoredEvent, decode
 
-if TYPE_CHECKING:
-    from ._derived import DerivedCheck
-
-__all__ = ["Problem", "ProblemKind", "VerifyReport", "check_session"]
-
-ProblemKind = Literal[
-    "altered",
-    "reordered",
-    "removed",
-    "truncated",
-    "projection",
-    "undecodable",
-    "missing_trigger",
-    "foreign_trigger",
-    "summary",
-    "snapshot",
-    "erasure",
-    "anchor",
-    "chain_kind",
-]
-
-
-class Problem(BaseModel):
-    """One finding of `verify`: where it is and what is wrong."""
-
-    model_config = ConfigDict(frozen=True)
-
-    session_id: str | None
-    seq: int | None
-    kind: ProblemKind
-    message: str
-
-
-class VerifyReport(BaseModel):
-    """The result of `Journal.verify`: ``ok`` when no problem was found."""
-
-    model_config = ConfigDict(frozen=True)
-
-    ok: bool
-    problems: list[Problem] = Field(default_factory=list)
-    sessions: int = 0
-    events: int = 0
+__all__ = ["check_session"]
 
 
 def _misplaced(row: StoredEvent) -> bool:
