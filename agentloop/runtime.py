@@ -66,6 +66,7 @@ from journal import (
     HaltSession,
     InvalidEventError,
     Journal,
+    ModelCallFailed,
     RecordedEvent,
     RepairApplied,
     SessionNotFoundError,
@@ -76,10 +77,13 @@ from journal import (
     VerificationFailed,
     apply,
     check_json,
+    describe_error,
+    failure_kind,
     failure_message,
     format_ts,
     loads_strict,
     sets_ordered,
+    status_code_of,
 )
 
 from .agent import Agent, default_code_version
@@ -179,6 +183,9 @@ class AgentRuntime:
         tools: the tool port (default: run the tools for real).
         clock: the time of each event (default: the system clock).
         ids: fresh ids (default: random).
+        model_failures: journal each failed model call (``model_call_failed``) and ask
+            again up to the guardrail ``model_retries``; a replay of a session recorded
+            before failed calls were journaled turns it off.
     """
 
     def __init__(
@@ -190,6 +197,7 @@ class AgentRuntime:
         tools: ToolExecutor | None = None,
         clock: Clock = system_clock,
         ids: IdSource = uuid_ids,
+        model_failures: bool = True,
     ) -> None:
         provider = llm or agent.llm
         if provider is None:
@@ -200,6 +208,9 @@ class AgentRuntime:
         self.tools: ToolExecutor = tools or LiveToolExecutor()
         self.clock = clock
         self.ids = ids
+        self.model_failures = model_failures
+        """Journal failed model calls (``model_call_failed``); a replay of a session
+        recorded before they were journaled turns it off (`journal.predates`)."""
         self._tools = agent.tool_map
         rails = agent.guardrails
         self._model_tools = [
@@ -467,25 +478,50 @@ class AgentRuntime:
 
     async def _propose(self, session: _Session) -> tuple[ModelResponse, ActionProposed] | None:
         """Ask the model; return its response and the proposal to record (None: halted)."""
-        request = ModelRequest(
-            session_id=session.session_id,
-            seq=session.state.last_seq + 1,
-            system_prompt=self.agent.system_prompt,
-            tools=self._model_tools,
-            messages=session.context.chat(),
+        while True:
+            request = ModelRequest(
+                session_id=session.session_id,
+                seq=session.state.last_seq + 1,
+                system_prompt=self.agent.system_prompt,
+                tools=self._model_tools,
+                messages=session.context.chat(),
+                model=self.agent.model,
+                settings=self.agent.model_settings,
+            )
+            try:
+                response = await self.llm.complete(request)
+                proposal = response.as_proposal(self.agent.model)
+            except HaltSession as stop:  # the port ends the session by a rule of its own
+                self._halt(session, stop.rule, stop.reason)
+                return None
+            except Exception as error:
+                if self._model_failed(session, error):
+                    continue  # asked again (guardrail model_retries)
+                return None
+            return response, proposal
+
+    def _model_failed(self, session: _Session, error: Exception) -> bool:
+        """Journal a model call that raised; True to ask again, False when it halted.
+
+        The failure is a ``model_call_failed``; past the guardrail ``model_retries`` (in a
+        row) the session halts with rule ``error``. A runtime that journals no failed calls
+        (a replay of a session that predates them) halts at once, as that session did.
+        """
+        reason = f"the model call failed: {failure_message(error)}"
+        if not self.model_failures:
+            self._halt(session, "error", reason)
+            return False
+        failed = ModelCallFailed(
+            message=describe_error(error),
+            kind=failure_kind(error),
+            status_code=status_code_of(error),
             model=self.agent.model,
-            settings=self.agent.model_settings,
         )
-        try:
-            response = await self.llm.complete(request)
-            proposal = response.as_proposal(self.agent.model)
-        except HaltSession as stop:  # the port ends the session by a rule of its own
-            self._halt(session, stop.rule, stop.reason)
-            return None
-        except Exception as error:
-            self._halt(session, "error", f"the model call failed: {failure_message(error)}")
-            return None
-        return response, proposal
+        if session.state.model_failures_in_row >= self.agent.guardrails.model_retries:
+            self._halt(session, "error", reason, before=[failed])
+            return False
+        self._append(session, [failed])
+        return True
 
     def _recover(
         self, session: _Session, response: ModelResponse
@@ -656,7 +692,9 @@ class AgentRuntime:
             )
             rerouted = ToolCall(call_id=call.call_id, tool=decision.fallback.name, args=call.args)
             routed = self._decide(session, rerouted, plan, reroute=False)
-            return await self._settle(session, routed, plan)
+            # the rejection counted as a failure: a fallback that commits clears it, but one
+            # suppressed (a duplicate of an earlier call) leaves it standing
+            return await self._settle(session, routed, plan) or self._check_failures(session)
         return not decision.suppress and self._check_failures(session)
 
     async def _flush(self, session: _Session, batch: list[Accepted], plan: Plan) -> bool:

@@ -86,6 +86,7 @@ from journal import (
     ordered_text,
     prefix_hash,
     result_record,
+    status_code_of,
 )
 from journal.formats import tool_specs_of
 
@@ -477,11 +478,10 @@ class Recorder:
             )
         if record is None and _recordable(error):
             record = exception_record(error)
-        status = getattr(error, "status_code", None)
         event = ModelCallFailed(
             message=describe_error(error),
             kind=failure_kind(error),
-            status_code=status if type(status) is int else None,
+            status_code=status_code_of(error),
             model=model or self._state.model,
             latency_ms=latency_ms,
             request=None if request is None else _json_object(request, "the request"),

@@ -11,9 +11,10 @@ the calls (`capture.proposal_order`). In a replay its `Player` decides the outco
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -365,6 +366,7 @@ class CapturedSession:
         with self._lock:
             call_id = self._pair(tool, args)
             if call_id is None:  # a call no model output proposed: journaled where it happens
+                _warn_unproposed(tool, self.recorder.pending)
                 self.settle()
                 write()
             else:
@@ -482,6 +484,38 @@ class CapturedSession:
             duration_ms=duration_ms,
             started_after=after,
         )
+
+
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+log = logging.getLogger("capture")
+
+
+def _warn_unproposed(tool: str, pending: Sequence[ToolCall]) -> None:
+    """Warn once (per tool, per process) of a decorated tool called while others wait.
+
+    The model's calls of other tools wait for their results: this tool's name is most
+    likely not the one the model uses, so its outcome answers none of them, and a replay
+    diverges there with no other hint.
+    """
+    waiting = sorted({call.tool for call in pending})
+    if not waiting or tool in waiting:
+        return
+    with _WARNED_LOCK:
+        if tool in _WARNED:
+            return
+        _WARNED.add(tool)
+    log.warning(
+        "agent-journal: tool %s ran while the model's calls of %s wait for their results, and "
+        "the model proposed no call named %s: its outcome is journaled as a call of the code's "
+        "own. If it is the tool the model calls %s, register it under that name "
+        "(@capture.tool(name=%r))",
+        tool,
+        ", ".join(waiting),
+        tool,
+        waiting[0],
+        waiting[0],
+    )
 
 
 def inside_a_tool(tool: str | None, *, side_effects: bool = False) -> str | None:

@@ -85,6 +85,7 @@ from .failures import (
     failure_message,
     failure_of,
     one_line,
+    status_code_of,
 )
 from .fold import FOLD_VERSION, SessionState, SessionStatus, apply, call_key, fold
 from .formats import (
@@ -252,6 +253,7 @@ __all__ = [
     "register_upcaster",
     "result_record",
     "sets_ordered",
+    "status_code_of",
     "system_clock",
     "take_anchor",
     "utc_now",

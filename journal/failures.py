@@ -28,6 +28,7 @@ __all__ = [
     "failure_message",
     "failure_of",
     "one_line",
+    "status_code_of",
 ]
 
 _KINDS: tuple[str, ...] = get_args(FailureKind)
@@ -117,3 +118,9 @@ def failure_of(
     if isinstance(error, str):
         return kind or "business", one_line(error)
     return kind or failure_kind(error), failure_message(error)
+
+
+def status_code_of(error: BaseException) -> int | None:
+    """The HTTP status an API error carries (``status_code``, as the SDKs name it), or None."""
+    status = getattr(error, "status_code", None)
+    return status if type(status) is int else None

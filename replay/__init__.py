@@ -11,7 +11,7 @@ Replay a recorded session with the current code and see where it differs::
 """
 
 from ._run import ForkPoint
-from ._session import session_records
+from ._session import known_tools, session_records
 from ._verdict import (
     Divergence,
     DivergenceError,
@@ -102,6 +102,7 @@ __all__ = [
     "field_changes",
     "fingerprint",
     "fork",
+    "known_tools",
     "normalize",
     "normalized_bytes",
     "record_of",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from journal import (
@@ -16,6 +17,7 @@ from .normalize import record_of
 
 __all__ = [
     "free_session_id",
+    "known_tools",
     "load_recording",
     "recorded_start",
     "session_records",
@@ -78,3 +80,42 @@ def session_records(journal: Journal, session_id: str) -> list[dict[str, Any]]:
     runs compare the same whichever version of agent-journal wrote them.
     """
     return [record_of(item) for item in journal.events(session_id)]
+
+
+def _spec_name(spec: object) -> str | None:
+    """The name of a tool spec as a request sends it (chat, Responses, or the inner object)."""
+    if not isinstance(spec, dict):
+        return None
+    inner = spec.get("function")
+    name = inner.get("name") if isinstance(inner, dict) else spec.get("name")
+    return name if isinstance(name, str) else None
+
+
+def _listed(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def known_tools(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The tools a recording knows, from its flat records (a JSONL file's, `record_of`'s).
+
+    Those its ``session_started`` and every request it sent declared, and those its model
+    called or its code ran: a session's first request may declare none (a triage call
+    before the tool loop), so the tools of ``session_started`` alone are not all of them.
+    """
+    names: set[str | None] = set()
+    for record in records:
+        kind = record.get("type")
+        if kind == "session_started":
+            config = record.get("config")
+            tools = config.get("tools") if isinstance(config, dict) else None
+            names.update(_spec_name(spec) for spec in _listed(tools))
+        elif kind in ("action_proposed", "model_call_failed"):
+            calls = _listed(record.get("calls"))
+            names.update(call.get("tool") for call in calls if isinstance(call, dict))
+            request = record.get("request")
+            params = request.get("params") if isinstance(request, dict) else None
+            declared = params.get("tools") if isinstance(params, dict) else None
+            names.update(_spec_name(spec) for spec in _listed(declared))
+        elif kind in ("action_committed", "action_failed", "verification_failed"):
+            names.add(record.get("tool"))
+    return frozenset(name for name in names if isinstance(name, str) and name)

@@ -37,6 +37,7 @@ from journal import (
     SessionStarted,
     UserInput,
     predated_settings,
+    predates,
 )
 
 from ._follow import RecordingFollower
@@ -163,6 +164,7 @@ def replay_agent_session(
             tools=tools,
             clock=RecordedClock(recorded),
             ids=counter_ids(replay_id),
+            model_failures=not predates(recorded[0].v, "model_call_failed"),
         )
         error = _run(runtime, replay_id, session_id, started, recorded)
         return Drive(llm=llm, tools=tools, error=error, agent=agent.reference)

@@ -17,7 +17,7 @@ from capture import REPLAY_STOPPED
 from journal import Journal, SessionState
 from journal.formats import Redactor, export_lines, read_jsonl, write_atomically
 
-from ._session import recorded_start
+from ._session import known_tools
 from ._verdict import ReplayResult
 from .options import ReplayOptions
 from .replayer import Replayer
@@ -156,8 +156,7 @@ def replay_fixture(
         imported = import_file(journal, path)
         options = options or ReplayOptions()
         if recorded_tools_only:
-            started = recorded_start(journal, imported.session_id)
-            options = options.narrowed_to(spec.name for spec in started.config.tools)
+            options = options.narrowed_to(known_tools(record for _, record in parsed.records))
             named = options.named_live | options.allow_side_effects
         replayer = Replayer(options, save=True)
         result = replayer.replay(journal, imported.session_id, source=str(path))

@@ -41,6 +41,7 @@ from journal import (
     JournalError,
     ModelCallFailed,
     RecordedEvent,
+    ReplayedFailure,
     SessionState,
     ToolCall,
     call_key,
@@ -231,6 +232,11 @@ class RecordedLLM:
         """
         try:
             return self.next_response(request.seq)
+        except RecordedCallFailure as failure:  # raised again as the loop recorded it
+            event = failure.event
+            again = ReplayedFailure(event.message, event.kind)
+            again.status_code = event.status_code  # type: ignore[attr-defined]
+            raise again from None
         except OffTheRecord as off:
             if self.live_model is None:
                 raise self.stop(off) from off

@@ -11,6 +11,7 @@ test can replay the same sessions through changed code.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import openai
@@ -19,14 +20,14 @@ import tenacity
 from capture import Capture
 from journal import Journal
 
-capture = Capture(Journal.open(":memory:"))
+capture = Capture(os.environ.get("SUPPORT_JOURNAL", "support.db"))
 client: Any = None
 aclient: Any = None
 
-CHANGES: set[str] = set()
-"""Planted edits: ``no-retry`` (give up at once), ``two-tries`` (one retry less),
-``fallback`` (another fallback text), ``stock`` (a fix inside the pure tool), ``lookup``
-(a fix inside the I/O tool)."""
+CHANGES: set[str] = set(os.environ.get("SUPPORT_CHANGES", "").split())
+"""Planted edits (a test sets them; ``SUPPORT_CHANGES`` in another process): ``no-retry``
+(give up at once), ``two-tries`` (one retry less), ``fallback`` (another fallback text),
+``stock`` (a fix inside the pure tool), ``lookup`` (a fix inside the I/O tool)."""
 OUTBOX: list[str] = []
 """What `send_email` sent (it must never grow in a replay)."""
 
@@ -44,12 +45,20 @@ def fallback() -> str:
     return "Sorry, our assistant is unavailable; a human will answer shortly."
 
 
-def bind(journal: Journal, url: str) -> None:
-    """Capture into ``journal``; the clients talk to ``url`` (the client never retries)."""
+def connect(url: str) -> None:
+    """The clients talk to ``url`` (each never retries on its own: `ask` does)."""
     global client, aclient
-    capture.journal = journal
     client = capture.openai(openai.OpenAI(base_url=url, api_key="local", max_retries=0))
     aclient = capture.openai(openai.AsyncOpenAI(base_url=url, api_key="local", max_retries=0))
+
+
+def bind(journal: Journal, url: str) -> None:
+    """Capture into ``journal``, the clients talking to ``url``."""
+    capture.journal = journal
+    connect(url)
+
+
+connect(os.environ.get("SUPPORT_MODEL_URL", "http://127.0.0.1:9/v1"))
 
 
 def _spec(name: str, **properties: str) -> dict[str, Any]:
@@ -135,6 +144,22 @@ def answer(question: str) -> str:
                 )
     except openai.APIError:
         return fallback()
+
+
+@capture.tool
+async def find_order(order_id: str) -> dict[str, Any]:
+    """`lookup_order` under another name: the model never calls ``find_order``."""
+    return {"order_id": order_id, "sku": "SKU-1"}
+
+
+@capture.entry
+async def answer_misnamed(question: str) -> str:
+    """Dispatches the model's ``lookup_order`` to `find_order` (a name it never uses)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+    reply = await aclient.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+    call = reply.choices[0].message.tool_calls[0]
+    found = await find_order(**json.loads(call.function.arguments))
+    return json.dumps(found)
 
 
 @capture.entry

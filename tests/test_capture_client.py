@@ -22,7 +22,15 @@ import pytest
 from capture import ReplayedException, exception_record, rebuilt
 from capture.clients import openai as wrapped
 from capture.requests import jsonable
-from journal import ActionCommitted, ActionFailed, ActionProposed, AgentHalted, Journal, UserInput
+from journal import (
+    ActionCommitted,
+    ActionFailed,
+    ActionProposed,
+    AgentHalted,
+    Journal,
+    ModelCallFailed,
+    UserInput,
+)
 from replay import ReplayOptions, replay_entry
 
 from . import capture_app
@@ -395,24 +403,32 @@ def ended_by_error(journal: Journal, session: str) -> AgentHalted:
 
 
 def test_a_model_call_made_again_after_an_api_error_replays_identical() -> None:
-    """The refused call leaves no event; the call made again records its messages whole
-    (it recorded none, as if the refused one had been answered), so the replay serves it."""
+    """The refused call is journaled (``model_call_failed``, its request beside it); the call
+    made again records its messages whole (as sent anew), and the replay raises the 429 from
+    the first call and serves the second."""
     with refused_once() as opened:
         assert capture_app.retried("Where is order 7?") == "lookup_order"
         assert RefusesFirst.refused == [True]
         session = only_session(opened)
         events = [item.event for item in opened.events(session)]
-        (proposal,) = [event for event in events if isinstance(event, ActionProposed)]
-        assert proposal.request is not None
+        assert [event.type for event in events[2:]] == [
+            "model_call_failed",
+            "action_proposed",
+            "agent_completed",
+        ]
+        failed, proposal = events[2], events[3]
+        assert isinstance(failed, ModelCallFailed) and failed.status_code == 429
+        assert isinstance(proposal, ActionProposed) and proposal.request is not None
         assert (proposal.request["from"], len(proposal.request["messages"])) == (0, 1)
         result = replay_entry(opened, session, capture_app.retried)
         assert result.identical, result.first_divergence
+        assert (result.served.failed_calls, result.served.model_replies) == (1, 1)
 
 
 def test_a_session_ended_by_an_api_error_replays_identical() -> None:
-    """The model call's error ended the entry: its record says the model call raised it, so
-    the replay's model call raises it again (as the user's own type), once. Code that now
-    catches it and asks again diverges where it asks."""
+    """The model call's error ended the entry: the failed call, then the halt. The replay's
+    model call raises it again (as the user's own type); code that now catches it and asks
+    again diverges where it asks, naming the recorded failure."""
     with refused_once() as opened:
         with pytest.raises(openai.RateLimitError):
             capture_app.first_call("Where is order 7?")
@@ -420,12 +436,14 @@ def test_a_session_ended_by_an_api_error_replays_identical() -> None:
         halt = ended_by_error(opened, session)
         assert halt.error["type"] == "openai:RateLimitError"
         assert halt.error["raised_by"] == "model_call"
+        assert [item.event.type for item in opened.events(session)][2] == "model_call_failed"
         result = replay_entry(opened, session, capture_app.first_call)
         assert result.identical, result.first_divergence
         catching = replay_entry(opened, session, capture_app.retried)
-        assert catching.first_divergence is not None and catching.first_divergence.seq == 2
-        assert "asked for model output at seq 2, where the recorded entry raised" in (
-            catching.first_divergence.reason
+        assert catching.first_divergence is not None and catching.first_divergence.seq == 3
+        assert catching.first_divergence.reason.startswith(
+            "the recording went on without the model after RateLimitError (429) (it wrote "
+            "agent_halted); the code now calls it again"
         )
 
 

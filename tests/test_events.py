@@ -219,8 +219,10 @@ OLD_BEHAVIOUR = {
 
 def test_the_settings_added_in_v2_are_those_a_v1_session_predates() -> None:
     assert SessionStarted.VERSION == 3 and ActionFailed.VERSION >= 2
-    assert predated_settings(1) == PREDATED_SETTINGS[2] == OLD_BEHAVIOUR
-    assert predated_settings(2) == predated_settings(3) == {}
+    assert predated_settings(1) == {**PREDATED_SETTINGS[2], **PREDATED_SETTINGS[3]}
+    assert PREDATED_SETTINGS[2] == OLD_BEHAVIOUR
+    assert predated_settings(2) == PREDATED_SETTINGS[3] == {"model_retries": 0}
+    assert predated_settings(3) == {}
     new = Guardrails()
     assert (new.max_identical_failures, new.empty_reply_retries, new.max_result_bytes) == (
         3,
@@ -265,7 +267,7 @@ def test_upcasting_a_session_started_leaves_the_payload_it_was_given_as_it_was()
     payload = {"config": {"guardrails": {"max_steps": 4}}, "type": "session_started"}
     before = orjson.dumps(payload)
     lifted = upcast("session_started", 1, payload)
-    assert lifted["config"]["guardrails"] == {"max_steps": 4, **OLD_BEHAVIOUR}
+    assert lifted["config"]["guardrails"] == {"max_steps": 4, **OLD_BEHAVIOUR, "model_retries": 0}
     assert orjson.dumps(payload) == before
 
 

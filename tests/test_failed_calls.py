@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from journal import Journal, ModelCallFailed
-from replay import ReplayOptions, ReplayResult, replay_entry
+from replay import ReplayOptions, ReplayResult, replay_entry, write_fixture
 
 from . import support_app as app
 from .fake_openai import Faulty, serving
@@ -152,8 +153,7 @@ def test_retrying_more_diverges_where_the_recording_gave_up() -> None:
 
 
 def test_retrying_more_calls_the_model_where_the_recording_gave_up() -> None:
-    journal, session, _ = record(None, "429", "429")  # recorded with two tries: gave up
-    app.CHANGES.add("two-tries")
+    app.CHANGES.add("two-tries")  # recorded with two tries: it gave up
     with recorded(None, "429", "429") as journal:
         app.answer(QUESTION)
     session = session_of(journal)
@@ -263,3 +263,59 @@ def test_an_old_recording_keeps_its_verdict() -> None:
     assert list(old.events(session))[0].v == 2
     result = replayed(old, session, app.first_reply)
     assert result.identical, result.first_divergence
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_triage_first_fixture_is_green_then_red_at_the_fixed_tool(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its first request declares no tools (the triage); ``journal_live_tools`` still
+    names a tool it called, so a fix inside it turns the fixture red at its result."""
+    journal, session, _ = record(None, None)
+    (pytester.path / "fixtures").mkdir()
+    write_fixture(journal, session, pytester.path / "fixtures" / "support.jsonl")
+    pytester.makefile(
+        ".toml",
+        pyproject=(
+            "[tool.agent-journal]\n"
+            'agents = ["tests.support_app"]\n'
+            f"pythonpath = [{str(ROOT)!r}]\n"
+            "[tool.pytest.ini_options]\n"
+            'journal_live_tools = ["lookup_order"]\n'
+        ),
+    )
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:textual-snapshot -p no:cacheprovider")
+    monkeypatch.delenv("SUPPORT_CHANGES", raising=False)
+    green = pytester.runpytest_subprocess()
+    green.assert_outcomes(passed=1)
+    green.stdout.fnmatch_lines(["*lookup_order ran for real and compared*"])
+    monkeypatch.setenv("SUPPORT_CHANGES", "lookup")
+    red = pytester.runpytest_subprocess()
+    red.assert_outcomes(failed=1)
+    red.stdout.fnmatch_lines(
+        [
+            "*support.jsonl* no longer replays identically",
+            "first divergence at seq 5: action_committed differs in result.sku",
+        ]
+    )
+
+
+def test_a_tool_under_a_name_the_model_never_uses_is_named_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from capture import session as captured
+
+    captured._WARNED.discard("find_order")
+    with recorded() as journal, caplog.at_level("WARNING", logger="capture"):
+        asyncio.run(app.answer_misnamed(QUESTION))
+        asyncio.run(app.answer_misnamed(QUESTION))
+    warned = [r.getMessage() for r in caplog.records if "find_order" in r.getMessage()]
+    assert warned == [
+        "agent-journal: tool find_order ran while the model's calls of lookup_order wait for "
+        "their results, and the model proposed no call named find_order: its outcome is "
+        "journaled as a call of the code's own. If it is the tool the model calls "
+        "lookup_order, register it under that name (@capture.tool(name='lookup_order'))"
+    ]
+    assert len(journal.sessions()) == 2

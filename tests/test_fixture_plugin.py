@@ -242,11 +242,28 @@ def test_live_tools_apply_to_the_fixtures_whose_recording_has_them(
 
 
 def test_a_live_tool_no_fixture_has_fails_the_run_naming_it(project: pytest.Pytester) -> None:
+    """Before anything runs, and nothing says "passed"."""
     _copy(project, REFUND)
     project.makeini("[pytest]\njournal_live_tools = lookup_ordr\n")
     result = project.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*journal_live_tools / journal_allow_side_effects name lookup_ordr: no fixture's "
+            "recording has such a tool (a typo?); nothing was replayed"
+        ]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+def test_the_identical_fixtures_say_what_they_served(project: pytest.Pytester) -> None:
+    _copy(project, REFUND)
+    result = project.runpytest_subprocess()
     result.assert_outcomes(passed=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        ["*journal_live_tools / journal_allow_side_effects name lookup_ordr: no replayed*"]
+        [
+            "*agent-journal fixtures*",
+            "1 replayed identical: * model replies and * tool results served from the "
+            "recording (* not run: journal_live_tools = *",
+        ]
     )

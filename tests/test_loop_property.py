@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from agentloop import ModelResponse, Tool, ToolError
@@ -323,6 +323,24 @@ class Oracle:
     script=st.lists(responses, max_size=12),
     guardrails=rails,
     turns=st.integers(1, 3),
+)
+@example(  # a fallback suppressed as a duplicate left the circuit_open failure standing
+    script=[
+        _response("calls", [("read", "infra", "ok"), ("read", "a", "ok"), ("read", "a", "ok")])
+    ],
+    guardrails=Guardrails(
+        max_steps=5,
+        max_repeats=2,
+        max_consecutive_failures=1,
+        breaker_threshold=1,
+        repair_retries=0,
+        storm_window=2,
+        max_parallel=1,
+        serial=True,
+        max_identical_failures=None,
+        empty_reply_retries=None,
+    ),
+    turns=1,
 )
 def test_the_loop_decides_what_the_fold_says(
     script: list[ModelResponse | BaseException], guardrails: Guardrails, turns: int

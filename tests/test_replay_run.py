@@ -463,6 +463,7 @@ def test_default_rules_drop_exactly_the_documented_volatile_fields() -> None:
         "*": ("session_id", "seq", "ts", "hash", "v"),
         "session_started": ("agent", "code_version", "replay_of", "forked_from", "fork_seq"),
         "action_proposed": ("latency_ms", "request.digest"),
+        "model_call_failed": ("latency_ms", "request.digest"),
         "action_committed": ("duration_ms", "result_text"),
         "action_failed": ("duration_ms",),
         "agent_halted": ("error.raised_at",),

@@ -38,6 +38,7 @@ from journal import (
     EventTooLargeError,
     FallbackInvoked,
     Journal,
+    ModelCallFailed,
     RepairApplied,
     SessionState,
     StoreError,
@@ -557,11 +558,48 @@ def test_a_raising_model_fails_the_session(journal: Journal) -> None:
     )
     assert events == [
         ASK,
+        ModelCallFailed(
+            message="RuntimeError: provider down Traceback ...",
+            kind="infrastructure",
+            model="test-model",
+        ),
         AgentHalted(
             rule="error", reason="the model call failed: RuntimeError: provider down Traceback ..."
         ),
     ]
-    assert journal.state("s").status == "failed"
+    state = journal.state("s")
+    assert (state.status, state.model_failures, state.failures) == ("failed", 1, 0)
+
+
+class Overloaded(Exception):
+    status_code = 529
+
+
+def test_a_failed_model_call_is_asked_again_up_to_model_retries(journal: Journal) -> None:
+    """Each failure is journaled and the runtime asks again; a failed model call is no tool
+    failure: it moves neither the failures nor the consecutive-failure limit."""
+    events = run_events(
+        ok_tool(),
+        steps=[Overloaded("busy"), Overloaded("busy"), propose(text="done")],
+        journal=journal,
+        rails={"model_retries": 2, "max_consecutive_failures": 1},
+    )
+    failed = ModelCallFailed(
+        message="Overloaded: busy", kind="infrastructure", status_code=529, model="test-model"
+    )
+    assert events[1:3] == [failed, failed]
+    assert events[-1] == AgentCompleted(answer="done")
+    state = journal.state("s")
+    assert (state.model_failures, state.model_failures_in_row, state.failures) == (2, 0, 0)
+    assert state.status == "completed"
+
+
+def test_a_streak_of_failed_model_calls_past_model_retries_halts(journal: Journal) -> None:
+    events = run_events(
+        ok_tool(), steps=[Overloaded("busy")] * 3, journal=journal, rails={"model_retries": 2}
+    )
+    assert [event.type for event in events[1:]] == ["model_call_failed"] * 3 + ["agent_halted"]
+    assert journal.state("s").halt_reason == "the model call failed: Overloaded: busy"
 
 
 # -- the proposal is journaled first --------------------------------------------------

@@ -162,7 +162,14 @@ def test_f_filters_by_type_and_an_empty_answer_shows_everything(db: Path) -> Non
 
 def test_a_filter_naming_an_unknown_type_changes_nothing() -> None:
     assert parse_types("failures user_input") == frozenset(
-        {"verification_failed", "action_failed", "agent_halted", "circuit_opened", "user_input"}
+        {
+            "verification_failed",
+            "action_failed",
+            "agent_halted",
+            "circuit_opened",
+            "model_call_failed",
+            "user_input",
+        }
     )
     with pytest.raises(ValueError, match="unknown event type 'nope'"):
         parse_types("user_input,nope")
@@ -241,13 +248,19 @@ def test_q_goes_back_to_the_sessions_and_q_again_quits(db: Path) -> None:
     drive(open_app(db, session=INCIDENTS), scenario)
 
 
+SERVED = (
+    "5 model replies and 4 tool results served from the recording (search_cache and "
+    "search_incidents not run: --live-tool NAME runs one)"
+)
+
+
 def test_r_replays_now_and_offers_the_diff(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "r")
         dialog = pilot.app.screen
         assert isinstance(dialog, ChoiceScreen)
         assert dialog.question == (
-            f"replay of {INCIDENTS}: identical (16 events)\nsaved as {INCIDENTS}.replay-1"
+            f"replay of {INCIDENTS}: identical (16 events: {SERVED})\nsaved as {INCIDENTS}.replay-1"
         )
         await press(pilot, "enter")
         assert isinstance(pilot.app.screen, DiffScreen)
@@ -285,7 +298,7 @@ def test_a_recorded_agent_off_the_trust_list_asks_which_agent_to_run(db: Path) -
         assert isinstance(dialog, ChoiceScreen)
         assert (
             dialog.question
-            == "replay of untrusted: identical (16 events)\nsaved as untrusted.replay-1"
+            == f"replay of untrusted: identical (16 events: {SERVED})\nsaved as untrusted.replay-1"
         )
 
     drive(open_app(db, session="untrusted"), scenario)

@@ -482,9 +482,10 @@ def test_an_entry_run_as_a_script_inside_a_package_replays_from_the_project_root
     assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
     (session,) = project.sessions_of("app.db")
     replayed = project.cli("replay", session, "--db", "app.db")
-    assert replayed.stdout == f"replay of {session} with pkg.app:run: identical, 3 events\n", (
-        replayed.stderr
-    )
+    assert replayed.stdout == (
+        f"replay of {session} with pkg.app:run: identical, 3 events: 0 model replies and 1 "
+        "tool result served from the recording (double not run: --live-tool double)\n"
+    ), replayed.stderr
 
 
 def test_an_entry_that_is_a_method_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -205,7 +205,11 @@ def test_the_cli_reports_the_configuration_change_and_exits_1(demo: Path) -> Non
     assert lines[2] == (
         '    system_prompt: … refundable balance." -> … refundable balance. Be brief."'
     )
-    assert lines[-1] == "  the behaviour, with the recorded replies, is identical"
+    assert lines[-2] == "  the behaviour, with the recorded replies, is identical"
+    assert lines[-1] == (
+        "  up to there, 4 model replies and 2 tool results served from the recording "
+        "(issue_refund and lookup_order not run: --live-tool NAME runs one)"
+    )
 
 
 @pytest.mark.parametrize(("session", "behaviour"), [(FIXED, None), (BUGGY, 5)])

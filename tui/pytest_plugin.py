@@ -19,9 +19,10 @@ or ``pytest.ini``):
 * ``journal_allow_side_effects``: tools declared with side effects that may run for real
   too (what ``agent-journal replay --allow-side-effects`` takes), one name per line.
 
-Each fixture takes the tool names of those two settings that its recording has among its
-tools (fixtures of several agents share one project's settings); a name no replayed
-fixture has (a typo) fails the run, named in the summary.
+Each fixture takes the tool names of those two settings that its recording knows (any of
+its requests declared, its model called or its code ran: fixtures of several agents share
+one project's settings); a name no collected fixture knows (a typo) is a usage error before
+anything runs. ``*`` means every tool, as ``--live-tool '*'`` and ``--live-tools`` do.
 
 The agent a fixture records runs only when the trust list allows it (the ``agents`` of
 ``[tool.agent-journal]`` in ``pyproject.toml``, found from the rootdir upwards; see
@@ -152,7 +153,6 @@ class JournalFixtureItem(pytest.Item):
             )
         except JournalError as e:
             raise FixtureError(str(e)) from e
-        self.config.stash.setdefault(_NAMED, set()).update(outcome.named_tools)
         if outcome.passed:
             self.config.stash.setdefault(_PASSED, []).append(outcome.result.served)
             return
@@ -240,19 +240,40 @@ _OPTIONS = pytest.StashKey["ReplayOptions"]()
 _PASSED = pytest.StashKey[list[Any]]()
 """What each fixture that replayed identical served (`replay.Served`)."""
 _UPDATED = pytest.StashKey[list[str]]()
-_NAMED = pytest.StashKey[set[str]]()
-"""The tools named in the settings that a replayed fixture's recording has."""
 
 
-def _unknown_tools(config: pytest.Config) -> list[str]:
-    """Tools the settings name that no replayed fixture's recording has (a typo, say)."""
-    if _NAMED not in config.stash:  # no fixture ran
-        return []
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Refuse settings that name a tool no collected fixture knows (a typo, say).
+
+    Before any fixture runs: a run that names a tool no recording has would serve it from
+    the recording while its author believes it runs, and say "passed". The tools a
+    fixture knows are those any of its requests declared, its model called or its code
+    ran (`replay.known_tools`), not only its first request's.
+    """
     live = config.getini("journal_live_tools")
-    named: set[str] = set(() if live == ["*"] else live)
-    named |= set(config.getini("journal_allow_side_effects"))
-    had: set[str] = config.stash[_NAMED]
-    return sorted(named - had)
+    named = set(() if live == ["*"] else live) | set(config.getini("journal_allow_side_effects"))
+    fixtures = [item for item in items if isinstance(item, JournalFixtureItem)]
+    if not named or not fixtures:
+        return
+    from journal import JournalError
+    from journal.formats import read_jsonl
+    from replay import known_tools
+
+    known: set[str] = set()
+    for item in fixtures:
+        try:
+            known |= known_tools(record for _, record in read_jsonl(item.path).records)
+        except JournalError:  # the item itself reports a damaged file
+            continue
+    unknown = sorted(named - known)
+    if unknown:
+        raise pytest.UsageError(
+            f"journal_live_tools / journal_allow_side_effects name {', '.join(unknown)}: no "
+            "fixture's recording has such a tool (a typo?); nothing was replayed"
+        )
 
 
 def _served_line(served: list[Any]) -> str:
@@ -304,7 +325,7 @@ def _report(path: Path, outcome: Any, reproduce: str, refused: str | None = None
     if outcome.broken_expectation:
         lines.append(outcome.broken_expectation)
     lines += [
-        f"up to there: {outcome.result.served.line}",
+        f"up to there, {outcome.result.served.line}",
         f"reproduce: {reproduce}",
         refused or "if the change is intended: pytest --journal-update",
     ]
@@ -316,22 +337,8 @@ def _change(change: Any) -> str:
     return f"    {change.path}: {expected} -> {actual}"
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run when the settings name a tool no replayed fixture has."""
-    if _unknown_tools(session.config) and exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Name tools no fixture has; list the fixtures ``--journal-update`` rewrote."""
-    unknown = _unknown_tools(config)
-    if unknown:
-        terminalreporter.section("agent-journal settings")
-        terminalreporter.write_line(
-            f"journal_live_tools / journal_allow_side_effects name {', '.join(unknown)}: no "
-            "replayed fixture's recording has such a tool (a typo?), so none ran it live",
-            red=True,
-        )
+    """Say what the identical fixtures served; list the fixtures ``--journal-update`` rewrote."""
     passed = config.stash.get(_PASSED, [])
     if passed:
         terminalreporter.section("agent-journal fixtures")

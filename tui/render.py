@@ -80,8 +80,14 @@ def print_sessions(rows: Sequence[Listed]) -> None:
         out.print(shape.row(row))
 
 
-def print_timeline(summary: SessionSummary, rows: Iterable[StoredEvent]) -> None:
-    """Print a session's header line and one line per event: seq, time, type, summary."""
+def print_timeline(
+    summary: SessionSummary, rows: Iterable[StoredEvent], *, model_failures: int = 0
+) -> None:
+    """Print a session's header line and one line per event: seq, time, type, summary.
+
+    ``model_failures``: the failed model calls the session holds (a 429 a retry absorbed),
+    named in the header when there are any.
+    """
     from rich.text import Text
 
     out = console()
@@ -91,6 +97,8 @@ def print_timeline(summary: SessionSummary, rows: Iterable[StoredEvent]) -> None
         f"  events={summary.events} steps={summary.steps} failures={summary.failures} "
         f"tokens={summary.tokens_in + summary.tokens_out} cost={format_cost(summary.cost)}"
     )
+    if model_failures:
+        header.append(f"  failed model calls={model_failures}", style="yellow")
     if summary.halt_rule:
         header.append(safe_text(f"  halt={summary.halt_rule}"), style="red")
     out.print(header)
@@ -182,7 +190,6 @@ def print_replay(result: ReplayResult) -> None:
         )
     else:
         _print_divergences(out, result, head, saved)
-        out.print(safe_text(f"  up to there: {result.served.line}"))
     if result.stopped_at is not None:
         out.print(
             f"  stopped at seq {result.stopped_at}: no recorded reply fits from there "
@@ -206,6 +213,8 @@ def print_replay(result: ReplayResult) -> None:
             ),
             style="yellow",
         )
+    if not result.identical:
+        out.print(safe_text(f"  up to there, {result.served.line}"))
 
 
 def _print_divergences(out: Any, result: ReplayResult, head: str, saved: str) -> None:

@@ -27,7 +27,7 @@ __all__ = [
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # tabs and newlines too
 
 FAILURE_TYPES = frozenset(
-    {"verification_failed", "action_failed", "agent_halted", "circuit_opened"}
+    {"verification_failed", "action_failed", "agent_halted", "circuit_opened", "model_call_failed"}
 )
 """Event types marked as failures in timelines."""
 

@@ -1,7 +1,9 @@
 """An incident-search agent whose database is down: its breaker opens after three failures.
 
 With a fallback the next search is routed to a cache and the session completes; without
-one the session halts on the open circuit.
+one the session halts on the open circuit. The model API is busy too: the first request of
+a session gets a 503, journaled as a failed model call and asked again (the guardrail
+``model_retries``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from journal import Guardrails
+
 from ..agent import Agent
+from ..ports import ModelRequest, ModelResponse
 from ..tools import Tool
 from .scripted import ScriptedLLM, Turn, call, reply
 
@@ -75,18 +80,43 @@ def _policy(turn: Turn, rng: random.Random) -> Any:
     return reply(f"I found {found} similar incident(s); the closest is INC-7 (disk full on db-2).")
 
 
+class ModelUnavailable(Exception):
+    """The model API's 503: overloaded for a moment."""
+
+    status_code = 503
+
+
+class _BusyAtFirst(ScriptedLLM):
+    """The scripted model, answering a session's first request with a 503."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Refuse the first request after the user's (seq 2); answer the others."""
+        if request.seq == 2:
+            raise ModelUnavailable("503 Service Unavailable: the model is overloaded")
+        return await super().complete(request)
+
+
 def _build(seed: int, with_fallback: bool) -> Agent:
+    if not with_fallback:
+        return Agent(
+            name="incidents (no fallback)",
+            system_prompt=PROMPT,
+            tools=_tools(with_fallback),
+            llm=ScriptedLLM(_policy, seed=seed),
+            model="scripted-1",
+        )
     return Agent(
-        name="incidents" if with_fallback else "incidents (no fallback)",
+        name="incidents",
         system_prompt=PROMPT,
         tools=_tools(with_fallback),
-        llm=ScriptedLLM(_policy, seed=seed),
+        llm=_BusyAtFirst(_policy, seed=seed),
         model="scripted-1",
+        guardrails=Guardrails(model_retries=1),
     )
 
 
 def build(seed: int = 0) -> Agent:
-    """The incident agent with a cache to fall back on."""
+    """The incident agent with a cache to fall back on (and a model busy at first)."""
     return _build(seed, True)
 
 

@@ -44,7 +44,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         "incidents",
         "agentloop.examples.incidents:build",
         lambda rng: [rng.choice(["checkout latency spike", "database disk alerts"])],
-        "three infrastructure failures open the breaker; the fallback answers",
+        "a 503 from the model is retried; three tool failures open the breaker; the fallback "
+        "answers",
     ),
     Scenario(
         "incidents-no-fallback",

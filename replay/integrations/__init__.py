@@ -18,7 +18,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentloop import call_factory
-from journal import DEPS_FACTORY_KEY, ActionProposed, Journal, RecordedEvent, UserInput
+from journal import (
+    DEPS_FACTORY_KEY,
+    ActionProposed,
+    Journal,
+    ModelCallFailed,
+    RecordedEvent,
+    UserInput,
+)
 
 from .._captured import CapturedRun
 from .._live import checked_live
@@ -117,9 +124,10 @@ def compared_requests(
     ones (another version's form) are left out of the comparison.
     """
     compared = any(
-        isinstance(item.event, ActionProposed)
+        isinstance(item.event, ActionProposed | ModelCallFailed)
         and item.event.request is not None
         and item.event.request.get("params", {}).get("form") == form
         for item in journal.events(session_id)
     )
-    return compared, rules if compared else rules.extended({"action_proposed": ["request"]})
+    uncompared = {"action_proposed": ["request"], "model_call_failed": ["request"]}
+    return compared, rules if compared else rules.extended(uncompared)
