@@ -97,21 +97,14 @@ class _BusyAtFirst(ScriptedLLM):
 
 
 def _build(seed: int, with_fallback: bool) -> Agent:
-    if not with_fallback:
-        return Agent(
-            name="incidents (no fallback)",
-            system_prompt=PROMPT,
-            tools=_tools(with_fallback),
-            llm=ScriptedLLM(_policy, seed=seed),
-            model="scripted-1",
-        )
+    """The agent; with the fallback, its model is busy at first and retried once."""
     return Agent(
-        name="incidents",
+        name="incidents" if with_fallback else "incidents (no fallback)",
         system_prompt=PROMPT,
         tools=_tools(with_fallback),
-        llm=_BusyAtFirst(_policy, seed=seed),
+        llm=(_BusyAtFirst if with_fallback else ScriptedLLM)(_policy, seed=seed),
         model="scripted-1",
-        guardrails=Guardrails(model_retries=1),
+        guardrails=Guardrails(model_retries=1 if with_fallback else 0),
     )
 
 
