@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import openai
 import pytest
 
 from journal import Journal, ModelCallFailed
@@ -319,3 +320,17 @@ def test_a_tool_under_a_name_the_model_never_uses_is_named_once(
         "lookup_order, register it under that name (@capture.tool(name='lookup_order'))"
     ]
     assert len(journal.sessions()) == 2
+
+
+def test_the_clients_own_retry_settings_are_configuration() -> None:
+    journal, session, _ = record(None, None)
+    started = next(iter(journal.events(session))).event
+    assert started.client_settings == {  # type: ignore[union-attr]
+        "max_retries": 0,
+        "timeout": {"connect": 5.0, "pool": 600, "read": 600, "write": 600},
+    }
+    app.client = app.capture.openai(
+        openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="local", max_retries=2)
+    )
+    result = replayed(journal, session)
+    assert [change.path for change in result.config_changes] == ["client_settings.max_retries"]

@@ -7,11 +7,13 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentloop import AgentRuntime, counter_ids
+from agentloop import AgentDefinitionError, AgentLoopError, AgentRuntime, counter_ids
 from journal import ActionCommitted, Journal
 from replay import DEFAULT_RULES, EVERY_TOOL, Replayer, ReplayOptions, fork, replay_fixture
 
@@ -132,3 +134,35 @@ def test_replay_star_is_every_tool(stock_db: Path) -> None:
     )
     both = run_cli("replay", "stock", "--live-tools", "--live-tool", "stock", "--db", stock_db)
     assert both.exit_code == 2 and "exclude each other" in both.stderr
+
+
+def _declared(agent: Any, **modes: dict[str, bool]) -> Any:
+    """``agent`` with its tools re-declared (``stock={"pure": True}``)."""
+    agent.tools = [replace(tool, **modes.get(tool.name, {})) for tool in agent.tools]
+    return agent
+
+
+def test_an_agentloop_tool_declared_pure_runs_and_is_compared_with_no_flag(
+    stock_db: Path,
+) -> None:
+    pure = _declared(rh.build_plain(), stock={"pure": True})
+    with Journal.open(stock_db) as journal:
+        assert Replayer(ReplayOptions(agent=pure)).replay(journal, "stock").identical
+        rh.STOCK["a"] = 6
+        result = Replayer(ReplayOptions(agent=pure)).replay(journal, "stock")
+    assert result.first_divergence is not None and result.first_divergence.seq == 3
+    assert result.served.ran == ("stock",) and result.served.not_run == ("echo",)
+
+
+def test_an_agentloop_tool_with_side_effects_never_runs_unless_allowed(stock_db: Path) -> None:
+    risky = _declared(rh.build_plain(), stock={"side_effects": True})
+    rh.STOCK["a"] = 6  # it would diverge, had it run
+    with Journal.open(stock_db) as journal:
+        every = Replayer(ReplayOptions(agent=risky, live_tools=True)).replay(journal, "stock")
+        assert every.identical and "stock" in every.served.not_run
+        with pytest.raises(AgentLoopError, match="--allow-side-effects stock"):
+            Replayer(ReplayOptions(agent=risky, live_tools=["stock"])).replay(journal, "stock")
+        allowed = ReplayOptions(agent=risky, live_tools=["stock"], allow_side_effects=["stock"])
+        assert Replayer(allowed).replay(journal, "stock").first_divergence is not None
+    with pytest.raises(AgentDefinitionError, match="pure or has side effects"):
+        _declared(rh.build_plain(), stock={"pure": True, "side_effects": True})
