@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +85,37 @@ def test_an_old_path_with_no_such_name_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="Captur"):
         old.Captur  # noqa: B018
+
+
+def test_the_cli_starts_without_other_packages_pydantic_plugins(tmp_path: Path) -> None:
+    """A pydantic plugin installed beside (Logfire's, say) is not loaded to build the
+    journal's models at start; a model built later (the user's, in a replay) gets it."""
+    site = tmp_path / "site"
+    (site / "noisy_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "noisy_plugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: noisy-plugin\nVersion: 1.0\n"
+    )
+    (site / "noisy_plugin-1.0.dist-info" / "entry_points.txt").write_text(
+        "[pydantic]\nnoisy = noisy_plugin:plugin\n"
+    )
+    marker = tmp_path / "loaded"
+    (site / "noisy_plugin.py").write_text(
+        f"open({str(marker)!r}, 'a').write('loaded\\n')\n"
+        "class _Plugin:\n"
+        "    def new_schema_validator(self, *args, **kwargs):\n"
+        "        return None, None, None\n"
+        "plugin = _Plugin()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    script = (
+        "import sys; from tui import console; sys.argv = ['agent-journal', '--help']\n"
+        "try:\n    console.main()\nexcept SystemExit:\n    pass\n"
+        "print('at start:', 'noisy_plugin' in sys.modules)\n"
+        "import pydantic\nclass Later(pydantic.BaseModel):\n    x: int = 0\n"
+        "print('later:', 'noisy_plugin' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines()[-2:] == ["at start: False", "later: True"]
+    assert marker.read_text() == "loaded\n"
