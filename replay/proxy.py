@@ -29,6 +29,7 @@ proxy stops.
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -295,7 +296,7 @@ def _closest(free: Sequence[_Pending], request: Mapping[str, Any]) -> _Pending |
     record, messages = request_record(request, [])
     asked = {**record["params"], record["messages_key"]: messages}
     exact = canonical_bytes(asked)
-    best: tuple[int, int, int] | None = None
+    best: tuple[int, int, float, int] | None = None
     chosen = None
     for position, pending in enumerate(free):
         assert pending.player is not None
@@ -313,10 +314,19 @@ def _closest(free: Sequence[_Pending], request: Mapping[str, Any]) -> _Pending |
             for k, v in record["params"].items()
             if canonical_bytes(first.get(k)) == canonical_bytes(v)
         )
-        score = (common, same, -position)
+        score = (common, same, _likeness(theirs[common:], messages[common:]), -position)
         if best is None or score > best:
             best, chosen = score, pending
     return chosen
+
+
+def _likeness(theirs: Sequence[Any], ours: Sequence[Any]) -> float:
+    """How alike the first messages two requests do not share are (0 to 1, by text)."""
+    if not theirs or not ours:
+        return 0.0
+    return difflib.SequenceMatcher(
+        None, canonical_bytes(theirs[0]).decode(), canonical_bytes(ours[0]).decode()
+    ).quick_ratio()
 
 
 @contextmanager

@@ -114,7 +114,10 @@ class Upstream(fake_openai.Handler):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.send_header("x-should-retry", "false")
+            if status == 429:
+                self.send_header("retry-after-ms", "5")
+            else:
+                self.send_header("x-should-retry", "false")
             self.end_headers()
             self.wfile.write(data)
             return None

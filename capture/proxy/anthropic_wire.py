@@ -5,7 +5,8 @@ A request's ``system`` is the system prompt, its ``tools`` (``name``, ``descript
 message's ``text`` blocks are the user's input and its ``tool_result`` blocks the results
 of the model's calls (``is_error`` makes one a failure). A response's ``text`` blocks are
 the text, ``tool_use`` blocks the calls (the arguments as the model emitted them: a stream's
-``input_json_delta`` pieces joined), ``thinking`` blocks the reasoning. A stream is the
+``input_json_delta`` pieces joined; a whole message's ``input`` object as canonical JSON,
+keys sorted, as the journal keeps the message), ``thinking`` blocks the reasoning. A stream is the
 named events ``message_start`` ... ``message_stop``; an ``error`` event is a failure the
 client raises.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from journal import ActionProposed, ToolCall, Usage
+from journal import ActionProposed, ToolCall, Usage, canonical_bytes, json_stand_in
 from journal.formats import content_text, parse_arguments
 
 from .wire import ReplyKey, StartFields, Turn, Wire, sse_event
@@ -130,7 +131,9 @@ def message_proposal(body: Mapping[str, Any], *, latency_ms: float | None = None
                 text = raw
             else:
                 args, _ = parse_arguments(given if isinstance(given, Mapping) else None)
-                text = None  # (an object: its text is written from it, keys in order)
+                # an object, no text: its canonical text (keys sorted), as the journal keeps
+                # the response it came in, so that a replay of it gives the same text
+                text = canonical_bytes(json_stand_in(args)).decode()
             calls.append(
                 ToolCall(
                     call_id=str(block.get("id")),
