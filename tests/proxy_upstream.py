@@ -170,13 +170,17 @@ class _Replay:
         return getattr(self.rest, name)
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # (so twenty agents at once get through)
+    daemon_threads = True
+
+
 @contextmanager
 def upstream() -> Iterator[ThreadingHTTPServer]:
     """The fake upstream on 127.0.0.1 while the block runs (``server.url`` its root)."""
     Upstream.faults = []
     Upstream.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), Upstream)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
     thread.start()
     try:

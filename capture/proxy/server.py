@@ -203,6 +203,7 @@ def _header_name(value: str | None) -> str | None:
 
 
 class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # (the default 5 resets connections of agents that start at once)
     daemon_threads = True
     block_on_close = False
     proxy: ProxyServer
