@@ -56,7 +56,14 @@ from .normalize import DEFAULT_RULES, NormalizationRules
 from .options import ReplayOptions
 from .recorded import RecordedClock
 
-__all__ = ["ProxyReplay", "ProxyVerdict", "proxy_sessions", "replaying_proxy"]
+__all__ = [
+    "ProxyReplay",
+    "ProxyVerdict",
+    "ReplayingProxy",
+    "proxy_sessions",
+    "replaying_proxy",
+    "verdict_line",
+]
 
 
 @dataclass(frozen=True)
@@ -120,9 +127,7 @@ class _ProxyPlayer(EntryPlayer):
             why = stop.reason.removeprefix(f"replay stopped at seq {seq}: ")
             why = why.removesuffix("; no live model to go on with (--live-model)")
             if changes:
-                shown = "; ".join(
-                    "{} {} -> {}".format(c.path, *c.shown(60)) for c in changes[:3]
-                )
+                shown = "; ".join("{} {} -> {}".format(c.path, *c.shown(60)) for c in changes[:3])
                 why = f"the request differs from the recorded one: {shown}"
             raise Refusal(
                 stop.rule,

@@ -100,7 +100,10 @@ def anthropic_agent(client: Any, question: str, *, stream: bool = False) -> str:
         else:
             message = client.messages.create(**asked)
         messages.append(
-            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]}
+            {
+                "role": "assistant",
+                "content": [b.model_dump(exclude_none=True) for b in message.content],
+            }
         )
         uses = [block for block in message.content if block.type == "tool_use"]
         if not uses:
@@ -109,7 +112,11 @@ def anthropic_agent(client: Any, question: str, *, stream: bool = False) -> str:
             {
                 "role": "user",
                 "content": [
-                    {"type": "tool_result", "tool_use_id": use.id, "content": run_tool(use.name, use.input)}
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": use.id,
+                        "content": run_tool(use.name, use.input),
+                    }
                     for use in uses
                 ],
             }

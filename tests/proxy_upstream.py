@@ -48,7 +48,9 @@ def anthropic_message(body: dict[str, Any]) -> dict[str, Any]:
         content.append({"type": "text", "text": text})
     if call is not None:
         name, arguments = call
-        content.append({"type": "tool_use", "id": f"toolu_{digest}", "name": name, "input": arguments})
+        content.append(
+            {"type": "tool_use", "id": f"toolu_{digest}", "name": name, "input": arguments}
+        )
     return {
         "id": f"msg_{digest}",
         "type": "message",
@@ -63,22 +65,62 @@ def anthropic_message(body: dict[str, Any]) -> dict[str, Any]:
 
 def anthropic_events(body: dict[str, Any]) -> list[dict[str, Any]]:
     whole = anthropic_message(body)
-    start = {**whole, "content": [], "stop_reason": None, "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}}
+    start = {
+        **whole,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1},
+    }
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(whole["content"]):
         if block["type"] == "text":
-            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                }
+            )
             half = len(block["text"]) // 2
             for piece in (block["text"][:half], block["text"][half:]):
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": piece},
+                    }
+                )
         else:
-            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": block["id"],
+                        "name": block["name"],
+                        "input": {},
+                    },
+                }
+            )
             text = json.dumps(block["input"])
             half = len(text) // 2
             for piece in (text[:half], text[half:]):
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    }
+                )
         events.append({"type": "content_block_stop", "index": index})
-    events.append({"type": "message_delta", "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None}, "usage": {"output_tokens": 7}})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": 7},
+        }
+    )
     events.append({"type": "message_stop"})
     return events
 
@@ -92,7 +134,12 @@ class Upstream(fake_openai.Handler):
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.endswith("/models"):
-            return self._json({"object": "list", "data": [{"id": "fake-1", "object": "model", "owned_by": "test"}]})
+            return self._json(
+                {
+                    "object": "list",
+                    "data": [{"id": "fake-1", "object": "model", "owned_by": "test"}],
+                }
+            )
         self.send_response(404)
         self.end_headers()
         return None
@@ -110,7 +157,9 @@ class Upstream(fake_openai.Handler):
             return None
         if fault is not None and not fault.startswith("break:"):
             status = int(fault)
-            data = json.dumps({"error": {"message": f"fault {status}", "type": "server_error"}}).encode()
+            data = json.dumps(
+                {"error": {"message": f"fault {status}", "type": "server_error"}}
+            ).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

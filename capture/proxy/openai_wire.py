@@ -92,7 +92,7 @@ def _reply_key(message: Any) -> ReplyKey | None:
 
 
 def _chat_terminal(event: str | None, data: Any) -> bool:
-    return data == "[DONE]"
+    return isinstance(data, str) and data == "[DONE]"
 
 
 def _chat_failed(event: str | None, data: Any) -> bool:

@@ -604,7 +604,7 @@ class _Handler(BaseHTTPRequestHandler):
         if length is not None:
             return self.rfile.read(int(length))
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts = []
+            parts: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0], 16)
                 if size == 0:
