@@ -23,11 +23,13 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from journal import ActionProposed, canonical_bytes, json_stand_in, sets_ordered
-from journal.formats import proposal_from_completion, proposal_from_response
+from journal.formats import content_text, proposal_from_completion, proposal_from_response
 
 __all__ = [
     "UNCOMPARED_PARAMETERS",
     "assembled_chat",
+    "conversation_turn",
+    "from_model",
     "full_requests",
     "jsonable",
     "proposal_of",
@@ -123,6 +125,48 @@ def request_record(
         "params": body,
     }
     return record, messages
+
+
+_MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
+
+
+def from_model(item: Any) -> bool:
+    """Whether a conversation item is the model's own output (chat or Responses API)."""
+    if not isinstance(item, dict):
+        return False
+    return item.get("role") == "assistant" or item.get("type") in _MODEL_ITEM_TYPES
+
+
+def conversation_turn(messages: Sequence[Any]) -> tuple[list[str], list[tuple[Any, str]]]:
+    """What the messages since the model's last output bring (chat or Responses API).
+
+    The texts of the user's messages (a bare string item is one), and the tool results
+    as ``(call_id, text)``: chat ``tool`` messages and Responses ``function_call_output``
+    items, in their order.
+    """
+    last = max((i for i, item in enumerate(messages) if from_model(item)), default=-1)
+    inputs: list[str] = []
+    results: list[tuple[Any, str]] = []
+    for message in messages[last + 1 :]:
+        if isinstance(message, str):
+            inputs.append(message)
+            continue
+        if not isinstance(message, dict):
+            continue
+        text, _ = content_text(message.get("content"))
+        if message.get("role") == "user":
+            inputs.append(text)
+        elif message.get("role") == "tool":
+            results.append((message.get("tool_call_id"), text))
+        elif message.get("type") == "function_call_output":
+            output = message.get("output")
+            results.append(
+                (
+                    message.get("call_id"),
+                    output if isinstance(output, str) else content_text(output)[0],
+                )
+            )
+    return inputs, results
 
 
 def full_requests(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -20,14 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal import ENTRY_INPUTS_KEY, HaltSession, ToolCall, canonical_bytes, json_stand_in
-from journal.formats import MODEL_SETTINGS, content_text, system_prompt_of
+from journal.formats import MODEL_SETTINGS, system_prompt_of
 
 from .clients.openai_streams import StreamRecording
 from .exceptions import rebuilt
 from .play import REPLAY_STOPPED, Player, ToolPlay, replay_target
 from .proposal_order import InProposalOrder
 from .recorder import Recorder
-from .requests import jsonable, proposal_of, request_record, sent_parameters
+from .requests import (
+    conversation_turn,
+    jsonable,
+    proposal_of,
+    request_record,
+    sent_parameters,
+)
 from .returns import as_return_type, text_as_return_type
 
 __all__ = ["CAPTURED_WITH", "RUNNING_TOOL", "CapturedSession", "ToolInfo", "inside_a_tool"]
@@ -51,8 +57,6 @@ class ToolInfo:
     pure: bool = False
 
 
-_MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
-
 RUNNING_TOOL: ContextVar[str | None] = ContextVar("agent_journal_running_tool", default=None)
 """The decorated tool running for real in this context (its thread, its task and the tasks
 it starts): a decorated tool it calls is part of its run (`inside_a_tool`)."""
@@ -61,13 +65,6 @@ _UNFINISHED_TURNS = 100
 """Event-loop turns a replayed call the recording never finished waits for the rest of the
 code to end the session (a replay serves everything at once: a sibling's recorded failure
 ends the entry within a few turns)."""
-
-
-def _from_model(item: Any) -> bool:
-    """Whether a conversation item is the model's own output (chat or Responses API)."""
-    if not isinstance(item, dict):
-        return False
-    return item.get("role") == "assistant" or item.get("type") in _MODEL_ITEM_TYPES
 
 
 @dataclass
@@ -239,25 +236,9 @@ class CapturedSession:
         Also the results no decorated tool gave: chat ``tool`` messages and Responses
         ``function_call_output`` items answering a pending call.
         """
-        last = max((i for i, item in enumerate(messages) if _from_model(item)), default=-1)
-        inputs: list[str] = []
-        for message in messages[last + 1 :]:
-            if isinstance(message, str):
-                inputs.append(message)
-                continue
-            if not isinstance(message, dict):
-                continue
-            text, _ = content_text(message.get("content"))
-            if message.get("role") == "user":
-                inputs.append(text)
-            elif message.get("role") == "tool":
-                self._tool_result(message.get("tool_call_id"), text)
-            elif message.get("type") == "function_call_output":
-                output = message.get("output")
-                self._tool_result(
-                    message.get("call_id"),
-                    output if isinstance(output, str) else content_text(output)[0],
-                )
+        inputs, results = conversation_turn(messages)
+        for call_id, text in results:
+            self._tool_result(call_id, text)
         seen = len(self._inputs)
         fresh = inputs[seen:] if inputs[:seen] == self._inputs else inputs
         for text in fresh:

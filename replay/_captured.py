@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from agentloop import TrustList, load_object
+from agentloop import AgentLoadError, TrustList, load_object
 from journal import Journal, SessionStarted
 
 from ._run import ForkPoint
@@ -37,6 +37,9 @@ __all__ = [
     "keyless",
     "run_captured",
 ]
+
+PROXY_CAPTURED_WITH = "proxy"
+"""The ``captured_with`` of the proxy's sessions (`capture.proxy.CAPTURED_WITH`)."""
 
 PLACEHOLDER_KEY = "agent-journal-replay-no-key"
 """``OPENAI_API_KEY`` while a replay without a live model runs code that needs one set."""
@@ -103,7 +106,15 @@ def captured_path(captured_with: object) -> CapturedPath | None:
 
     Raises:
         MissingExtraError: the integration's framework is not installed.
+        AgentLoadError: the proxy recorded the session: its code runs outside, against a
+            replaying proxy (`replay.proxy`).
     """
+    if captured_with == PROXY_CAPTURED_WITH:
+        raise AgentLoadError(
+            "the session was recorded by agent-journal proxy: its agent runs outside this "
+            "process; replay it with agent-journal proxy --replay SESSION and run the agent "
+            "against that proxy"
+        )
     if not isinstance(captured_with, str) or captured_with not in CAPTURED_PATHS:
         return None
     return CAPTURED_PATHS[captured_with]()
