@@ -130,23 +130,39 @@ def request_record(
 _MODEL_ITEM_TYPES = frozenset({"function_call", "reasoning", "custom_tool_call"})
 
 
+_LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+"""The chat role of a message as LangChain serialises it (its ``type``)."""
+
+
+def role_of(message: Any) -> str | None:
+    """A message's chat role: its ``role``, or the role of a LangChain message's ``type``."""
+    if not isinstance(message, Mapping):
+        return None
+    role = message.get("role")
+    if role is None and "content" in message:
+        role = _LANGCHAIN_ROLES.get(str(message.get("type")))
+    return role if isinstance(role, str) else None
+
+
 def from_model(item: Any) -> bool:
-    """Whether a conversation item is the model's own output (chat or Responses API)."""
+    """Whether a conversation item is the model's own output (chat, Responses, LangChain)."""
     if not isinstance(item, dict):
         return False
-    return item.get("role") == "assistant" or item.get("type") in _MODEL_ITEM_TYPES
+    return role_of(item) == "assistant" or item.get("type") in _MODEL_ITEM_TYPES
 
 
-def conversation_turn(messages: Sequence[Any]) -> tuple[list[str], list[tuple[Any, str]]]:
-    """What the messages since the model's last output bring (chat or Responses API).
+def conversation_turn(
+    messages: Sequence[Any],
+) -> tuple[list[str], list[tuple[Any, str, bool]]]:
+    """What the messages since the model's last output bring (chat, Responses, LangChain).
 
     The texts of the user's messages (a bare string item is one), and the tool results
-    as ``(call_id, text)``: chat ``tool`` messages and Responses ``function_call_output``
-    items, in their order.
+    as ``(call_id, text, failed)``: chat ``tool`` messages (a LangChain one with ``status``
+    ``error`` failed) and Responses ``function_call_output`` items, in their order.
     """
     last = max((i for i, item in enumerate(messages) if from_model(item)), default=-1)
     inputs: list[str] = []
-    results: list[tuple[Any, str]] = []
+    results: list[tuple[Any, str, bool]] = []
     for message in messages[last + 1 :]:
         if isinstance(message, str):
             inputs.append(message)
@@ -154,16 +170,18 @@ def conversation_turn(messages: Sequence[Any]) -> tuple[list[str], list[tuple[An
         if not isinstance(message, dict):
             continue
         text, _ = content_text(message.get("content"))
-        if message.get("role") == "user":
+        role = role_of(message)
+        if role == "user":
             inputs.append(text)
-        elif message.get("role") == "tool":
-            results.append((message.get("tool_call_id"), text))
+        elif role == "tool":
+            results.append((message.get("tool_call_id"), text, message.get("status") == "error"))
         elif message.get("type") == "function_call_output":
             output = message.get("output")
             results.append(
                 (
                     message.get("call_id"),
                     output if isinstance(output, str) else content_text(output)[0],
+                    False,
                 )
             )
     return inputs, results

@@ -72,6 +72,23 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M")
+G = TypeVar("G")
+
+
+def _is_langchain_tool(value: object) -> bool:
+    """Whether ``value`` is a LangChain tool, told without importing LangChain."""
+    return any(
+        cls.__name__ == "BaseTool" and cls.__module__ == "langchain_core.tools.base"
+        for cls in type(value).__mro__
+    )
+
+
+def _caller_module() -> str | None:
+    """The module of the code that called the `Capture` method that calls this."""
+    frame = sys._getframe(2)
+    name = frame.f_globals.get("__name__")
+    return name if isinstance(name, str) else None
 
 
 def reference_of(function: Callable[..., Any]) -> str:
@@ -179,6 +196,27 @@ class Capture:
         wrapped: F = captured_client(client)
         return wrapped
 
+    def langchain(self, model: M) -> M:
+        """A LangChain chat model (``ChatOpenAI(...)``, any ``BaseChatModel``), journaling.
+
+        It is an instance of the model's own class (`capture.frameworks.langchain`):
+        ``invoke``, ``stream``, ``bind_tools``, ``with_structured_output`` and the rest are
+        the model's, and each call is journaled inside a session.
+        """
+        from .frameworks.langchain import journaled_model
+
+        return journaled_model(model)  # type: ignore[arg-type,return-value]
+
+    def graph(self, graph: G, *, name: str | None = None) -> G:
+        """A compiled LangGraph graph whose every run is a session (`capture.frameworks.langgraph`).
+
+        ``name`` is the ``module:attribute`` a replay loads the graph from (by default the
+        module-level name the returned object is bound to where ``graph`` was called).
+        """
+        from .frameworks.langgraph import CapturedGraph
+
+        return CapturedGraph(self, graph, name=name, caller=_caller_module())  # type: ignore[return-value]
+
     # -- tools -------------------------------------------------------------------------
 
     @overload
@@ -221,6 +259,16 @@ class Capture:
             raise ValueError("a tool is pure or has side effects, not both")
 
         def decorate(function: F) -> F:
+            if _is_langchain_tool(function):  # @tool, a StructuredTool, any BaseTool
+                from .frameworks.langchain import journaled_tool
+
+                info = ToolInfo(
+                    name or str(getattr(function, "name", "")),
+                    side_effects=side_effects,
+                    pure=pure,
+                )
+                self.tools[info.name] = info
+                return journaled_tool(function, info)  # type: ignore[arg-type,return-value]
             info = ToolInfo(name or function.__name__, side_effects=side_effects, pure=pure)
             self.tools[info.name] = info
             signature = inspect.signature(function)
@@ -331,6 +379,7 @@ class Capture:
         inputs: Any = None,
         metadata: Mapping[str, Any] | None = None,
         tags: Sequence[str] = (),
+        captured_with: str = CAPTURED_WITH,
     ) -> Iterator[CapturedSession]:
         """One session around a block: the wrapped client and tools journal into it.
 
@@ -349,6 +398,8 @@ class Capture:
         a session already, the block is part of that one; but inside a decorated tool that
         runs for real (an agent used as a tool), outside a replay, it is a session of its
         own, replayable on its own: the outer session records the tool's outcome.
+        ``captured_with`` names the replay path of the session (a framework's wrapper sets
+        it: `capture.frameworks.langgraph`).
         """
         outer = current_session()
         target = replay_target()
@@ -377,6 +428,7 @@ class Capture:
             inputs=inputs if isinstance(inputs, str) else json.dumps(jsonable(inputs)),
             metadata=given,
             player=player,
+            captured_with=captured_with,
         )
         running = RUNNING_TOOL.set(None)  # its tools are its own, not part of an outer tool
         try:

@@ -32,11 +32,18 @@ from .requests import (
     jsonable,
     proposal_of,
     request_record,
+    role_of,
     sent_parameters,
 )
 from .returns import as_return_type, text_as_return_type
 
-__all__ = ["CAPTURED_WITH", "RUNNING_TOOL", "CapturedSession", "ToolInfo", "inside_a_tool"]
+__all__ = [
+    "CAPTURED_WITH",
+    "RUNNING_TOOL",
+    "CapturedSession",
+    "ToolInfo",
+    "inside_a_tool",
+]
 
 CAPTURED_WITH = "entry"
 """The ``captured_with`` metadata of sessions captured around an entry function."""
@@ -81,6 +88,8 @@ class CapturedSession:
     metadata: dict[str, Any]
     player: Player | None = None
     timer: Callable[[], float] = time.perf_counter
+    captured_with: str = CAPTURED_WITH
+    """``metadata.captured_with`` of the session: which replay path replays it."""
     _messages: list[Any] = field(default_factory=list)
     _inputs: list[str] = field(default_factory=list)
     _claimed: set[str] = field(default_factory=set)
@@ -115,7 +124,11 @@ class CapturedSession:
         if self.recorder.started:
             return
         messages = request.get("messages") or []
-        prompt = system_prompt_of(messages)[0] if messages else request.get("instructions")
+        chat = [
+            {**message, "role": role_of(message)} if isinstance(message, Mapping) else message
+            for message in messages
+        ]
+        prompt = system_prompt_of(chat)[0] if messages else request.get("instructions")
         self.recorder.start(
             agent=self.entry,
             model=request.get("model"),
@@ -125,7 +138,7 @@ class CapturedSession:
                 k: json_stand_in(jsonable(request[k])) for k in MODEL_SETTINGS if k in request
             },
             metadata={**self.metadata, ENTRY_INPUTS_KEY: self.inputs},
-            captured_with=CAPTURED_WITH,
+            captured_with=self.captured_with,
             client_settings=client_settings,
         )
 
@@ -237,18 +250,21 @@ class CapturedSession:
         ``function_call_output`` items answering a pending call.
         """
         inputs, results = conversation_turn(messages)
-        for call_id, text in results:
-            self._tool_result(call_id, text)
+        for call_id, text, failed in results:
+            self._tool_result(call_id, text, failed=failed)
         seen = len(self._inputs)
         fresh = inputs[seen:] if inputs[:seen] == self._inputs else inputs
         for text in fresh:
             self.recorder.user_input(text)
         self._inputs = inputs
 
-    def _tool_result(self, call_id: object, text: str) -> None:
-        """Journal the result of a pending call that no decorated tool gave."""
+    def _tool_result(self, call_id: object, text: str, *, failed: bool = False) -> None:
+        """Journal the result (or the error) of a pending call that no decorated tool gave."""
         if any(call.call_id == call_id for call in self.recorder.pending):
-            self.recorder.tool_result(str(call_id), text)
+            if failed:
+                self.recorder.tool_failure(str(call_id), text, kind="business")
+            else:
+                self.recorder.tool_result(str(call_id), text)
 
     def after_model(
         self,
@@ -258,12 +274,22 @@ class CapturedSession:
         *,
         stream: bool,
         latency_ms: float | None,
+        proposal: Mapping[str, Any] | None = None,
     ) -> None:
-        """Journal a response (a body, or a stream's chunk bodies) beside its request."""
-        proposal = proposal_of(kind, response, stream=stream, latency_ms=latency_ms)
+        """Journal a response (a body, or a stream's chunk bodies) beside its request.
+
+        ``proposal`` gives the ``action_proposed`` fields of a response of a kind that is
+        not the openai client's (``chat``, ``responses``), read by its own wrapper.
+        """
         with self._lock:
-            self.recorder.model_output(proposal, request=record, response=response)
-            self._last_text = proposal.text
+            if proposal is None:
+                output = proposal_of(kind, response, stream=stream, latency_ms=latency_ms)
+                self.recorder.model_output(output, request=record, response=response)
+                text = output.text
+            else:
+                written = self.recorder.model_output(**proposal, request=record, response=response)
+                text = written.text
+            self._last_text = text
             self._inputs = []
             self._claimed = set()
             self._started = set()

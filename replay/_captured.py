@@ -92,11 +92,18 @@ def _openai_agents() -> CapturedPath:
     return replay_captured
 
 
+def _langgraph() -> CapturedPath:
+    from .integrations.langgraph import replay_captured
+
+    return replay_captured
+
+
 CAPTURED_PATHS: Mapping[str, Callable[[], CapturedPath]] = {
     "entry": _entry,
     "recorder": _handwritten,
     "pydantic-ai": _pydantic_ai,
     "openai-agents": _openai_agents,
+    "langgraph": _langgraph,
 }
 """``captured_with`` → the path that replays such sessions (imported when first asked for)."""
 

@@ -23,7 +23,7 @@ No server, no API key: nothing leaves the process unless a tool or the model is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentloop import AgentLoadError, AgentLoopError
@@ -60,7 +60,7 @@ from journal import (
 from ._captured import CapturedRun
 from ._follow import RecordingFollower
 from ._live import checked_live
-from ._run import Drive, ForkPoint, completed, replay_session, run_code
+from ._run import Drive, Driver, ForkPoint, completed, replay_session, run_code
 from ._verdict import ReplayResult, UnrecordedCall
 from .diff import field_changes
 from .options import ReplayOptions
@@ -350,7 +350,7 @@ def _check_not_a_method(entry: Any) -> None:
         )
 
 
-def _check_tools(entry: Any, options: ReplayOptions) -> None:
+def check_tools(entry: Any, options: ReplayOptions) -> None:
     """Refuse bad tool names before anything runs.
 
     A tool named live or allowed must be one the entry's capture decorated; a tool with
@@ -406,7 +406,37 @@ def replay_entry(
     if not callable(entry):
         raise AgentLoadError(f"{type(entry).__name__} is not an entry function")
     _check_not_a_method(entry)
-    _check_tools(entry, options)
+    check_tools(entry, options)
+
+    def call(started: SessionStarted) -> object:
+        inputs = _entry_inputs(started.metadata.get(ENTRY_INPUTS_KEY), session_id)
+        return entry(*inputs.get("args", []), **inputs.get("kwargs", {}))
+
+    return replay_session(
+        journal,
+        session_id,
+        captured_driver(
+            session_id, call, lambda recorded, follower: EntryPlayer(recorded, follower, options)
+        ),
+        save=save,
+        live_model=bool(options.live_model),
+        rules=options.rules,
+    )
+
+
+PlayerFactory = Callable[[Sequence[RecordedEvent], RecordingFollower], EntryPlayer]
+"""Builds the player of a replay from the recording and its follower."""
+
+
+def captured_driver(
+    session_id: str, call: Callable[[SessionStarted], object], player_of: PlayerFactory
+) -> Driver:
+    """How a replay of captured code drives it: ``call`` inside `capture.replaying`.
+
+    The code's wrapped model and tools journal into the replay's scratch session and are
+    played by the player ``player_of`` builds; what ``call`` returns is run to its end (a
+    coroutine awaited), and an exception it raises is the verdict's, never the replayer's.
+    """
 
     def drive(
         scratch: Journal,
@@ -415,8 +445,7 @@ def replay_entry(
         recorded: Sequence[RecordedEvent],
         started: SessionStarted,
     ) -> Drive:
-        inputs = _entry_inputs(started.metadata.get(ENTRY_INPUTS_KEY), session_id)
-        player = EntryPlayer(recorded, follower, options)
+        player = player_of(recorded, follower)
         target = ReplayTarget(
             journal=scratch,
             session_id=replay_id,
@@ -429,7 +458,7 @@ def replay_entry(
 
         def run() -> object:
             with replaying(target):
-                return completed(entry(*inputs.get("args", []), **inputs.get("kwargs", {})))
+                return completed(call(started))
 
         error = run_code(run)  # the capture journaled it; the verdict reports it
         return Drive(
@@ -440,14 +469,7 @@ def replay_entry(
             uncalled=player.tools.unserved(),
         )
 
-    return replay_session(
-        journal,
-        session_id,
-        drive,
-        save=save,
-        live_model=bool(options.live_model),
-        rules=options.rules,
-    )
+    return drive
 
 
 def replay_captured(run: CapturedRun) -> ReplayResult:

@@ -295,9 +295,12 @@ class Faulty(Handler):
 
 
 @contextmanager
-def serving(handler: type[Handler] = Handler) -> Iterator[str]:
-    """Serve from a thread while the block runs; yields the base URL (``.../v1``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def serving(handler: type[Handler] = Handler, port: int = 0) -> Iterator[str]:
+    """Serve from a thread while the block runs; yields the base URL (``.../v1``).
+
+    ``port`` 0 takes a free one; another serves again where a stopped server did.
+    """
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
     thread.start()
     try:

@@ -155,3 +155,17 @@ def test_the_instruction_bench_without_valgrind_says_so(tmp_path: Path) -> None:
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "instructions: valgrind is not installed (apt install valgrind)\n"
+
+
+def test_the_langgraph_bench_runs_quick() -> None:
+    script = BENCH.parent / "langgraph_bench.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for row in ("(a) SqliteSaver alone", "(b) SqliteSaver + the journal's capture", "(c) the"):
+        assert row in done.stdout

@@ -67,7 +67,9 @@ def _responses_start(request: Mapping[str, Any]) -> StartFields:
 
 def _turn(messages: Sequence[Any]) -> Turn:
     inputs, results = conversation_turn(messages)
-    return Turn(inputs, [(str(call_id), text, False) for call_id, text in results if call_id])
+    return Turn(
+        inputs, [(str(call_id), text, failed) for call_id, text, failed in results if call_id]
+    )
 
 
 def _chat_proposal(response: Any, stream: bool, latency_ms: float | None) -> ActionProposed:
