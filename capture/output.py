@@ -34,9 +34,19 @@ On the way, in this order:
    ``Sampling.buffer_events`` is written from there on, whatever its end. A session that
    is never ended (no ``close``, no scope) stays in memory until it passes the bound.
 
-Costs: a write without sampling is one `Journal.append`; a sampled session kept is one
-`Journal.import_records` (one transaction) at its end; a spooled event is one
-`Spool.append`.
+When it is written (``durability``):
+
+* **each** (always when failing closed): `SessionOutput.write` returns once the event's
+  own `Journal.append` committed (or it is in the spool).
+* **grouped** (`Capture`'s default when failing open): the event is queued for a
+  `capture.writer.GroupedWriter`, which writes each session's queued events as one append
+  (or to the spool) within ``window`` seconds; a session's events are durable before a
+  tool declared with side effects runs, when it ends, and at a clean exit (that module says
+  what a SIGKILL can lose).
+
+Costs: a write without sampling is one `Journal.append` (each), or a share of one
+(grouped); a sampled session kept is one `Journal.append` at its end; a spooled event is
+one `Spool.append`.
 """
 
 from __future__ import annotations
@@ -50,9 +60,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import orjson
 from pydantic import JsonValue
 
 from journal import (
@@ -68,8 +77,9 @@ from journal import (
 from journal.formats import Redactor
 
 from .spool import Spool, spool_line, spool_path_for
+from .writer import DEFAULT_WINDOW, GroupedWriter
 
-__all__ = ["Destination", "Sampling", "SessionOutput"]
+__all__ = ["Destination", "Durability", "Sampling", "SessionOutput"]
 
 log = logging.getLogger("capture")
 
@@ -78,6 +88,10 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (StoreError, OSError)
 
 Written = tuple[int, datetime, AgentEvent]
 """An event as a session writes it: its seq, its time, the (redacted) event."""
+
+Durability = Literal["each", "grouped"]
+"""When a captured event is written: in its own commit before the call goes on, or grouped
+by a background writer up to the next barrier (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +152,9 @@ class Destination:
             `Journal` given keeps its own bound: 5 s for SQLite by default).
         retry_after: seconds the journal is left alone after it failed (by every
             destination on the same journal object: recorders given one journal share it).
+        durability: ``"each"`` (default) or ``"grouped"`` (see the module docstring); a
+            destination that fails closed always writes each event before it returns.
+        window: with ``"grouped"``, the seconds a queued event waits for others.
     """
 
     def __init__(
@@ -150,7 +167,11 @@ class Destination:
         sampling: Sampling | None = None,
         busy_timeout: float = 0.25,
         retry_after: float = 1.0,
+        durability: Durability = "each",
+        window: float = DEFAULT_WINDOW,
     ) -> None:
+        if durability not in ("each", "grouped"):
+            raise ValueError(f"durability is 'each' or 'grouped', not {durability!r}")
         self._journal: Journal | None = None
         if isinstance(journal, str | Path):
             self.target = str(journal)
@@ -168,6 +189,20 @@ class Destination:
             if where is not None:
                 self.spool = where if isinstance(where, Spool) else Spool.at(where)
         self._lock = threading.Lock()
+        self.writer: GroupedWriter | None = None
+        """The background writer (grouped durability, failing open); None: each event."""
+        if durability == "grouped" and self.fail_open:
+            self.writer = GroupedWriter(window)
+
+    @property
+    def durability(self) -> Durability:
+        """When events are written: ``"grouped"`` by the background writer, or ``"each"``."""
+        return "each" if self.writer is None else "grouped"
+
+    def flush(self) -> None:
+        """Return once every event written through here so far is in the journal or spool."""
+        if self.writer is not None:
+            self.writer.flush()
 
     @property
     def fail_open(self) -> bool:
@@ -264,6 +299,7 @@ class SessionOutput:
         """True once the journal failed this session: the rest of it goes to the spool."""
         self._waiting: list[Written] | None = [] if destination.sampling is not None else None
         self._spooled = False
+        self._ticket = 0  # the last event queued for the background writer (0: none)
 
     def write(self, seq: int, when: datetime, event: AgentEvent) -> SessionState | None:
         """Write one event (redacted first), or keep it waiting for the session's end.
@@ -275,6 +311,10 @@ class SessionOutput:
         if redactor is not None:
             event = _redacted(redactor, self.session_id, event)
         if self._waiting is None:
+            writer = self.destination.writer
+            if writer is not None:
+                self._ticket = writer.put(self, seq, when, event)
+                return None
             state = self._out([(seq, when, event)])
             return None if redactor is not None else state
         self._waiting.append((seq, when, event))
@@ -284,9 +324,16 @@ class SessionOutput:
             self._release()
         return None
 
+    def flush(self) -> None:
+        """Return once this session's queued events are written (grouped durability)."""
+        writer = self.destination.writer
+        if writer is not None and self._ticket:
+            writer.flush(self._ticket)
+
     def close(self, state: SessionState) -> None:
-        """The session ended in ``state``: write its waiting events if sampling keeps it."""
+        """The session ended in ``state``: write what it queued (and, sampled, if kept)."""
         if self._waiting is None:
+            self.flush()
             return
         sampling = self.destination.sampling
         assert sampling is not None
@@ -336,6 +383,26 @@ class SessionOutput:
             )
         return None
 
+    def write_run(self, items: Sequence[Written]) -> None:
+        """Write a run of this session's queued events (the background writer's call)."""
+        self._out(items)
+
+    def refused(self, items: Sequence[Written], error: Exception) -> None:
+        """The journal refused a grouped write (a conflict, an event too large): log it.
+
+        The events, and the rest of the session, go to the spool (`agent-journal drain`
+        then says what the journal refuses).
+        """
+        log.error(
+            "agent-journal: session %s: the journal refused seq %d on: %s; the session goes "
+            "to the spool",
+            self.session_id,
+            items[0][0],
+            error,
+        )
+        self.spooling = True
+        self._spool(items)
+
     def _spool(self, items: Sequence[Written]) -> None:
         spool = self.destination.spool
         assert spool is not None
@@ -356,21 +423,17 @@ class SessionOutput:
 
 
 def _to_journal(journal: Journal, session_id: str, items: Sequence[Written]) -> SessionState | None:
-    """One append for one event; a waiting session (from seq 0) whole, in one transaction.
+    """One append of ``items`` (one transaction), each event with its own time.
 
-    Returns the journal's state after the one event, when at hand.
+    Returns the journal's state after the last, when at hand.
     """
-    if len(items) == 1:
-        seq, when, event = items[0]
-        return journal._state_after(
-            session_id, journal.append(session_id, [event], expected_seq=seq, ts=when)
-        )
-    records = [
-        (f"{session_id}:{seq}", orjson.loads(spool_line(session_id, seq, when, event)))
-        for seq, when, event in items
-    ]
-    journal.import_records(session_id, records)
-    return None
+    last = journal.append(
+        session_id,
+        [event for _, _, event in items],
+        expected_seq=items[0][0],
+        ts=[when for _, when, _ in items],
+    )
+    return journal._state_after(session_id, last)
 
 
 def _redacted(redactor: Redactor, session_id: str, event: AgentEvent) -> AgentEvent:

@@ -689,11 +689,16 @@ class Recorder:
         sampling = self.destination.sampling
         return {} if sampling is None else {"sampling": sampling.record()}
 
-    def close(self) -> None:
-        """The session is over: with tail sampling, write it now if it is kept.
+    def flush(self) -> None:
+        """Return once every event recorded so far is written (the journal or the spool).
 
-        Without sampling every event was written already and this does nothing.
+        With grouped durability (`capture.output.Destination`) events are written by a
+        background writer; otherwise each was written before its call returned.
         """
+        self._output.flush()
+
+    def close(self) -> None:
+        """The session is over: what it queued is written (sampled: now, if it is kept)."""
         self._output.close(self._state)
 
     # -- context manager -------------------------------------------------------------

@@ -54,7 +54,7 @@ from typing import Any, TypeVar, overload
 from journal import Journal, json_stand_in
 from journal.formats import Redactor
 
-from .output import Destination, Sampling
+from .output import Destination, Durability, Sampling
 from .placement import current_session, opened, session_of_call
 from .play import replay_target
 from .recorder import Recorder
@@ -62,6 +62,7 @@ from .requests import jsonable
 from .returns import return_type
 from .session import CAPTURED_WITH, RUNNING_TOOL, CapturedSession, ToolInfo, inside_a_tool
 from .spool import Spool
+from .writer import DEFAULT_WINDOW
 
 __all__ = [
     "CAPTURED_WITH",
@@ -158,6 +159,13 @@ class Capture:
         redactor: redact every event before it is written (`journal.formats.Redactor`).
         sampling: tail sampling (`Sampling`); its share and rule go into each session's
             metadata (``sampling``).
+        durability: ``"grouped"`` (default): the caller's thread queues each event and a
+            background writer commits them in groups, durable before a tool declared with
+            ``side_effects=True`` runs, at the end of each session and at a clean exit;
+            ``"each"``: every event in its own commit before the call goes on (always so
+            with ``fail_open=False``). See `capture.output` and docs/capture.md.
+        window: with grouped durability, the seconds a queued event waits for others
+            before the writer commits them: the most a SIGKILL can take.
     """
 
     def __init__(
@@ -169,9 +177,17 @@ class Capture:
         spool: Spool | str | Path | None = None,
         redactor: Redactor | None = None,
         sampling: Sampling | None = None,
+        durability: Durability = "grouped",
+        window: float = DEFAULT_WINDOW,
     ) -> None:
         self.destination = Destination(
-            journal, fail_open=fail_open, spool=spool, redactor=redactor, sampling=sampling
+            journal,
+            fail_open=fail_open,
+            spool=spool,
+            redactor=redactor,
+            sampling=sampling,
+            durability=durability,
+            window=window,
         )
         """Where sessions go, and how (redaction, sampling, the spool)."""
         self.metadata = dict(metadata or {})

@@ -392,6 +392,7 @@ class CapturedSession:
             raise play.unfinished
         if not play.live:
             return self._served(info, args, play, returns, after)
+        self._before_running(info)
         started = self.timer()
         running = RUNNING_TOOL.set(info.name)
         try:
@@ -417,6 +418,7 @@ class CapturedSession:
             await self._still_running(play.unfinished)
         if not play.live:
             return self._served(info, args, play, returns, after)
+        self._before_running(info)
         started = self.timer()
         running = RUNNING_TOOL.set(info.name)
         try:
@@ -470,6 +472,11 @@ class CapturedSession:
         if play.as_sent:
             return text_as_return_type(play.result, returns())
         return as_return_type(play.result, returns())
+
+    def _before_running(self, info: ToolInfo) -> None:
+        """A tool with side effects runs only once the events leading to it are durable."""
+        if info.side_effects:
+            self.recorder.flush()
 
     def _ran(
         self,

@@ -22,11 +22,15 @@ __all__ = [
     "Hasher",
     "ImportStream",
     "SessionHead",
+    "Stamps",
     "plan_append",
 ]
 
 Hasher = Callable[[str, bytes], str]
 """``(previous_hash, body) -> hash``."""
+
+Stamps = datetime | str | Sequence[datetime | str]
+"""The time of an append's events: one for all of them, or one each (`plan_append`)."""
 
 
 class SessionHead(NamedTuple):
@@ -94,11 +98,13 @@ def plan_append(
     events: Sequence[AgentEvent],
     *,
     expected_seq: int | None,
-    ts: datetime | str,
+    ts: Stamps,
     hasher: Hasher,
     max_event_bytes: int | None = None,
 ) -> AppendPlan:
     """Plan an append of ``events`` after ``head`` (None for a new session).
+
+    ``ts`` stamps every event, or (a sequence) each event its own.
 
     Raises:
         ConflictError: ``expected_seq`` is not the next seq of the session.
@@ -115,20 +121,30 @@ def plan_append(
             f"{where(session_id, expected_seq)}: expected to append at seq {expected_seq} "
             f"but the session's next seq is {next_seq} (another writer got there first)"
         )
-    # A string must already be canonical: parse_ts rejects any other shape before it is stored.
-    stamp = format_ts(parse_ts(ts) if isinstance(ts, str) else ts)
+    stamps = _stamps(ts, len(events))
     chain = head.head_hash if head else GENESIS_HASH
     rows: list[StoredEvent] = []
     recorded: list[RecordedEvent] = []
     for offset, event in enumerate(events):
         seq = next_seq + offset
         _check_position(session_id, seq, event)
+        stamp = stamps[offset]
         row = encode(session_id, seq, stamp, event, chain, hasher)
         _check_size(row, max_event_bytes)
         chain = row.hash
         rows.append(row)
         recorded.append(RecordedEvent(session_id, seq, stamp, row.v, chain, event))
     return AppendPlan(rows=rows, state=fold(recorded, head.state if head else None))
+
+
+def _stamps(ts: Stamps, count: int) -> list[str]:
+    """The stored stamp of each of ``count`` events (a string must already be canonical:
+    `parse_ts` rejects any other shape before it is stored)."""
+    if isinstance(ts, str | datetime):
+        return [format_ts(parse_ts(ts) if isinstance(ts, str) else ts)] * count
+    if len(ts) != count:
+        raise ValueError(f"{len(ts)} stamps for {count} events: one each, or one for all")
+    return [format_ts(parse_ts(one) if isinstance(one, str) else one) for one in ts]
 
 
 IMPORT_BATCH = 200

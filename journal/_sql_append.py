@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
 from typing import Any, get_args
 
-from ._planner import AppendPlan, SessionHead, plan_append
+from ._planner import AppendPlan, SessionHead, Stamps, plan_append
 from ._sqlstore import SQLStore, state_due
 from ._sqltx import SqlTx
 from .errors import JournalError, UnplannedWriteError
@@ -281,7 +280,7 @@ class SQLAppends(SQLStore, JournalWriter):
         events: Sequence[AgentEvent],
         *,
         expected_seq: int | None = None,
-        ts: datetime | str | None = None,
+        ts: Stamps | None = None,
     ) -> int:
         """Append events in one transaction; see `Journal.append`."""
         plan = self._commit(session_id, *self._append_plans(session_id, events, expected_seq, ts))
@@ -293,7 +292,7 @@ class SQLAppends(SQLStore, JournalWriter):
         session_id: str,
         events: Sequence[AgentEvent],
         expected_seq: int | None,
-        ts: datetime | str | None,
+        ts: Stamps | None,
     ) -> tuple[
         Callable[[SqlTx, SessionHead | None], AppendPlan], Callable[[SessionHead], AppendPlan], int
     ]:

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from itertools import compress, count, repeat
 from operator import is_
 from pathlib import Path
@@ -30,7 +29,7 @@ from . import _sqlite_schema as schema
 from ._async_appends import AsyncAppends
 from ._file_watch import FileWatch
 from ._group_commit import GroupCommit
-from ._planner import AppendPlan
+from ._planner import AppendPlan, Stamps
 from ._search_sqlite import SQLiteSearchIndex
 from ._sql_append import insert_events_sql, null_places
 from ._sql_journal import SQLJournal
@@ -211,7 +210,7 @@ class SQLiteJournal(SQLJournal):
         events: Sequence[AgentEvent],
         *,
         expected_seq: int | None = None,
-        ts: datetime | str | None = None,
+        ts: Stamps | None = None,
     ) -> int:
         """`Journal.append_async`, in batches when group commit is on.
 

@@ -32,6 +32,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict
 
 from ._group_commit import append_pool
+from ._planner import Stamps
 from .canonical import canonical_bytes, chain_hash
 from .clock import Now, utc_now
 from .errors import SessionNotFoundError, StoreError
@@ -322,14 +323,15 @@ class JournalWriter(JournalBase):
         events: Sequence[AgentEvent],
         *,
         expected_seq: int | None = None,
-        ts: datetime | str | None = None,
+        ts: Stamps | None = None,
     ) -> int:
         """Append ``events`` to a session in one transaction and return the last seq written.
 
         Seqs are dense from 0; seq 0 must be ``session_started``. ``expected_seq`` is the seq
         the first event must take (0 for a new session); when another writer got there first
         a `ConflictError` is raised and nothing is written. ``ts`` stamps every event of the
-        call (default: the journal's clock).
+        call, or (a sequence as long as ``events``) each event its own (default: the
+        journal's clock).
         """
 
     async def append_async(
@@ -338,7 +340,7 @@ class JournalWriter(JournalBase):
         events: Sequence[AgentEvent],
         *,
         expected_seq: int | None = None,
-        ts: datetime | str | None = None,
+        ts: Stamps | None = None,
     ) -> int:
         """`append` for asyncio code: the event loop runs on while the append waits.
 
