@@ -137,6 +137,32 @@ class _Served:
         self.close()
 
 
+class _AsyncServed(_Served):
+    """`_Served` for an async client, whose streams' ``close`` is awaited."""
+
+    async def close(self) -> None:  # type: ignore[override]
+        """Nothing to close: the chunks are in memory."""
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+Rebuild = Callable[[Kind, Any, bool], Any]
+"""``rebuild(kind, body, chunk)``: the client's object a recorded body was parsed into."""
+
+
+def served_stream(
+    chunks: list[Any],
+    *,
+    is_async: bool,
+    error: BaseException | None = None,
+    on_error: Callable[[], None] | None = None,
+) -> _Served:
+    """A recorded stream served to the code: its (rebuilt) chunks, then ``error`` if any."""
+    kind = _AsyncServed if is_async else _Served
+    return kind(chunks, error=error, on_error=on_error)
+
+
 def client_settings(client: Any) -> dict[str, Any] | None:
     """The settings of an openai client that shape a call beyond its request.
 
@@ -162,11 +188,16 @@ class _Create:
     """One creating call (``chat.completions.create`` or ``responses.create``), journaled."""
 
     def __init__(
-        self, kind: Kind, create: Callable[..., Any], settings: dict[str, Any] | None
+        self,
+        kind: Kind,
+        create: Callable[..., Any],
+        settings: dict[str, Any] | None,
+        rebuild: Rebuild | None = None,
     ) -> None:
         self.kind = kind
         self.create = create
         self.settings = settings
+        self.rebuild: Rebuild = rebuild or (lambda k, body, chunk: _rebuilt(k, body, chunk=chunk))
         self.is_async = inspect.iscoroutinefunction(inspect.unwrap(create))
 
     def __call__(self, **kwargs: Any) -> Any:
@@ -218,7 +249,7 @@ class _Create:
     def _begin(
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
-        record, whole, seq = session.before_model(kwargs, self.settings)
+        record, whole, seq = session.before_model(kwargs, self.settings, kind=self.kind)
         player = session.player
         served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
@@ -227,7 +258,7 @@ class _Create:
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
         """`_begin` for an async call: in a replay, served in the recorded order."""
-        record, whole, seq = session.before_model(kwargs, self.settings)
+        record, whole, seq = session.before_model(kwargs, self.settings, kind=self.kind)
         player = session.player
         if player is None:
             return record, None, session.timer()
@@ -242,8 +273,9 @@ class _Create:
             return self._serve_failure(session, record, served, stream)
         session.after_model(self.kind, record, served, stream=stream, latency_ms=None)
         if stream:
-            return _Served([_rebuilt(self.kind, chunk, chunk=True) for chunk in served])
-        return _rebuilt(self.kind, served, chunk=False)
+            chunks = [self.rebuild(self.kind, chunk, True) for chunk in served]
+            return served_stream(chunks, is_async=self.is_async)
+        return self.rebuild(self.kind, served, False)
 
     def _serve_failure(
         self, session: CapturedSession, record: dict[str, Any], failed: FailedCall, stream: bool
@@ -257,8 +289,8 @@ class _Create:
         if not stream or failed.chunks is None:
             journal()
             raise error
-        chunks = [_rebuilt(self.kind, chunk, chunk=True) for chunk in failed.chunks]
-        return _Served(chunks, error=error, on_error=journal)
+        chunks = [self.rebuild(self.kind, chunk, True) for chunk in failed.chunks]
+        return served_stream(chunks, is_async=self.is_async, error=error, on_error=journal)
 
     def _after(
         self,
@@ -345,11 +377,13 @@ def _warn_once(name: str, message: str) -> None:
     log.warning(message)
 
 
-def _unjournaled(prefix: str, resource: Any) -> dict[str, Any]:
-    """The `Unjournaled` stand-ins of what ``resource`` offers beside ``create``."""
+def _unjournaled(
+    prefix: str, resource: Any, names: tuple[str, ...] = UNJOURNALED
+) -> dict[str, Any]:
+    """The `Unjournaled` stand-ins of what ``resource`` offers beside ``create`` (``names``)."""
     return {
         name: Unjournaled(f"{prefix}{name}", getattr(resource, name))
-        for name in UNJOURNALED
+        for name in names
         if hasattr(resource, name)
     }
 
@@ -379,12 +413,14 @@ async def _recorded_turn(
     return recorder.next_seq
 
 
-def _derived(derive: Callable[..., Any]) -> Callable[..., Any]:
-    """``derive`` (a client's ``with_options``), returning its client captured."""
+def _derived(
+    derive: Callable[..., Any], wrap: Callable[[Any], Any] | None = None
+) -> Callable[..., Any]:
+    """``derive`` (a client's ``with_options``), returning its client captured by ``wrap``."""
 
     @functools.wraps(derive)
     def captured(*args: Any, **kwargs: Any) -> Any:
-        return captured_client(derive(*args, **kwargs))
+        return (wrap or captured_client)(derive(*args, **kwargs))
 
     return captured
 
