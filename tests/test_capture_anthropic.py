@@ -365,3 +365,27 @@ def test_calls_it_does_not_journal_stop_a_replay_and_outside_a_session_pass_thro
         ) as stream:
             assert stream.get_final_message().content == reply.content
     assert "count_tokens" in __import__("capture.clients.anthropic").clients.anthropic.UNJOURNALED
+
+
+@pytest.mark.parametrize("entry", [app.answer_streamed, app.answer_async])
+def test_sessions_on_either_store_replay_identical_and_read_like_any_other(
+    any_journal: Journal, entry: Any
+) -> None:
+    from journal.formats import otlp_document
+
+    with serving() as url:
+        Anthropic.faults = [None, "429"] if entry is app.answer_async else []
+        app.bind(any_journal, url)
+        for question in QUESTIONS[:3]:
+            run(app.answer if entry is app.answer_async else entry, question)
+        run(entry, QUESTION, think=True)
+    summaries = list(any_journal.sessions())
+    assert len(summaries) == 4 and {s.status for s in summaries} == {"completed"}
+    for summary in summaries:
+        started = events(any_journal, summary.session_id)[0]
+        assert isinstance(started, SessionStarted) and started.agent is not None
+        code = getattr(app, started.agent.split(":")[1])
+        result = replayed(any_journal, summary.session_id, code)
+        assert result.identical, result.first_divergence
+        assert summary.tokens_in > 0 and summary.tokens_cached > 0
+        assert otlp_document(any_journal, [summary.session_id])["resourceSpans"]
