@@ -2,8 +2,8 @@
 
 `captured_anthropic` (what ``Capture.anthropic`` returns) stands for an ``Anthropic`` or
 ``AsyncAnthropic`` client whose ``messages.create`` goes through the captured session the
-code runs in, exactly as the openai client's ``create`` does (`capture.clients.openai`: one
-`_Create` for both): each call journals its request (``system``, ``tools``, ``tool_choice``,
+code runs in, exactly as the openai client's ``create`` does (one `_Create` for both:
+`capture.clients.calls`): each call journals its request (``system``, ``tools``, ``tool_choice``,
 ``thinking`` and every other parameter, the messages new since the last call) and the raw
 response, with ``stream=True`` the event bodies as they pass (journaled once
 ``message_stop`` arrives, or the stream is closed or left). ``tool_use`` blocks are the
@@ -32,7 +32,7 @@ from typing import Any
 
 from .._extras import missing_extra
 from ..requests import sent_parameters
-from .openai import (
+from .calls import (
     Unjournaled,
     _Create,
     _derived,
