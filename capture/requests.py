@@ -25,6 +25,8 @@ from pydantic_core import to_jsonable_python
 from journal import ActionProposed, canonical_bytes, json_stand_in, sets_ordered
 from journal.formats import content_text, proposal_from_completion, proposal_from_response
 
+from .clients.anthropic_messages import assembled_message, message_proposal
+
 __all__ = [
     "UNCOMPARED_PARAMETERS",
     "assembled_chat",
@@ -79,15 +81,19 @@ def stable_repr(value: object) -> str:
 def sent_parameters(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What a request sends: ``kwargs`` without the client's "leave it out" markers.
 
-    ``openai.NOT_GIVEN`` and ``openai.omit`` mean the parameter is not sent at all, so a
-    request that passes one is the request that leaves the parameter out.
+    ``openai.NOT_GIVEN`` and ``openai.omit`` (and anthropic's) mean the parameter is not
+    sent at all, so a request that passes one is the request that leaves the parameter out.
     """
     return {key: value for key, value in kwargs.items() if not _left_out(value)}
 
 
 def _left_out(value: object) -> bool:
     kind = type(value)
-    return kind.__module__.split(".")[0] == "openai" and kind.__name__ in {"NotGiven", "Omit"}
+    return kind.__module__.split(".")[0] in _SDKS and kind.__name__ in {"NotGiven", "Omit"}
+
+
+_SDKS = frozenset({"openai", "anthropic"})
+"""The client packages whose ``NotGiven`` and ``Omit`` markers leave a parameter out."""
 
 
 def _messages_key(body: Mapping[str, Any]) -> str:
@@ -247,8 +253,13 @@ def proposal_of(
 ) -> ActionProposed:
     """The ``action_proposed`` of a response body (or chunk bodies, for a stream).
 
-    ``kind`` is ``chat`` (chat completions) or ``responses`` (the Responses API).
+    ``kind`` is ``chat`` (chat completions), ``responses`` (the Responses API) or
+    ``anthropic`` (Anthropic's Messages API: `capture.clients.anthropic_messages`).
     """
+    if kind == "anthropic":
+        message = assembled_message(response) if stream else response
+        body = message if isinstance(message, Mapping) else {}
+        return message_proposal(body, latency_ms=latency_ms)
     if kind == "chat":
         body = assembled_chat(response) if stream else response
         return proposal_from_completion(body, latency_ms=latency_ms)

@@ -7,6 +7,7 @@ Three wrappers, and the code between them stays as it is::
 
     capture = Capture("agent-journal.db")
     client = capture.openai(OpenAI())          # chat.completions.create, responses.create
+    claude = capture.anthropic(Anthropic())    # messages.create, messages.stream
 
     @capture.tool
     def lookup_order(order_id: str) -> dict: ...
@@ -210,6 +211,17 @@ class Capture:
         from .clients.openai import captured_client
 
         wrapped: F = captured_client(client)
+        return wrapped
+
+    def anthropic(self, client: F) -> F:
+        """The anthropic client (``Anthropic`` or ``AsyncAnthropic``), journaling inside sessions.
+
+        ``messages.create`` (streamed or not) and the ``messages.stream`` helper
+        (`capture.clients.anthropic`); needs ``pip install 'agent-journal[anthropic]'``.
+        """
+        from .clients.anthropic import captured_anthropic
+
+        wrapped: F = captured_anthropic(client)
         return wrapped
 
     def langchain(self, model: M) -> M:

@@ -22,6 +22,8 @@ from typing import Any
 from journal import ENTRY_INPUTS_KEY, HaltSession, ToolCall, canonical_bytes, json_stand_in
 from journal.formats import MODEL_SETTINGS, system_prompt_of
 
+from .clients.anthropic_messages import start_fields as anthropic_start
+from .clients.anthropic_messages import turn_of as anthropic_turn
 from .clients.openai_streams import StreamRecording
 from .exceptions import rebuilt
 from .play import REPLAY_STOPPED, Player, ToolPlay, replay_target
@@ -44,6 +46,9 @@ __all__ = [
     "ToolInfo",
     "inside_a_tool",
 ]
+
+ANTHROPIC = "anthropic"
+"""The request and response kind of Anthropic's Messages API."""
 
 CAPTURED_WITH = "entry"
 """The ``captured_with`` metadata of sessions captured around an entry function."""
@@ -119,24 +124,33 @@ class CapturedSession:
             self._start(request or {}, client_settings)
 
     def _start(
-        self, request: Mapping[str, Any], client_settings: Mapping[str, Any] | None = None
+        self,
+        request: Mapping[str, Any],
+        client_settings: Mapping[str, Any] | None = None,
+        kind: str = "chat",
     ) -> None:
         if self.recorder.started:
             return
-        messages = request.get("messages") or []
-        chat = [
-            {**message, "role": role_of(message)} if isinstance(message, Mapping) else message
-            for message in messages
-        ]
-        prompt = system_prompt_of(chat)[0] if messages else request.get("instructions")
+        if kind == ANTHROPIC:
+            fields = anthropic_start(request)
+            prompt: Any = fields.system_prompt
+            tools: list[Any] = fields.tools
+            settings = fields.model_settings
+        else:
+            messages = request.get("messages") or []
+            chat = [
+                {**message, "role": role_of(message)} if isinstance(message, Mapping) else message
+                for message in messages
+            ]
+            prompt = system_prompt_of(chat)[0] if messages else request.get("instructions")
+            tools = [tool for tool in request.get("tools") or () if isinstance(tool, Mapping)]
+            settings = {k: request[k] for k in MODEL_SETTINGS if k in request}
         self.recorder.start(
             agent=self.entry,
             model=request.get("model"),
             system_prompt=prompt if isinstance(prompt, str) else "",
-            tools=[tool for tool in request.get("tools") or () if isinstance(tool, Mapping)],
-            model_settings={
-                k: json_stand_in(jsonable(request[k])) for k in MODEL_SETTINGS if k in request
-            },
+            tools=tools,
+            model_settings={k: json_stand_in(jsonable(v)) for k, v in settings.items()},
             metadata={**self.metadata, ENTRY_INPUTS_KEY: self.inputs},
             captured_with=self.captured_with,
             client_settings=client_settings,
@@ -196,20 +210,27 @@ class CapturedSession:
     # -- model calls -------------------------------------------------------------------
 
     def before_model(
-        self, kwargs: Mapping[str, Any], client_settings: Mapping[str, Any] | None = None
+        self,
+        kwargs: Mapping[str, Any],
+        client_settings: Mapping[str, Any] | None = None,
+        *,
+        kind: str = "chat",
     ) -> tuple[dict[str, Any], dict[str, Any], int]:
         """Journal what a request brings (the start, results, user input).
 
-        Returns the request's record, the request in full, and the seq its response will
-        take.
+        ``kind`` is the request's format: ``anthropic`` reads its ``system``, ``tools`` and
+        content blocks as Anthropic's Messages API defines them
+        (`capture.clients.anthropic_messages`); any other, as OpenAI's (chat, Responses,
+        LangChain's messages). Returns the request's record, the request in full, and the
+        seq its response will take.
         """
         with self._lock:
             self.settle()
             kwargs = sent_parameters(kwargs)
-            self.start(kwargs, client_settings)
+            self._start(kwargs, client_settings, kind)
             record, messages = request_record(kwargs, self._messages)
             self._messages = messages
-            self._journal_messages(messages)
+            self._journal_messages(messages, kind)
             whole = {**record["params"], record["messages_key"]: messages}
             return record, whole, self.recorder.next_seq
 
@@ -243,13 +264,19 @@ class CapturedSession:
                     error, request=record, response=chunks, latency_ms=latency_ms, record=recorded
                 )
 
-    def _journal_messages(self, messages: list[Any]) -> None:
+    def _journal_messages(self, messages: list[Any], kind: str = "chat") -> None:
         """Journal the user's messages since the model's last output.
 
-        Also the results no decorated tool gave: chat ``tool`` messages and Responses
-        ``function_call_output`` items answering a pending call.
+        Also the results no decorated tool gave: chat ``tool`` messages, Responses
+        ``function_call_output`` items and Anthropic ``tool_result`` blocks answering a
+        pending call.
         """
-        inputs, results = conversation_turn(messages)
+        results: list[tuple[Any, str, bool]]
+        if kind == ANTHROPIC:
+            turn = anthropic_turn(messages)
+            inputs, results = turn.inputs, list(turn.results)
+        else:
+            inputs, results = conversation_turn(messages)
         for call_id, text, failed in results:
             self._tool_result(call_id, text, failed=failed)
         seen = len(self._inputs)

@@ -20,7 +20,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from capture import ReplayedException, exception_record, rebuilt
-from capture.clients import openai as wrapped
+from capture.clients import calls
 from capture.requests import jsonable
 from journal import (
     ActionCommitted,
@@ -192,7 +192,7 @@ def test_a_helper_that_is_not_journaled_is_named_at_capture_and_stops_its_replay
     named: str,
     instead: str,
 ) -> None:
-    monkeypatch.setattr(wrapped, "_WARNED", set())  # as in a fresh process
+    monkeypatch.setattr(calls, "_WARNED", set())  # as in a fresh process
     with caplog.at_level("WARNING", logger="capture"):
         assert capture_app.unjournaled("100", how) in ("function_call", "tool_calls")
         capture_app.unjournaled("101", how)  # named once per process, not at every call
@@ -330,7 +330,7 @@ def test_a_model_call_inside_a_tool_is_part_of_its_run(
     """Not journaled (a warning says so): the tool's outcome stands for it, and a replay
     serving that outcome is identical; run for real in a replay, it needs a live model."""
     monkeypatch.setitem(capture_app.TEXT_TOOLS, "lookup_order", capture_app.lookup_by_model)
-    monkeypatch.setattr(wrapped, "_WARNED", set())  # as in a fresh process
+    monkeypatch.setattr(calls, "_WARNED", set())  # as in a fresh process
     with caplog.at_level(logging.WARNING, logger="capture"):
         capture_app.first_lookup("Where is order 7?")
     assert "a model call made inside tool lookup_order is part of that tool's run" in caplog.text

@@ -6,9 +6,10 @@ passes. The response is journaled (a `StreamRecording`'s ``journal`` callback, w
 chunk body and the latency) once, at the first of:
 
 * the response is whole: every choice has its ``finish_reason`` (chat completions), or the
-  Responses API's terminal event arrived. What follows (the usage chunk, the end of the
-  stream) is read at once and handed on as the code asks for it, so code that stops
-  reading at the ``finish_reason`` without closing the stream is journaled whole;
+  Responses API's terminal event arrived, or Anthropic's ``message_stop``. What follows
+  (the usage chunk, the end of the stream) is read at once and handed on as the code asks
+  for it, so code that stops reading at the ``finish_reason`` without closing the stream is
+  journaled whole;
 * the stream is exhausted, or closed (``close()``, a ``with`` block);
 * the session makes its next model call (`end_open`): a stream the code left earlier is
   journaled with what was read.
@@ -26,10 +27,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 from ..requests import jsonable
+from .anthropic_messages import TERMINAL as ANTHROPIC_TERMINAL
 
 __all__ = ["AsyncRecordedStream", "RecordedStream", "StreamRecording", "body_of", "end_open"]
 
-Kind = Literal["chat", "responses"]
+Kind = Literal["chat", "responses", "anthropic"]
+"""The response kinds: chat completions, the Responses API, Anthropic's Messages API."""
 
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 """The Responses API stream events after which the response is whole."""
@@ -53,7 +56,7 @@ class StreamRecording:
     Args:
         owner: what the stream's session is known by (its recorder): `end_open` ends the
             owner's recordings.
-        kind: ``chat`` or ``responses``.
+        kind: ``chat``, ``responses`` or ``anthropic`` (`Kind`).
         choices: the request's ``n`` (how many choices must finish; default 1).
         journal: called once with the chunk bodies and the latency in ms.
         timer: monotonic seconds; ``started`` is when the request was sent.
@@ -94,6 +97,8 @@ class StreamRecording:
             return False
         if self.kind == "responses":
             return body.get("type") in TERMINAL
+        if self.kind == "anthropic":
+            return body.get("type") == ANTHROPIC_TERMINAL
         for choice in body.get("choices") or []:
             if isinstance(choice, dict) and choice.get("finish_reason"):
                 self._finished.add(int(choice.get("index") or 0))

@@ -47,7 +47,7 @@ from typing import Any, cast
 from journal import ToolCall, Usage, loads_exact
 
 from .._extras import missing_extra
-from ..clients.openai import _recorded_turn
+from ..clients.calls import _recorded_turn
 from ..exceptions import raised_by_model_call, rebuilt
 from ..placement import session_of_call
 from ..play import FailedCall

@@ -1,14 +1,10 @@
-"""Anthropic's messages API (``POST /v1/messages``) as the proxy journals it: pure functions.
+"""Anthropic's messages API (``POST /v1/messages``) as the proxy journals it.
 
-A request's ``system`` is the system prompt, its ``tools`` (``name``, ``description``,
-``input_schema``) the tool specs, in OpenAI's format as the journal keeps them. A user
-message's ``text`` blocks are the user's input and its ``tool_result`` blocks the results
-of the model's calls (``is_error`` makes one a failure). A response's ``text`` blocks are
-the text, ``tool_use`` blocks the calls (the arguments as the model emitted them: a stream's
-``input_json_delta`` pieces joined; a whole message's ``input`` object as canonical JSON,
-keys sorted, as the journal keeps the message), ``thinking`` blocks the reasoning. A stream is the
-named events ``message_start`` ... ``message_stop``; an ``error`` event is a failure the
-client raises.
+What a request and a response mean is read by the functions the captured ``anthropic``
+client uses (`capture.clients.anthropic_messages`), so a session the proxy records holds
+what the wrapped client would have journaled for the same exchanges. A stream is the named
+events ``message_start`` ... ``message_stop``; an ``error`` event is a failure the client
+raises.
 """
 
 from __future__ import annotations
@@ -16,193 +12,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from journal import ActionProposed, ToolCall, Usage, canonical_bytes, json_stand_in
-from journal.formats import content_text, parse_arguments
+from journal import ActionProposed
 
-from .wire import ReplyKey, StartFields, Turn, Wire, sse_event
+from ..clients.anthropic_messages import (
+    TERMINAL,
+    assembled_message,
+    message_proposal,
+    start_fields,
+    text_of,
+    turn_of,
+)
+from ..requests import proposal_of
+from .wire import ReplyKey, Wire, sse_event
 
 __all__ = ["MESSAGES", "assembled_message", "message_proposal"]
 
-SETTINGS = (
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "stop_sequences",
-    "tool_choice",
-    "thinking",
-)
-"""Messages API request parameters that are the model's settings."""
-
-
-def _text_of(content: Any) -> str:
-    """The text of a ``system`` or message content (a string, or a list of blocks)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    texts = [
-        block["text"]
-        for block in content
-        if isinstance(block, Mapping)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-    ]
-    return "\n".join(texts)
-
-
-def _tool_spec(tool: Mapping[str, Any]) -> dict[str, Any] | None:
-    name = tool.get("name")
-    if not isinstance(name, str) or "input_schema" not in tool:
-        return None  # a server tool (web search, code execution): not the agent's
-    function: dict[str, Any] = {"name": name, "parameters": tool.get("input_schema") or {}}
-    if isinstance(tool.get("description"), str):
-        function["description"] = tool["description"]
-    return {"type": "function", "function": function}
-
-
-def _start(request: Mapping[str, Any]) -> StartFields:
-    tools = request.get("tools")
-    specs = (
-        [
-            spec
-            for spec in (_tool_spec(t) for t in tools if isinstance(t, Mapping))
-            if spec is not None
-        ]
-        if isinstance(tools, list)
-        else []
-    )
-    model = request.get("model")
-    return StartFields(
-        model=model if isinstance(model, str) else None,
-        system_prompt=_text_of(request.get("system")),
-        tools=specs,
-        model_settings={name: request[name] for name in SETTINGS if name in request},
-    )
-
-
-def _turn(messages: Sequence[Any]) -> Turn:
-    last = max(
-        (
-            i
-            for i, m in enumerate(messages)
-            if isinstance(m, Mapping) and m.get("role") == "assistant"
-        ),
-        default=-1,
-    )
-    turn = Turn()
-    for message in messages[last + 1 :]:
-        if not isinstance(message, Mapping) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else []
-        for block in blocks:
-            if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                result = block.get("content")
-                text = result if isinstance(result, str) else content_text(result)[0]
-                turn.results.append(
-                    (str(block.get("tool_use_id")), text, block.get("is_error") is True)
-                )
-        if isinstance(content, str) or any(
-            isinstance(b, Mapping) and b.get("type") == "text" for b in blocks
-        ):
-            turn.inputs.append(_text_of(content))
-    return turn
-
-
-def message_proposal(body: Mapping[str, Any], *, latency_ms: float | None = None) -> ActionProposed:
-    """A whole message (``"type": "message"``) as ``action_proposed``."""
-    texts: list[str] = []
-    thoughts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in body.get("content") or []:
-        if not isinstance(block, Mapping):
-            continue
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif kind == "thinking" and isinstance(block.get("thinking"), str):
-            thoughts.append(block["thinking"])
-        elif kind == "tool_use":
-            given = block.get("input")
-            raw = block.get("partial_json")  # (the text a stream sent, kept by assembly)
-            if isinstance(raw, str):
-                args, _ = parse_arguments(raw)
-                text = raw
-            else:
-                args, _ = parse_arguments(given if isinstance(given, Mapping) else None)
-                # an object, no text: its canonical text (keys sorted), as the journal keeps
-                # the response it came in, so that a replay of it gives the same text
-                text = canonical_bytes(json_stand_in(args)).decode()
-            calls.append(
-                ToolCall(
-                    call_id=str(block.get("id")),
-                    tool=str(block.get("name")),
-                    args=args,
-                    arguments=text,
-                )
-            )
-    usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
-    assert isinstance(usage, Mapping)
-    model = body.get("model")
-    return ActionProposed(
-        calls=calls,
-        text="".join(texts) or None,
-        reasoning="\n".join(thoughts) or None,
-        model=model if isinstance(model, str) else None,
-        usage=Usage(
-            input_tokens=_count(usage.get("input_tokens")),
-            output_tokens=_count(usage.get("output_tokens")),
-            cached_tokens=_count(usage.get("cache_read_input_tokens")),
-        ),
-        latency_ms=latency_ms,
-    )
-
-
-def _count(value: object) -> int:
-    return value if type(value) is int and value >= 0 else 0
-
-
-def assembled_message(events: Sequence[Any]) -> dict[str, Any]:
-    """The message a stream's event bodies make up.
-
-    Its ``tool_use`` blocks keep the ``partial_json`` text they were sent as.
-    """
-    message: dict[str, Any] = {"type": "message", "content": []}
-    blocks: dict[int, dict[str, Any]] = {}
-    for event in events:
-        if not isinstance(event, Mapping):
-            continue
-        kind = event.get("type")
-        if kind == "message_start" and isinstance(event.get("message"), Mapping):
-            message.update({k: v for k, v in event["message"].items() if k != "content"})
-        elif kind == "content_block_start" and isinstance(event.get("content_block"), Mapping):
-            blocks[int(event.get("index") or 0)] = dict(event["content_block"])
-        elif kind == "content_block_delta" and isinstance(event.get("delta"), Mapping):
-            _add_delta(blocks.setdefault(int(event.get("index") or 0), {}), event["delta"])
-        elif kind == "message_delta":
-            delta = event.get("delta")
-            if isinstance(delta, Mapping):
-                message.update(delta)
-            if isinstance(event.get("usage"), Mapping):
-                message["usage"] = {**(message.get("usage") or {}), **event["usage"]}
-    message["content"] = [blocks[index] for index in sorted(blocks)]
-    return message
-
-
-def _add_delta(block: dict[str, Any], delta: Mapping[str, Any]) -> None:
-    kind = delta.get("type")
-    if kind == "text_delta":
-        block["text"] = block.get("text", "") + str(delta.get("text", ""))
-    elif kind == "input_json_delta":
-        block["partial_json"] = block.get("partial_json", "") + str(delta.get("partial_json", ""))
-    elif kind == "thinking_delta":
-        block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
-
 
 def _proposal(response: Any, stream: bool, latency_ms: float | None) -> ActionProposed:
-    body = assembled_message(response) if stream else response
-    return message_proposal(body if isinstance(body, Mapping) else {}, latency_ms=latency_ms)
+    return proposal_of("anthropic", response, stream=stream, latency_ms=latency_ms)
 
 
 def _reply_key(message: Any) -> ReplyKey | None:
@@ -213,11 +40,11 @@ def _reply_key(message: Any) -> ReplyKey | None:
     ids = tuple(
         str(b.get("id")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use"
     )
-    return _text_of(content), ids
+    return text_of(content), ids
 
 
 def _terminal(event: str | None, data: Any) -> bool:
-    return (event or _type(data)) == "message_stop"
+    return (event or _type(data)) == TERMINAL
 
 
 def _failed(event: str | None, data: Any) -> bool:
@@ -245,8 +72,8 @@ MESSAGES = Wire(
     name="anthropic-messages",
     family="anthropic",
     path="/v1/messages",
-    start=_start,
-    turn=_turn,
+    start=start_fields,
+    turn=turn_of,
     proposal=_proposal,
     reply_key=_reply_key,
     terminal=_terminal,

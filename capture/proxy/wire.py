@@ -19,40 +19,19 @@ one module that builds a `Wire`:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
 from journal import ActionProposed
 
+from ..turns import StartFields, Turn
+
 __all__ = ["Family", "ReplyKey", "StartFields", "Turn", "Wire", "proposal_key", "sse_event"]
 
 Family = Literal["openai", "anthropic"]
 """Which upstream a wire format's requests go to."""
-
-
-@dataclass(frozen=True)
-class StartFields:
-    """What a session's first request says of the model, for ``session_started``."""
-
-    model: str | None
-    system_prompt: str
-    tools: list[dict[str, Any]]
-    """OpenAI-format tool specs (``{"type": "function", "function": {...}}``)."""
-    model_settings: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Turn:
-    """What a request's messages bring since the model's last output.
-
-    ``inputs`` are the texts of the user's messages; ``results`` the tool results, each
-    ``(call_id, text, is_error)``.
-    """
-
-    inputs: list[str] = field(default_factory=list)
-    results: list[tuple[str, str, bool]] = field(default_factory=list)
 
 
 ReplyKey = tuple[str, tuple[str, ...]]
