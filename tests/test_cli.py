@@ -253,12 +253,12 @@ def story(tmp_path: Path) -> Path:
 
 
 TABLES = {
-    80: [
-        "session                status     fail   ok%  rep     cost  started",
-        "refund-buggy.replay-1  completed     0     -    0  $0.0000  2026-11-29 23:00:00",
-        "cut-off                running       0     ?    0  $0.0000  2026-11-29 23:00:00",
-        "crashed                failed        1   50%    0  $0.0000  2026-11-29 23:00:00",
-        "refund-buggy           completed     0  100%    0  $0.0000  2026-11-29 23:00:00",
+    80: [  # the outcome says why a session failed: it stays, the time gives way
+        "session                status     fail   ok%     cost  outcome",
+        "refund-buggy.replay-1  completed     0     -  $0.0000  Refund of $100.0 issued.",
+        "cut-off                running       0     ?  $0.0000  action_committed: lookup…",
+        "crashed                failed        1   50%  $0.0000  error: the guard of issu…",
+        "refund-buggy           completed     0  100%  $0.0000  Done: refunded $150.0 fo…",
     ],
     120: [
         "session                status     steps  fail   ok%  rep     cost  started"
@@ -316,8 +316,8 @@ def test_wide_characters_take_two_cells_and_the_columns_still_line_up(tmp_path: 
     for width in (60, 120, 400):
         lines = run_cli("sessions", "--db", db, env={"COLUMNS": str(width)}).stdout.splitlines()
         assert all(cell_len(line) <= width for line in lines)
-        started = {cell_len(line[: line.index("2026-")]) for line in lines[1:]}
-        assert len(started) == 1, lines  # the same cell on every row
+        cost = {cell_len(line[: line.index("$")]) for line in lines[1:]}
+        assert len(cost) == 1, lines  # the same cell on every row, past the wide agent
     assert "代理:构建" in lines[1] and lines[1].endswith("日本語の回答です" * 8)
 
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .text import STATUS_STYLE, event_style, format_cost, safe_text, short_json
+from .text import STATUS_STYLE, event_style, format_cost, safe_text, short_json, tidy_floats
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -164,12 +164,13 @@ def print_state(
     """Print a folded state as ``field  value`` lines, then what the event at ``seq`` changed."""
     out = console()
     out.print(safe_text(f"{session_id} after seq {seq}"), style="bold")
-    for key, value in state.model_dump(mode="json").items():
+    for key, value in tidy_floats(state.model_dump(mode="json")).items():
         out.print(f"  {key:<22} {short_json(value)}", overflow="ellipsis", no_wrap=True)
     if changes:
         out.print("changed by this event:", style="bold")
         for change in changes:
-            out.print(_change_line(change.path, change.before, change.after, 40, indent=2))
+            before, after = tidy_floats(change.before), tidy_floats(change.after)
+            out.print(_change_line(change.path, before, after, 40, indent=2))
 
 
 def print_replay(result: ReplayResult) -> None:

@@ -29,7 +29,7 @@ from replay import StateChange, Timeline
 
 from ..keys import bind, command
 from ..source import RowSource, matches
-from ..text import FAILURE_TYPES, STATUS_STYLE, safe_text
+from ..text import FAILURE_TYPES, STATUS_STYLE, safe_text, tidy_floats
 from ..widgets.lines import LineList
 from ..widgets.panes import Pane, Part, change_lines, fields_content, json_content
 from ..widgets.timeline import TimelineView
@@ -449,11 +449,13 @@ class SessionScreen(SearchingScreen):
 def state_content(seq: int, after: SessionState, changes: list[StateChange]) -> Content:
     """What event ``seq`` changed, then every field of the state after it (built off the UI)."""
     parts: list[Part] = [(f"changed by seq {seq}:\n", "bold")]
-    parts += change_lines((change.path, change.before, change.after) for change in changes)
+    parts += change_lines(
+        (change.path, tidy_floats(change.before), tidy_floats(change.after)) for change in changes
+    )
     if not changes:
         parts.append(("  nothing\n", "italic $text-muted"))
     parts.append(("\nstate after it:\n", "bold"))
-    parts += fields_content(after.model_dump(mode="json"))
+    parts += fields_content(tidy_floats(after.model_dump(mode="json")))
     return Content.assemble(*parts)
 
 
