@@ -119,3 +119,11 @@ def test_a_fold_keeps_the_text_whole_and_cuts_a_word_only_when_no_line_holds_it(
         if line[cut - 1] != " " and line[cut] != " ":
             # inside a word: only one no line could hold, or the first, with nowhere before it
             assert cell_len(word) > width - indent or " " not in line[lead:cut], (cut, folded)
+
+
+def test_the_session_status_line_counts_the_failures_as_the_list_does(db: Path) -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        status = screen_text(pilot.app).splitlines()[0]  # type: ignore[arg-type]
+        assert "fail 1" in status and "failures" not in status  # the crash counts: 0 + 1
+
+    drive(open_app(db, session="demo-discount-crash-s0"), scenario, size=NARROW)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .columns import failures
 from .text import STATUS_STYLE, event_style, format_cost, safe_text, short_json, tidy_floats
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ def print_timeline(
 ) -> None:
     """Print a session's header line and one line per event: seq, time, type, summary.
 
+    The header's ``fail`` is the `sessions` column of that name (`tui.columns.failures`).
+
     ``model_failures``: the failed model calls the session holds (a 429 a retry absorbed),
     named in the header when there are any.
     """
@@ -94,7 +97,7 @@ def print_timeline(
     header = Text(safe_text(f"{summary.session_id}  {summary.agent or '-'}  "), style="bold")
     header.append(summary.status, style=STATUS_STYLE.get(summary.status, ""))
     header.append(
-        f"  events={summary.events} steps={summary.steps} failures={summary.failures} "
+        f"  events={summary.events} steps={summary.steps} fail={failures(summary)} "
         f"tokens={summary.tokens_in + summary.tokens_out} cost={format_cost(summary.cost)}"
     )
     if model_failures:

@@ -27,6 +27,7 @@ from textual.worker import Worker, get_current_worker
 from journal import EVENT_TYPES, JournalError, SessionState, StoredEvent
 from replay import StateChange, Timeline
 
+from ..columns import failures
 from ..keys import bind, command
 from ..source import RowSource, matches
 from ..text import FAILURE_TYPES, STATUS_STYLE, safe_text, tidy_floats
@@ -138,7 +139,7 @@ class SessionScreen(SearchingScreen):
             (f"{safe_text(self.session_id)}  ", "bold"),
             (summary.status, STATUS_STYLE.get(summary.status, "")),
             f"  seq {max(view.seq, 0)} of {summary.last_seq}",
-            f"  steps {summary.steps}  failures {summary.failures}",
+            f"  steps {summary.steps}  fail {failures(summary)}",  # as the sessions list
         ]
         if summary.halt_rule:
             parts.append((f"  halt: {safe_text(summary.halt_rule)}", "$text-error"))
