@@ -116,3 +116,27 @@ def test_sessions_show_and_the_tui_name_and_count_the_failures_alike(db: Path) -
         shown = run_cli("show", session, "--db", db, env={"COLUMNS": "200"}).stdout
         assert f" fail={count} " in shown.splitlines()[0]
         assert "failures" not in shown.splitlines()[0]
+
+
+def test_a_diff_of_one_metadata_key_shows_that_field_not_the_whole_configuration(
+    tmp_path: Path,
+) -> None:
+    from journal import AgentCompleted, SessionStarted, UserInput
+
+    sessions = {
+        name: [
+            SessionStarted(agent="m:f", model="gpt", metadata={"service": service, "k": 1}),
+            UserInput(text="hi"),
+            AgentCompleted(answer="ok"),
+        ]
+        for name, service in (("a", "x"), ("b", "y"))
+    }
+    db = make_journal(tmp_path / "d.db", sessions)
+    result = run_cli("diff", "a", "b", "--db", db, env={"COLUMNS": "400"})
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[2:5] == [
+        '-     0 session_started {"metadata":{"k":1,"service":"x"}}',
+        '+     0 session_started {"metadata":{"k":1,"service":"y"}}',
+        '        metadata.service: "x" -> "y"',
+    ]
+    assert "guardrails" not in result.stdout

@@ -9,6 +9,7 @@ result prints as those characters.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -145,10 +146,20 @@ def json_default(value: Any) -> Any:
     return dump(mode="json")
 
 
-def _record_line(record: dict[str, Any] | None) -> str:
+def _record_line(record: dict[str, Any] | None, changes: Sequence[Change] = ()) -> str:
+    """The record in one line; with ``changes``, only its fields that differ.
+
+    A changed ``session_started`` whose metadata differs by one key shows its metadata,
+    not its whole configuration again (the change lines below say what moved).
+    """
     from replay import describe
 
-    return safe_text(describe(record))
+    line = describe(record)
+    if not changes or record is None:
+        return safe_text(line)
+    fields = {re.split(r"[.\[]", change.path, maxsplit=1)[0] for change in changes}
+    kept = {key: value for key, value in record.items() if key in fields or key == "type"}
+    return safe_text(describe(kept))
 
 
 def _change_line(path: str, before: Any, after: Any, width: int, *, indent: int) -> str:
@@ -340,14 +351,14 @@ def print_diff(
             equal = 0
         if row.kind in ("changed", "removed") and row.a is not None:
             out.print(
-                f"- {row.a:>5} {_record_line(a[row.a])}",
+                f"- {row.a:>5} {_record_line(a[row.a], row.changes)}",
                 style="red",
                 overflow="ellipsis",
                 no_wrap=True,
             )
         if row.kind in ("changed", "inserted") and row.b is not None:
             out.print(
-                f"+ {row.b:>5} {_record_line(b[row.b])}",
+                f"+ {row.b:>5} {_record_line(b[row.b], row.changes)}",
                 style="green",
                 overflow="ellipsis",
                 no_wrap=True,
