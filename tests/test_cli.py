@@ -763,7 +763,10 @@ def test_a_locked_journal_refuses_an_import_and_keeps_readers_going(
 ) -> None:
     before = snapshot(db)
     line = one_error_line(run_cli("import", exported, "--db", db))
-    assert line == f"agent-journal: {db}: database is locked by another writer (begin)"
+    assert line == (
+        f"agent-journal: {db}: database is locked by another writer (begin): waited 0.1 s"
+        f" (the busy timeout); held by pid {os.getpid()} (this process, another connection)"
+    )
     assert snapshot(db) == before
     assert run_cli("sessions", "--db", db).exit_code == 0  # WAL: reads go on
 

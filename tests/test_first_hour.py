@@ -140,3 +140,38 @@ def test_a_diff_of_one_metadata_key_shows_that_field_not_the_whole_configuration
         '        metadata.service: "x" -> "y"',
     ]
     assert "guardrails" not in result.stdout
+
+
+def test_a_locked_write_says_how_long_it_waited_and_which_process_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from journal import JournalBusyError, SessionStarted
+
+    path = tmp_path / "locked.db"
+    Journal.open(path).close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys\n"
+            f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with Journal.open(path, busy_timeout=0.2) as journal:
+            with pytest.raises(JournalBusyError) as raised:
+                journal.append("s", [SessionStarted(agent="m:f")])
+    finally:
+        holder.communicate("")
+    message = str(raised.value)
+    assert message.startswith(f"{path}: database is locked by another writer (")
+    assert ": waited 0.2 s (the busy timeout); held by pid " in message
+    assert f"pid {holder.pid} (python" in message
