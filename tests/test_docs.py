@@ -59,7 +59,7 @@ FAILED = "story: exit "
 """What the script's ERR trap prints on stderr for a command that exited non-zero."""
 
 
-# a fresh venv, its install and the story: 27 s on a quiet 2-core machine (so not `slow`)
+# a fresh venv, its install and the story: 27 s on 2 cores at load 0.4 and at 2.5 (not `slow`)
 def test_the_story_runs_as_one_script_in_a_fresh_clone_after_the_quickstart(
     tmp_path: Path,
 ) -> None:
