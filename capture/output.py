@@ -300,6 +300,8 @@ class SessionOutput:
         self._waiting: list[Written] | None = [] if destination.sampling is not None else None
         self._spooled = False
         self._ticket = 0  # the last event queued for the background writer (0: none)
+        self._spooled_events = 0
+        """Events of this session written to the spool (said when the session closes)."""
 
     def write(self, seq: int, when: datetime, event: AgentEvent) -> SessionState | None:
         """Write one event (redacted first), or keep it waiting for the session's end.
@@ -331,16 +333,28 @@ class SessionOutput:
             writer.flush(self._ticket)
 
     def close(self, state: SessionState) -> None:
-        """The session ended in ``state``: write what it queued (and, sampled, if kept)."""
-        if self._waiting is None:
-            self.flush()
-            return
-        sampling = self.destination.sampling
-        assert sampling is not None
-        if sampling.keeps(self.session_id, state):
-            self._release()
-        else:
-            self._waiting = []
+        """The session ended in ``state``: write what it queued (sampled: now, if kept).
+
+        A session that went to the spool says so again, with how many of its events did.
+        """
+        self.flush()
+        if self._waiting is not None:
+            sampling = self.destination.sampling
+            assert sampling is not None
+            if sampling.keeps(self.session_id, state):
+                self._release()
+            else:
+                self._waiting = []
+        if self._spooled_events:
+            spool = self.destination.spool
+            assert spool is not None
+            log.warning(
+                "agent-journal: session %s ended with %s in the spool %s "
+                "(agent-journal drain moves them)",
+                self.session_id,
+                _counted(self._spooled_events, "event"),
+                spool.path,
+            )
 
     def _release(self) -> None:
         waiting, self._waiting = self._waiting or [], None
@@ -372,14 +386,14 @@ class SessionOutput:
         if spool.time_to_log():
             log.warning(
                 "agent-journal: %s cannot take writes (%s); session %s goes to the spool %s "
-                "(this process: %d sessions, %d events spooled so far; "
-                "agent-journal drain moves them)",
+                "from seq %d on (%s spooled by this process so far; agent-journal drain "
+                "moves them)",
                 destination.target,
                 destination.last_error,
                 self.session_id,
                 spool.path,
-                spool.counts.sessions,
-                spool.counts.events,
+                items[0][0],
+                _counted(spool.counts.sessions, "session"),
             )
         return None
 
@@ -410,6 +424,7 @@ class SessionOutput:
         try:
             spool.append(lines, new_session=not self._spooled)
             self._spooled = True
+            self._spooled_events += len(lines)
         except OSError as error:
             spool.lost(len(lines))
             log.error(
@@ -449,3 +464,7 @@ def _redacted(redactor: Redactor, session_id: str, event: AgentEvent) -> AgentEv
         given = redactor.redact_payload(session_id, {"result": loads_exact(original)})["result"]
         payload["result_text"] = result_record(given)[1]
     return type(event).model_validate(payload)
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

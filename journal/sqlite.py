@@ -29,6 +29,7 @@ from . import _sqlite_schema as schema
 from ._async_appends import AsyncAppends
 from ._file_watch import FileWatch
 from ._group_commit import GroupCommit
+from ._lock_holders import describe_holders
 from ._planner import AppendPlan, Stamps
 from ._search_sqlite import SQLiteSearchIndex
 from ._sql_append import insert_events_sql, null_places
@@ -166,8 +167,13 @@ class SQLiteJournal(SQLJournal):
     def _translate(self, error: sqlite3.Error, action: str) -> StoreError:
         text = str(error)
         if "locked" in text or "busy" in text:
+            try:
+                waited = int(self._conn.execute("PRAGMA busy_timeout").fetchone()[0]) / 1000
+            except sqlite3.Error:
+                waited = 0.0
             return JournalBusyError(
-                f"{self._path}: database is locked by another writer ({action})"
+                f"{self._path}: database is locked by another writer ({action}): waited "
+                f"{waited:g} s (the busy timeout){describe_holders(self._path)}"
             )
         if "not a database" in text or "malformed" in text:
             return NotAJournalError(f"{self._path}: not a SQLite journal ({text})")

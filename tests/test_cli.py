@@ -253,12 +253,12 @@ def story(tmp_path: Path) -> Path:
 
 
 TABLES = {
-    80: [
-        "session                status     fail   ok%  rep     cost  started",
-        "refund-buggy.replay-1  completed     0     -    0  $0.0000  2026-11-29 23:00:00",
-        "cut-off                running       0     ?    0  $0.0000  2026-11-29 23:00:00",
-        "crashed                failed        1   50%    0  $0.0000  2026-11-29 23:00:00",
-        "refund-buggy           completed     0  100%    0  $0.0000  2026-11-29 23:00:00",
+    80: [  # the outcome says why a session failed: it stays, the time gives way
+        "session                status     fail   ok%     cost  outcome",
+        "refund-buggy.replay-1  completed     0     -  $0.0000  Refund of $100.0 issued.",
+        "cut-off                running       0     ?  $0.0000  action_committed: lookup…",
+        "crashed                failed        1   50%  $0.0000  error: the guard of issu…",
+        "refund-buggy           completed     0  100%  $0.0000  Done: refunded $150.0 fo…",
     ],
     120: [
         "session                status     steps  fail   ok%  rep     cost  started"
@@ -316,8 +316,8 @@ def test_wide_characters_take_two_cells_and_the_columns_still_line_up(tmp_path: 
     for width in (60, 120, 400):
         lines = run_cli("sessions", "--db", db, env={"COLUMNS": str(width)}).stdout.splitlines()
         assert all(cell_len(line) <= width for line in lines)
-        started = {cell_len(line[: line.index("2026-")]) for line in lines[1:]}
-        assert len(started) == 1, lines  # the same cell on every row
+        cost = {cell_len(line[: line.index("$")]) for line in lines[1:]}
+        assert len(cost) == 1, lines  # the same cell on every row, past the wide agent
     assert "代理:构建" in lines[1] and lines[1].endswith("日本語の回答です" * 8)
 
 
@@ -452,7 +452,7 @@ def test_show_prints_one_line_per_event(db: Path) -> None:
     assert result.exit_code == 0
     header, *lines = result.stdout.splitlines()
     assert header.split()[:3] == ["s", "tests.agents:build", "failed"]
-    assert "events=14 steps=3 failures=2" in header and "halt=error" in header
+    assert "events=14 steps=3 fail=3" in header and "halt=error" in header  # as `sessions`
     assert [line.split()[0] for line in lines] == [str(seq) for seq in range(14)]
     assert [line.split()[2] for line in lines] == [e.type for e in sample_session()]
     assert lines[1].endswith("user_input          refund order 7")
@@ -530,7 +530,7 @@ def test_export_to_a_file_and_to_stdout_give_the_same_bytes(
     out = tmp_path / "out.jsonl"
     result = run_cli("export", "s", "--db", db, "-o", out)
     assert result.exit_code == 0
-    assert result.stderr == f"exported s: 14 events to {out}\n"
+    assert result.stdout == f"exported s: 14 events to {out}\n"
     assert out.read_bytes() == exported.read_bytes()
     result = run_cli("export", "s", "--db", db)
     assert result.stdout_bytes == exported.read_bytes()
@@ -539,9 +539,9 @@ def test_export_to_a_file_and_to_stdout_give_the_same_bytes(
 def test_import_reports_each_file_and_is_idempotent(exported: Path, tmp_path: Path) -> None:
     target = tmp_path / "new.db"
     result = run_cli("import", exported, "--db", target)
-    assert (result.exit_code, result.stderr) == (0, f"imported s: 14 events ({exported})\n")
+    assert (result.exit_code, result.stdout) == (0, f"imported s: 14 events ({exported})\n")
     result = run_cli("import", exported, "--db", target)
-    assert (result.exit_code, result.stderr) == (0, f"imported s: already present ({exported})\n")
+    assert (result.exit_code, result.stdout) == (0, f"imported s: already present ({exported})\n")
     with Journal.open(target) as journal:
         assert export_session(journal, "s") == exported.read_bytes()
 
@@ -561,8 +561,8 @@ def test_one_bad_file_fails_alone_and_the_exit_is_2(exported: Path, tmp_path: Pa
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"agent-journal: {bad}:1: not valid JSON: Expecting value: line 1 column 1 (char 0)",
-        f"imported s: 14 events ({exported})",
     ]
+    assert result.stdout.splitlines() == [f"imported s: 14 events ({exported})"]
     with Journal.open(target) as journal:
         assert [s.session_id for s in journal.sessions()] == ["s"]
 
@@ -763,7 +763,10 @@ def test_a_locked_journal_refuses_an_import_and_keeps_readers_going(
 ) -> None:
     before = snapshot(db)
     line = one_error_line(run_cli("import", exported, "--db", db))
-    assert line == f"agent-journal: {db}: database is locked by another writer (begin)"
+    assert line == (
+        f"agent-journal: {db}: database is locked by another writer (begin): waited 0.1 s"
+        f" (the busy timeout); held by pid {os.getpid()} (this process, another connection)"
+    )
     assert snapshot(db) == before
     assert run_cli("sessions", "--db", db).exit_code == 0  # WAL: reads go on
 

@@ -466,8 +466,8 @@ def test_cli_imports_reports_and_is_idempotent(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     first = run_cli("import", "--format", "openai", "--error-prefix", "Error:", SAMPLE, "--db", db)
     assert first.exit_code == 0, first.stderr
-    assert "3 sessions (3 new, 48 events), 33 messages, 4 tool calls, 2 failed" in first.stderr
-    assert "every message was mapped" in first.stderr
+    assert "3 sessions (3 new, 48 events), 33 messages, 4 tool calls, 2 failed" in first.stdout
+    assert "every message was mapped" in first.stdout
     before = snapshot(db)
     again = run_cli(
         "import", "--format", "openai", "--error-prefix", "Error:", SAMPLE, "--db", db, "--json"
@@ -491,6 +491,7 @@ def test_an_erased_conversation_is_not_imported_again(tmp_path: Path, pg_schema:
             journal.erase("airline-task-48", reason="the customer asked")
         again = run_cli(*args, "--json")
         assert again.exit_code == 0, again.stderr
+        # with --json the report goes to stderr: stdout holds the JSON alone
         assert f"skipped airline-task-48: erased from this journal ({SAMPLE})" in again.stderr
         assert f"imported {SAMPLE}: 2 sessions, already present" in again.stderr
         document = json.loads(again.stdout)
@@ -505,9 +506,9 @@ def test_cli_report_lists_what_was_not_mapped(tmp_path: Path) -> None:
     path = write_json(tmp_path / "odd.json", [user("hi"), tool("nope", "x"), assistant("ok")])
     result = run_cli("import", "--format", "openai", path, "--db", tmp_path / "j.db")
     assert result.exit_code == 0
-    assert "could not map: 1" in result.stderr
-    assert "orphan_tool_result: 1" in result.stderr
-    assert f"{path}:6 (conversation 0, message 1)" in result.stderr
+    assert "could not map: 1" in result.stdout
+    assert "orphan_tool_result: 1" in result.stdout
+    assert f"{path}:6 (conversation 0, message 1)" in result.stdout
 
 
 BAD_INPUTS: list[tuple[str, str, str]] = [

@@ -210,7 +210,7 @@ def test_cli_export_otlp(tmp_path: Path) -> None:
     out = tmp_path / "traces.json"
     result = run_cli("export", "full", "short", "--format", "otlp", "-o", out, "--db", db)
     assert result.exit_code == 0, result.stderr
-    assert "exported 2 session(s): 8 spans" in result.stderr
+    assert "exported 2 session(s): 8 spans" in result.stdout
     document = json.loads(out.read_text())
     assert len(_spans(document)) == 8
     alias = run_cli("export", "short", "--format", "otel", "--db", db)

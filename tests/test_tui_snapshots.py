@@ -68,6 +68,12 @@ class TestSessions:
     def test_the_list_at_a_width(self, snap_compare: Compare, db: Path, width: int) -> None:
         assert snap(snap_compare, db, [], size=(width, 20))
 
+    @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+    def test_the_list_keeps_the_outcome(
+        self, snap_compare: Compare, db: Path, size: tuple[int, int]
+    ) -> None:
+        assert snap(snap_compare, db, [], size=size)
+
     def test_an_empty_journal(
         self, snap_compare: Compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -82,6 +88,20 @@ class TestSession:
 
     def test_a_failure_with_its_state_change(self, snap_compare: Compare, db: Path) -> None:
         assert snap(snap_compare, db, ["e", "e"], session="demo-incidents-s0")
+
+    @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+    def test_a_failure_and_its_state_at_a_size(
+        self, snap_compare: Compare, db: Path, size: tuple[int, int]
+    ) -> None:
+        assert snap(snap_compare, db, ["e", "e"], size=size, session="demo-incidents-s0")
+
+    @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+    def test_a_cost_in_the_state_pane(
+        self, snap_compare: Compare, db: Path, size: tuple[int, int]
+    ) -> None:
+        assert snap(
+            snap_compare, db, [("colon", "4"), "enter"], size=size, session="demo-crawler-s0"
+        )
 
     def test_filtered_to_failures(self, snap_compare: Compare, db: Path) -> None:
         assert snap(snap_compare, db, [("f", "failures"), "enter"], session="demo-crawler-s0")

@@ -241,7 +241,7 @@ def export(
             sys.stdout.flush()
             return
         count = write_atomically(lines, output) - 1
-    click.echo(f"exported {session}: {count} events to {output}", err=True)
+    click.echo(f"exported {session}: {count} events to {output}")
 
 
 @cli.command("import", short_help="Import sessions from JSONL or OpenAI transcripts.")
@@ -294,12 +294,10 @@ def import_(
                 failed += 1
                 continue
             if result.erased:
-                click.echo(
-                    f"skipped {result.session_id}: erased from this journal ({path})", err=True
-                )
+                click.echo(f"skipped {result.session_id}: erased from this journal ({path})")
                 continue
             what = f"{result.new_events} events" if result.new_events else "already present"
-            click.echo(f"imported {result.session_id}: {what} ({path})", err=True)
+            click.echo(f"imported {result.session_id}: {what} ({path})")
         if failed:
             sys.exit(EXIT_BAD_INPUT)
 

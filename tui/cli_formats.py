@@ -21,10 +21,11 @@ from .clikit import EXIT_BAD_INPUT, counted, open_existing, open_for_writing, pr
 __all__ = ["export_otlp", "import_openai_files"]
 
 
-def _echo(text: str) -> None:
+def _echo(text: str, *, err: bool = False) -> None:
+    """A report line on stdout, as ``copy`` and ``fixture`` report (``err``: on stderr)."""
     from .text import safe_text
 
-    click.echo(safe_text(text), err=True)
+    click.echo(safe_text(text), err=err)
 
 
 def _print_findings(title: str, findings: dict[str, object]) -> None:
@@ -70,13 +71,14 @@ def _print_report(report: ImportReport, as_json: bool) -> None:
             if item["error"]
             else f"{sessions}, already present"
         )
-        _echo(
+        _echo(  # on stderr when stdout carries the JSON
             f"{'not imported' if item['error'] else 'imported'} {item['path']}: {what}, "
             f"{item['messages']} messages, {item['tool_calls']} tool calls, "
-            f"{item['failed_calls']} failed"
+            f"{item['failed_calls']} failed",
+            err=as_json,
         )
         for session_id in item["erased"]:
-            _echo(f"skipped {session_id}: erased from this journal ({item['path']})")
+            _echo(f"skipped {session_id}: erased from this journal ({item['path']})", err=as_json)
     if not as_json:
         if report.unmapped.total:
             _print_findings("could not map", document["unmapped"])
@@ -85,7 +87,7 @@ def _print_report(report: ImportReport, as_json: bool) -> None:
         if report.notes.total:
             _print_findings("mapped by a fallback (notes)", document["notes"])
     for error in report.errors:
-        _echo(f"agent-journal: {error}")
+        _echo(f"agent-journal: {error}", err=True)
 
 
 def export_otlp(sessions: Sequence[str], db: str, output: str, content: bool) -> None:

@@ -3,11 +3,12 @@
 One definition serves ``agent-journal sessions``, the demo's summary table and the TUI's
 sessions list. Each column says what it shows, how it sorts, and how it gives way:
 
-* never cut: ``session``, ``status``, ``fail``, ``ok%``, ``cost`` and ``started``
-  (``session`` is cut in the middle only when even those do not fit);
-* then, while they fit, in this order: ``outcome`` (32 cells, or down to 16),
-  ``lineage``, ``steps``, ``events``, ``tokens``, ``rep``, ``cache%``, ``lat ms``, and
-  last ``agent`` (24 cells, or down to 16). A column that does not fit is left out whole:
+* never cut: ``session``, ``status``, ``fail``, ``ok%`` and ``cost`` (``session`` is cut
+  in the middle only when even those do not fit);
+* then, while they fit, in this order: ``outcome`` (32 cells, or down to 16: it says why
+  a session failed, so it comes before the time), ``started``, ``lineage``, ``steps``,
+  ``events``, ``tokens``, ``rep``, ``cache%``, ``lat ms``, and last ``agent`` (24 cells,
+  or down to 16). A column that does not fit is left out whole:
   a lineage is shown whole or not at all (never ``replay of de…``). A column with nothing
   to show (no session has a lineage) is left out too;
 * the space left over goes to ``session``, ``agent`` and ``outcome``, up to their widest
@@ -286,11 +287,12 @@ COLUMNS: dict[str, Column] = {
 }
 """Every column, in the order they are shown."""
 
-KEPT: tuple[str, ...] = ("session", "status", "fail", "ok%", "cost", "started")
+KEPT: tuple[str, ...] = ("session", "status", "fail", "ok%", "cost")
 """The columns never left out."""
 
 _ADDED: tuple[str, ...] = (
     "outcome",
+    "started",
     "lineage",
     "steps",
     "events",

@@ -9,11 +9,13 @@ result prints as those characters.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .text import STATUS_STYLE, event_style, format_cost, safe_text, short_json
+from .columns import failures
+from .text import STATUS_STYLE, event_style, format_cost, safe_text, short_json, tidy_floats
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -85,6 +87,8 @@ def print_timeline(
 ) -> None:
     """Print a session's header line and one line per event: seq, time, type, summary.
 
+    The header's ``fail`` is the `sessions` column of that name (`tui.columns.failures`).
+
     ``model_failures``: the failed model calls the session holds (a 429 a retry absorbed),
     named in the header when there are any.
     """
@@ -94,7 +98,7 @@ def print_timeline(
     header = Text(safe_text(f"{summary.session_id}  {summary.agent or '-'}  "), style="bold")
     header.append(summary.status, style=STATUS_STYLE.get(summary.status, ""))
     header.append(
-        f"  events={summary.events} steps={summary.steps} failures={summary.failures} "
+        f"  events={summary.events} steps={summary.steps} fail={failures(summary)} "
         f"tokens={summary.tokens_in + summary.tokens_out} cost={format_cost(summary.cost)}"
     )
     if model_failures:
@@ -142,10 +146,20 @@ def json_default(value: Any) -> Any:
     return dump(mode="json")
 
 
-def _record_line(record: dict[str, Any] | None) -> str:
+def _record_line(record: dict[str, Any] | None, changes: Sequence[Change] = ()) -> str:
+    """The record in one line; with ``changes``, only its fields that differ.
+
+    A changed ``session_started`` whose metadata differs by one key shows its metadata,
+    not its whole configuration again (the change lines below say what moved).
+    """
     from replay import describe
 
-    return safe_text(describe(record))
+    line = describe(record)
+    if not changes or record is None:
+        return safe_text(line)
+    fields = {re.split(r"[.\[]", change.path, maxsplit=1)[0] for change in changes}
+    kept = {key: value for key, value in record.items() if key in fields or key == "type"}
+    return safe_text(describe(kept))
 
 
 def _change_line(path: str, before: Any, after: Any, width: int, *, indent: int) -> str:
@@ -164,12 +178,13 @@ def print_state(
     """Print a folded state as ``field  value`` lines, then what the event at ``seq`` changed."""
     out = console()
     out.print(safe_text(f"{session_id} after seq {seq}"), style="bold")
-    for key, value in state.model_dump(mode="json").items():
+    for key, value in tidy_floats(state.model_dump(mode="json")).items():
         out.print(f"  {key:<22} {short_json(value)}", overflow="ellipsis", no_wrap=True)
     if changes:
         out.print("changed by this event:", style="bold")
         for change in changes:
-            out.print(_change_line(change.path, change.before, change.after, 40, indent=2))
+            before, after = tidy_floats(change.before), tidy_floats(change.after)
+            out.print(_change_line(change.path, before, after, 40, indent=2))
 
 
 def print_replay(result: ReplayResult) -> None:
@@ -336,14 +351,14 @@ def print_diff(
             equal = 0
         if row.kind in ("changed", "removed") and row.a is not None:
             out.print(
-                f"- {row.a:>5} {_record_line(a[row.a])}",
+                f"- {row.a:>5} {_record_line(a[row.a], row.changes)}",
                 style="red",
                 overflow="ellipsis",
                 no_wrap=True,
             )
         if row.kind in ("changed", "inserted") and row.b is not None:
             out.print(
-                f"+ {row.b:>5} {_record_line(b[row.b])}",
+                f"+ {row.b:>5} {_record_line(b[row.b], row.changes)}",
                 style="green",
                 overflow="ellipsis",
                 no_wrap=True,

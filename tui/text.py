@@ -22,6 +22,7 @@ __all__ = [
     "format_time",
     "safe_text",
     "short_json",
+    "tidy_floats",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # tabs and newlines too
@@ -68,6 +69,26 @@ def cut_middle(text: str, width: int) -> str:
 def short_json(value: Any, width: int = 100) -> str:
     """``value`` as one line of JSON (keys sorted), cut to ``width`` characters, safe to show."""
     return safe_text(cut(orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode(), width))
+
+
+SIGNIFICANT = 12
+"""Digits of a float a state view shows: sums of costs carry noise past the 15th digit
+(``0.00028 + 0.000168`` is ``0.00044799999999999994``), which reads as a change that is not."""
+
+
+def tidy_floats(value: Any) -> Any:
+    """``value`` with every float rounded to `SIGNIFICANT` digits, for a person to read.
+
+    Only for showing a state (the TUI's state pane, ``agent-journal state``): a diff and
+    ``--json`` show the exact numbers.
+    """
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT}g}")
+    if isinstance(value, dict):
+        return {key: tidy_floats(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [tidy_floats(item) for item in value]
+    return value
 
 
 def format_time(ts: str | None) -> str:

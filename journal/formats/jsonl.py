@@ -264,6 +264,11 @@ def _header(raw: bytes, name: str) -> dict[str, Any]:
             f'(header "format" is {header.get("format")!r}{hint})'
         )
     version = header.get("format_version")
+    if "format_version" not in header:
+        raise InvalidInputError(
+            f'{name}:1: header has no "format_version" (an export writes '
+            f'"format_version": {FORMAT_VERSION}; this code reads up to {FORMAT_VERSION})'
+        )
     if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
         raise InvalidInputError(
             f"{name}:1: format_version {version!r} is not supported (this code reads up to "

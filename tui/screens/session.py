@@ -27,9 +27,10 @@ from textual.worker import Worker, get_current_worker
 from journal import EVENT_TYPES, JournalError, SessionState, StoredEvent
 from replay import StateChange, Timeline
 
+from ..columns import failures
 from ..keys import bind, command
 from ..source import RowSource, matches
-from ..text import FAILURE_TYPES, STATUS_STYLE, safe_text
+from ..text import FAILURE_TYPES, STATUS_STYLE, safe_text, tidy_floats
 from ..widgets.lines import LineList
 from ..widgets.panes import Pane, Part, change_lines, fields_content, json_content
 from ..widgets.timeline import TimelineView
@@ -138,7 +139,7 @@ class SessionScreen(SearchingScreen):
             (f"{safe_text(self.session_id)}  ", "bold"),
             (summary.status, STATUS_STYLE.get(summary.status, "")),
             f"  seq {max(view.seq, 0)} of {summary.last_seq}",
-            f"  steps {summary.steps}  failures {summary.failures}",
+            f"  steps {summary.steps}  fail {failures(summary)}",  # as the sessions list
         ]
         if summary.halt_rule:
             parts.append((f"  halt: {safe_text(summary.halt_rule)}", "$text-error"))
@@ -449,11 +450,13 @@ class SessionScreen(SearchingScreen):
 def state_content(seq: int, after: SessionState, changes: list[StateChange]) -> Content:
     """What event ``seq`` changed, then every field of the state after it (built off the UI)."""
     parts: list[Part] = [(f"changed by seq {seq}:\n", "bold")]
-    parts += change_lines((change.path, change.before, change.after) for change in changes)
+    parts += change_lines(
+        (change.path, tidy_floats(change.before), tidy_floats(change.after)) for change in changes
+    )
     if not changes:
         parts.append(("  nothing\n", "italic $text-muted"))
     parts.append(("\nstate after it:\n", "bold"))
-    parts += fields_content(after.model_dump(mode="json"))
+    parts += fields_content(tidy_floats(after.model_dump(mode="json")))
     return Content.assemble(*parts)
 
 

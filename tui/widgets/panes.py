@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import orjson
-from rich.cells import get_character_cell_size
+from rich.cells import cell_len, get_character_cell_size
 from textual import events
 from textual.binding import BindingType
 from textual.containers import VerticalScroll
@@ -95,29 +95,55 @@ def hang(content: Content, width: int) -> Content:
     """Fold the lines of ``content`` wider than ``width`` cells, with a hanging indent.
 
     A continuation starts two cells right of where its line's text starts (at most half
-    the width in), so a long value never runs back to column 0. Folds fall on cells, not
-    words: a JSON string is shown exactly, spaces included.
+    the width in), so a long value never runs back to column 0. Folds fall after a space
+    (the space stays at the end of its line, so a JSON string is shown exactly, spaces
+    included), and inside a word only when the word is wider than a line.
     """
     if width <= 0:
         return content
     lines: list[Content] = []
     for line in content.split(allow_blank=True):
-        text = line.plain
         if line.cell_length <= width:
             lines.append(line)
             continue
+        text = line.plain
         indent = min(len(text) - len(text.lstrip(" ")) + 2, width // 2)
-        cuts, used, limit = [], 0, width
-        for offset, character in enumerate(text):
-            size = get_character_cell_size(character)
-            if used + size > limit and used:
-                cuts.append(offset)
-                used, limit = 0, width - indent
-            used += size
-        pieces = line.divide(cuts)
+        pieces = line.divide(fold_points(text, width, indent))
         lines.append(pieces[0])
         lines += [piece.pad_left(indent) for piece in pieces[1:]]
     return Content("\n").join(lines)
+
+
+def fold_points(text: str, width: int, indent: int) -> list[int]:
+    """Where `hang` folds ``text``: offsets after a space where one fits, else at a cell.
+
+    The first line has ``width`` cells, each continuation ``width - indent``; the spaces of
+    the line's own indentation are no place to fold, nor a space before a word no line
+    could hold (it is cut where the line ends).
+    """
+    start = len(text) - len(text.lstrip(" "))
+    cuts: list[int] = []
+    piece, used, limit, space, offset = 0, 0, width, -1, 0
+    while offset < len(text):
+        character = text[offset]
+        size = get_character_cell_size(character)
+        if used + size > limit and used:
+            fold = space > piece and _fits(text, space, width - indent)
+            piece = space if fold else offset
+            cuts.append(piece)
+            offset, used, limit, space = piece, 0, width - indent, -1  # the rest, from there
+            continue
+        used += size
+        if character == " " and offset >= start:
+            space = offset + 1
+        offset += 1
+    return cuts
+
+
+def _fits(text: str, at: int, width: int) -> bool:
+    """Whether the word starting at ``at`` fits in ``width`` cells."""
+    end = text.find(" ", at)
+    return cell_len(text[at : len(text) if end < 0 else end]) <= width
 
 
 class Pane(VerticalScroll):

@@ -34,6 +34,13 @@ MARKS: dict[str, tuple[str, str]] = {
 TYPE_WIDTH = 19
 """Cells of the type column (the longest type name)."""
 
+SUMMARY_ROOM = 32
+"""Cells the summary keeps before the time column gives way: at 80 columns the timeline
+is 48 cells wide, and with the time its summaries would be cut to ten (``infrastru…``)."""
+
+TIME_WIDTH = 13
+"""Cells of the time column, ``HH:MM:SS.mmm`` and its space."""
+
 
 class TimelineView(LineList):
     """The events of one session, one line each: gutter, seq, time, type, summary."""
@@ -103,14 +110,20 @@ class TimelineView(LineList):
     # -- drawing ----------------------------------------------------------------------
 
     def render_row(self, index: int, width: int) -> Text:
-        """Gutter sign, seq, time, type and the one-line summary of line ``index``."""
+        """Gutter sign, seq, time, type and the one-line summary of line ``index``.
+
+        The time is left out when with it the summary would have fewer than `SUMMARY_ROOM`
+        cells (the event pane shows it): on a narrow terminal the summary says more.
+        """
         row = self.source.row(self.seq_at(index))
         if row is None:
             return Text("…", style="dim")
         sign, sign_style = MARKS.get(row.type, (" ", ""))
         text = Text()
         text.append(sign, style=sign_style)
-        text.append(f" {row.seq:>{self._seq_width}} {row.ts[11:23]} ", style="dim")
+        prefix = 1 + 1 + self._seq_width + 1 + TIME_WIDTH + TYPE_WIDTH + 1
+        time = f"{row.ts[11:23]} " if width - prefix >= SUMMARY_ROOM else ""
+        text.append(f" {row.seq:>{self._seq_width}} {time}", style="dim")
         text.append(f"{row.type:<{TYPE_WIDTH}} ", style=event_style(row.type))
         text.append(safe_text(row.summary))
         return text
