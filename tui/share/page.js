@@ -15,6 +15,8 @@
   const DIFF = INDEX.diff;
   const ROW = 22;
   const chunks = new Map();
+  /** A chunk the parser has not reached yet: asked again once the document is read. */
+  class Pending extends Error {}
   const copy = (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
   const json = (value) => (value === undefined ? "(absent)" : JSON.stringify(value));
   const pretty = (value) => JSON.stringify(value, null, 2);
@@ -23,7 +25,9 @@
     const key = run + "-" + number;
     let found = chunks.get(key);
     if (!found) {
-      found = JSON.parse($("aj-" + key).textContent);
+      const node = $("aj-" + key);
+      if (!node) throw new Pending();
+      found = JSON.parse(node.textContent);
       chunks.set(key, found);
     }
     return found;
@@ -226,8 +230,14 @@
     pane.replaceChildren();
     const index = selected[view.key];
     if (index === undefined) return;
-    if (view.key === "diff") diffDetail(index);
-    else runDetail(view.run, RUNS[view.run].rows[index][0], pane);
+    try {
+      if (view.key === "diff") diffDetail(index);
+      else runDetail(view.run, RUNS[view.run].rows[index][0], pane);
+    } catch (error) {
+      if (!(error instanceof Pending)) throw error;
+      pane.replaceChildren(el("p", "note", "loading…"));
+      document.addEventListener("DOMContentLoaded", detail, { once: true });
+    }
   }
 
   // -- the header and the tabs ------------------------------------------------------------

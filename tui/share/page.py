@@ -71,10 +71,17 @@ def page_lines(runs: SharedRuns) -> Iterator[bytes]:
         .encode("utf-8")
     )
     yield json_block("aj-index", index).encode("utf-8")
+    # the first chunk of each run before the script, the rest after it: the page draws
+    # while the parser still reads the later chunks (the script waits for one it needs)
     for run, run_chunks in enumerate(chunks):
-        for number, chunk in enumerate(run_chunks):
+        if run_chunks:
+            yield json_block(f"aj-{run}-0", run_chunks[0]).encode("utf-8")
+    script_part, end = tail.split("</body>")
+    yield script_part.replace("{{script}}", script).encode("utf-8")
+    for run, run_chunks in enumerate(chunks):
+        for number, chunk in enumerate(run_chunks[1:], start=1):
             yield json_block(f"aj-{run}-{number}", chunk).encode("utf-8")
-    yield tail.replace("{{script}}", script).encode("utf-8")
+    yield ("</body>" + end).encode("utf-8")
 
 
 def write_page(runs: SharedRuns, path: str | Path) -> int:
