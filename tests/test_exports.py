@@ -154,6 +154,7 @@ PUBLIC: dict[str, list[str]] = {
         "proposal_from_response",
         "read_input",
         "read_jsonl",
+        "rechain",
         "response_body",
         "select_sessions",
         "system_prompt_of",
@@ -399,6 +400,7 @@ PUBLIC: dict[str, list[str]] = {
         "recorded_deps",
     ],
     "tui": [],
+    "tui.share": ["CHUNK", "SharedRuns", "gather", "page_data", "write_page"],
 }
 """What each package exports. Adding or dropping a name is a change of the public API:
 update this table on purpose, and say so in the commit."""

@@ -53,6 +53,8 @@ class JournalApp(App[None]):
         poll: seconds between checks for new events when the store cannot push them.
         state_delay: seconds the cursor rests on an event before the state after it is
             folded (tests use 0).
+        read_only: write no session: ``r`` replays and shows the verdict without saving
+            the replay (``agent-journal serve`` without ``--writable``).
 
     Raises:
         JournalError: the journal is missing or unreadable, or a session is unknown (before
@@ -80,6 +82,7 @@ class JournalApp(App[None]):
         follow: bool = True,
         poll: float = 0.25,
         state_delay: float = STATE_DELAY,
+        read_only: bool = False,
     ) -> None:
         super().__init__()
         self._owns_journal = not isinstance(db, Journal)
@@ -98,6 +101,7 @@ class JournalApp(App[None]):
         self.follow = follow
         self.poll = poll
         self.state_delay = state_delay
+        self.read_only = read_only
         self.closing = threading.Event()
         self._followed = threading.Event()
 
@@ -221,7 +225,7 @@ class JournalApp(App[None]):
                     f"session {session_id} records no agent reference: name the agent to run"
                 )
             try:
-                return Replayer(ReplayOptions(agent=agent), save=True).replay(
+                return Replayer(ReplayOptions(agent=agent), save=not self.read_only).replay(
                     self.journal, session_id
                 )
             except UntrustedReferenceError as refused:
@@ -243,7 +247,7 @@ class JournalApp(App[None]):
         if not result.saved:  # nothing to diff with: say why
             self.push_screen(
                 ChoiceScreen(
-                    f"replay of {original}: {verdict}\n{result.unsaved or 'not saved'}",
+                    f"replay of {original}: {verdict}\n{result.unsaved or self._why_unsaved()}",
                     [("close", "close")],
                 )
             )
@@ -255,6 +259,9 @@ class JournalApp(App[None]):
             ),
             lambda answer: self._open_diff(original, replayed) if answer == "diff" else None,
         )
+
+    def _why_unsaved(self) -> str:
+        return "read-only: the replay is not saved" if self.read_only else "not saved"
 
     def _open_diff(self, a: str, b: str) -> None:
         self.push_screen(DiffScreen(a, b))

@@ -18,6 +18,7 @@ from .cli_capture import drain
 from .cli_proxy import proxy
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_search import search
+from .cli_share import serve, share
 from .cli_tui import tui
 from .cli_verify import anchor, verify
 from .clikit import (
@@ -425,7 +426,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
     )
 
 
-for _command in (demo, state, replay, fork, diff, fixture, drain, search, proxy):
+for _command in (demo, state, replay, fork, diff, fixture, drain, search, proxy, share, serve):
     cli.add_command(_command)
 cli.add_command(tui)
 cli.add_command(verify)

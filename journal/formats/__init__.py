@@ -31,7 +31,7 @@ from .openai_messages import (
     tool_specs_of,
 )
 from .otlp import otlp_document, otlp_json
-from .redact import Redactor
+from .redact import Redactor, rechain
 from .transfer import CopyResult, copy_session, copy_sessions, select_sessions
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "proposal_from_response",
     "read_input",
     "read_jsonl",
+    "rechain",
     "response_body",
     "select_sessions",
     "system_prompt_of",
