@@ -10,13 +10,22 @@ handled differently: its total sent back rounded).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
+
+import openai
 
 from capture import Capture
 from journal import Journal
 
 capture = Capture(Journal.open(":memory:"))
-client: Any = None
+client: Any = capture.openai(
+    openai.OpenAI(
+        base_url=os.environ.get("SHOP_MODEL_URL", "http://127.0.0.1:9/v1"),
+        api_key=os.environ.get("OPENAI_API_KEY", "unset"),
+        max_retries=0,
+    )
+)
 PLANTED: set[str] = set()
 SENT: list[str] = []
 """Who was e-mailed (a replay must add no one)."""
@@ -47,9 +56,9 @@ def check_stock(sku: str, quantity: Any) -> dict[str, Any]:
 
 
 @capture.tool(side_effects=True)
-def send_email(to: str, body: str) -> str:
+def send_email(to: str, body: str) -> dict[str, str]:
     SENT.append(to)
-    return "sent"
+    return {"status": "sent"}
 
 
 DISPATCH = {"lookup_order": lookup_order, "check_stock": check_stock, "send_email": send_email}

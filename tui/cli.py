@@ -250,11 +250,12 @@ def export(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "openai"]),
+    type=click.Choice(["jsonl", "openai", "otlp"]),
     default="jsonl",
     show_default=True,
-    help="Input format: jsonl (this project's), or openai (chat transcripts: a message "
-    "array, an object with messages and metadata, an array of those, or JSONL of them).",
+    help="Input format: jsonl (this project's), openai (chat transcripts: a message "
+    "array, an object with messages and metadata, an array of those, or JSONL of them), "
+    "or otlp (OpenTelemetry traces, JSON or protobuf: GenAI and OpenInference spans).",
 )
 @click.option(
     "--error-prefix",
@@ -273,13 +274,15 @@ def import_(
     file is read first (malformed input: exit 2, nothing written) and a report says what
     could not be mapped (--json: as JSON on stdout).
     """
-    if fmt == "openai":
+    if fmt in ("openai", "otlp"):
         from .cli_formats import import_openai_files
 
-        import_openai_files(files, db, error_prefix, as_json)
+        if fmt == "otlp" and error_prefix is not None:
+            raise click.UsageError("--error-prefix applies to --format openai")
+        import_openai_files(files, db, error_prefix, as_json, fmt)
         return
     if error_prefix is not None or as_json:
-        raise click.UsageError("--error-prefix and --json apply to --format openai")
+        raise click.UsageError("--error-prefix and --json apply to --format openai or otlp")
     from journal import import_file
 
     failed = 0

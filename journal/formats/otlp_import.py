@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from ..canonical import check_json, format_ts, valid_session_id
+from ..canonical import check_json, valid_session_id
 from ..errors import InvalidEventError, InvalidInputError
 from ..events import (
     ActionCommitted,
