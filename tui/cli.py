@@ -15,6 +15,7 @@ import orjson
 from journal import InvalidInputError, JournalError, SessionDetails, SessionStatus
 
 from .cli_capture import drain
+from .cli_collect import collect
 from .cli_proxy import proxy
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_search import search
@@ -432,6 +433,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 
 for _command in (demo, state, replay, fork, diff, fixture, drain, search, proxy):
     cli.add_command(_command)
+cli.add_command(collect)
 cli.add_command(tui)
 cli.add_command(verify)
 cli.add_command(anchor)

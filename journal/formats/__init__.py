@@ -31,6 +31,7 @@ from .openai_messages import (
     tool_specs_of,
 )
 from .otlp import otlp_document, otlp_json
+from .otlp_collect import TraceCollector
 from .otlp_import import CONTENT_SETTINGS, convert_batch, convert_otlp, request_digest
 from .otlp_messages import projection as message_projection
 from .otlp_read import OtlpBatch, read_body, read_otlp
@@ -48,6 +49,7 @@ __all__ = [
     "JsonlFile",
     "OtlpBatch",
     "Redactor",
+    "TraceCollector",
     "content_text",
     "convert_batch",
     "convert_files",

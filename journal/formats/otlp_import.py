@@ -63,6 +63,7 @@ __all__ = [
     "convert_batch",
     "convert_otlp",
     "request_digest",
+    "session_key",
 ]
 
 CAPTURED_WITH = "trace"
@@ -101,6 +102,11 @@ def _session_key(spans: Sequence[Span], notes: Findings) -> str:
                 return value
             notes.add("invalid_session_id", span.where, f"{key}={value!r:.60} is not a session id")
     return spans[0].trace_id
+
+
+def session_key(spans: Sequence[Span]) -> str:
+    """The session a trace's spans belong to: its ``session.id`` and the like, else the trace."""
+    return _session_key(spans, Findings())
 
 
 @dataclass
