@@ -70,7 +70,8 @@ class TracePlayer(EntryPlayer):
         traced = event.request if isinstance(event, ActionProposed | ModelCallFailed) else None
         if traced is not None and str(traced.get("digest", "")).startswith("trace:"):
             key = str(request.get("messages_key", "messages"))
-            asked = whole.get(key) if isinstance(whole.get(key), list) else []
+            found = whole.get(key)
+            asked: list[Any] = found if isinstance(found, list) else []
             if request_digest(asked) != traced["digest"] and self.follower.fits():
                 recorded = traced.get("messages")
                 why = _first_difference(recorded if isinstance(recorded, list) else [], asked)

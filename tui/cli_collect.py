@@ -52,7 +52,8 @@ def _handler(collector: Any) -> type[BaseHTTPRequestHandler]:
                 if self.headers.get("Content-Encoding") == "gzip":
                     data = gzip.decompress(data)
                 binary = "protobuf" in (self.headers.get("Content-Type") or "")
-                batch = read_body(data, f"POST {self.path}", binary=binary)
+                kind = "logs" if self.path.startswith("/v1/logs") else "traces"
+                batch = read_body(data, f"POST {self.path}", binary=binary, kind=kind)
             except (InvalidInputError, OSError, EOFError) as e:
                 _echo(f"agent-journal collect: refused: {e}")
                 message = str(e).replace('"', "'").encode()

@@ -415,9 +415,9 @@ def convert_batch(batch: OtlpBatch, where: str) -> ConvertedFile:
         mapper = _Session(session_id, traces, logs)
         events = mapper.convert(converted.unmapped, converted.notes)
         session = ConvertedSession(session_id, f"{where} (session {session_id})", events)
-        for at, record in session.records():
+        for at, flat in session.records():
             try:
-                check_json(record)
+                check_json(flat)
             except InvalidEventError as e:
                 raise InvalidInputError(f"{at}: {e}") from e
         converted.sessions.append(session)

@@ -256,13 +256,12 @@ def model_call_of(span: Span, logs: Sequence[LogRecord]) -> ModelCall | None:
         failure=_failure(span),
     )
     if "gen_ai.input.messages" in a or "gen_ai.output.messages" in a:
-        system = _semconv_messages(a.get("gen_ai.system_instructions"))
-        inputs = _semconv_messages(a.get("gen_ai.input.messages"))
-        if system:
-            system = [{"role": "system", "content": m.get("content")} for m in system]
-        call.inputs = [*(system or []), *(inputs or [])] or None
-        outputs = _semconv_messages(a.get("gen_ai.output.messages"))
-        call.reply = outputs[0] if outputs else None
+        instructions = _semconv_messages(a.get("gen_ai.system_instructions")) or []
+        system = [{"role": "system", "content": m.get("content")} for m in instructions]
+        sent = _semconv_messages(a.get("gen_ai.input.messages")) or []
+        call.inputs = [*system, *sent] or None
+        replies = _semconv_messages(a.get("gen_ai.output.messages"))
+        call.reply = replies[0] if replies else None
         return call
     events = [(e.name, e.attributes) for e in span.events] + [(r.event_name, r.body) for r in logs]
     inputs_seen: list[dict[str, Any]] = []

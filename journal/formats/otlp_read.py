@@ -300,11 +300,16 @@ def _json_documents(data: bytes, name: str) -> Iterator[tuple[Any, str]]:
             raise _bad(f"{name}:{number}", f"not JSON ({e})") from None
 
 
-def _proto_document(message: bytes, where: str) -> dict[str, Any]:
-    """One binary OTLP request as its OTLP/JSON object (traces, else logs)."""
+def _proto_document(message: bytes, where: str, kind: str | None = None) -> dict[str, Any]:
+    """One binary OTLP request as its OTLP/JSON object.
+
+    ``kind`` (``traces``, ``logs``) says which request it is (an OTLP/HTTP path does); a
+    file's messages are tried as traces first, then as logs: both start with field 1, so a
+    logs request read as traces is told apart by its spans' ids, which would not be ids.
+    """
     try:
-        from google.protobuf import json_format
-        from google.protobuf.message import DecodeError
+        from google.protobuf import json_format  # type: ignore[import-untyped]
+        from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
     except ImportError:
@@ -312,18 +317,34 @@ def _proto_document(message: bytes, where: str) -> dict[str, Any]:
             where,
             "binary OTLP needs opentelemetry-proto: pip install 'agent-journal[otel]'",
         ) from None
-    for kind in (
-        trace_service_pb2.ExportTraceServiceRequest,
-        logs_service_pb2.ExportLogsServiceRequest,
-    ):
-        request = kind()
+    kinds: dict[str, Any] = {
+        "traces": trace_service_pb2.ExportTraceServiceRequest,
+        "logs": logs_service_pb2.ExportLogsServiceRequest,
+    }
+    failure = "empty"
+    for name in [kind] if kind else ["traces", "logs"]:
+        request = kinds[name]()
         try:
             request.ParseFromString(message)
         except (DecodeError, RuntimeError, ValueError) as e:
-            raise _bad(where, f"not an OTLP protobuf request ({e})") from None
-        if request.ListFields():
-            return json_format.MessageToDict(request)
-    return {"resourceSpans": []}
+            failure = str(e)
+            continue
+        if name == "traces" and not kind and not _ids_fit(request):
+            continue
+        document: dict[str, Any] = json_format.MessageToDict(request, use_integers_for_enums=True)
+        return document
+    raise _bad(where, f"not an OTLP protobuf request ({failure})")
+
+
+def _ids_fit(request: Any) -> bool:
+    return all(
+        len(span.span_id) == 8 and len(span.trace_id) == 16
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ) and all(
+        resource.scope_spans or not resource.ListFields() for resource in request.resource_spans
+    )
 
 
 def _proto_messages(data: bytes, name: str) -> Iterator[tuple[bytes, str]]:
@@ -342,10 +363,13 @@ def _proto_messages(data: bytes, name: str) -> Iterator[tuple[bytes, str]]:
         yield data, f"{name}: message 1"
 
 
-def read_body(data: bytes, name: str, *, binary: bool | None = None) -> OtlpBatch:
+def read_body(
+    data: bytes, name: str, *, binary: bool | None = None, kind: str | None = None
+) -> OtlpBatch:
     """The spans and records of OTLP bytes: JSON (lines) or protobuf, told apart by content.
 
-    ``binary`` forces protobuf (True) or JSON (False), as an HTTP ``Content-Type`` does.
+    ``binary`` forces protobuf (True) or JSON (False), as an HTTP ``Content-Type`` does;
+    ``kind`` (``traces``, ``logs``) says which request a protobuf body is.
     """
     stripped = data.lstrip()
     if binary is None:
@@ -356,7 +380,7 @@ def read_body(data: bytes, name: str, *, binary: bool | None = None) -> OtlpBatc
             batch.extend(read_document(document, where))
         return batch
     for message, where in _proto_messages(data, name):
-        batch.extend(read_document(_proto_document(message, where), where))
+        batch.extend(read_document(_proto_document(message, where, kind), where))
     return batch
 
 
