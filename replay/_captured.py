@@ -98,12 +98,19 @@ def _langgraph() -> CapturedPath:
     return replay_captured
 
 
+def _trace() -> CapturedPath:
+    from .trace_replay import replay_captured
+
+    return replay_captured
+
+
 CAPTURED_PATHS: Mapping[str, Callable[[], CapturedPath]] = {
     "entry": _entry,
     "recorder": _handwritten,
     "pydantic-ai": _pydantic_ai,
     "openai-agents": _openai_agents,
     "langgraph": _langgraph,
+    "trace": _trace,
 }
 """``captured_with`` → the path that replays such sessions (imported when first asked for)."""
 

@@ -15,6 +15,7 @@ import orjson
 from journal import InvalidInputError, JournalError, SessionDetails, SessionStatus
 
 from .cli_capture import drain
+from .cli_collect import collect
 from .cli_proxy import proxy
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_search import search
@@ -251,11 +252,12 @@ def export(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "openai"]),
+    type=click.Choice(["jsonl", "openai", "otlp"]),
     default="jsonl",
     show_default=True,
-    help="Input format: jsonl (this project's), or openai (chat transcripts: a message "
-    "array, an object with messages and metadata, an array of those, or JSONL of them).",
+    help="Input format: jsonl (this project's), openai (chat transcripts: a message "
+    "array, an object with messages and metadata, an array of those, or JSONL of them), "
+    "or otlp (OpenTelemetry traces, JSON or protobuf: GenAI and OpenInference spans).",
 )
 @click.option(
     "--error-prefix",
@@ -274,13 +276,15 @@ def import_(
     file is read first (malformed input: exit 2, nothing written) and a report says what
     could not be mapped (--json: as JSON on stdout).
     """
-    if fmt == "openai":
+    if fmt in ("openai", "otlp"):
         from .cli_formats import import_openai_files
 
-        import_openai_files(files, db, error_prefix, as_json)
+        if fmt == "otlp" and error_prefix is not None:
+            raise click.UsageError("--error-prefix applies to --format openai")
+        import_openai_files(files, db, error_prefix, as_json, fmt)
         return
     if error_prefix is not None or as_json:
-        raise click.UsageError("--error-prefix and --json apply to --format openai")
+        raise click.UsageError("--error-prefix and --json apply to --format openai or otlp")
     from journal import import_file
 
     failed = 0
@@ -428,6 +432,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 
 for _command in (demo, state, replay, fork, diff, fixture, drain, search, proxy, share, serve):
     cli.add_command(_command)
+cli.add_command(collect)
 cli.add_command(tui)
 cli.add_command(verify)
 cli.add_command(anchor)

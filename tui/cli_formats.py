@@ -39,25 +39,28 @@ def _print_findings(title: str, findings: dict[str, object]) -> None:
 
 
 def import_openai_files(
-    files: Sequence[Path], db: str, error_prefix: str | None, as_json: bool
+    files: Sequence[Path], db: str, error_prefix: str | None, as_json: bool, fmt: str = "openai"
 ) -> None:
-    """Import OpenAI-style transcripts and report what could not be mapped.
+    """Import OpenAI-style transcripts (or OTLP traces) and report what could not be mapped.
 
     Every file is read and mapped before the journal is opened, so malformed input (exit
     2, one line naming file:line) writes nothing, not even a new journal file.
     """
-    from journal.formats import convert_files, import_converted
+    from journal.formats import convert_files, convert_otlp, import_converted
 
-    converted = convert_files(files, error_prefix=error_prefix)
+    converted = (
+        convert_otlp(files) if fmt == "otlp" else convert_files(files, error_prefix=error_prefix)
+    )
     with open_for_writing(db) as journal:
         report = import_converted(journal, converted)
-        _print_report(report, as_json)
+        _print_report(report, as_json, fmt)
         if report.errors:
             sys.exit(EXIT_BAD_INPUT)  # inside: a new journal left empty is removed
 
 
-def _print_report(report: ImportReport, as_json: bool) -> None:
+def _print_report(report: ImportReport, as_json: bool, fmt: str) -> None:
     document = report.as_json()
+    document["format"] = fmt
     if as_json:
         print_json(document)
     for item in report.files:

@@ -31,10 +31,15 @@ from .openai_messages import (
     tool_specs_of,
 )
 from .otlp import otlp_document, otlp_json
+from .otlp_collect import TraceCollector
+from .otlp_import import CONTENT_SETTINGS, convert_batch, convert_otlp, request_digest
+from .otlp_messages import projection as message_projection
+from .otlp_read import OtlpBatch, read_body, read_otlp
 from .redact import Redactor, rechain
 from .transfer import CopyResult, copy_session, copy_sessions, select_sessions
 
 __all__ = [
+    "CONTENT_SETTINGS",
     "FORMAT",
     "FORMAT_VERSION",
     "MODEL_SETTINGS",
@@ -42,9 +47,13 @@ __all__ = [
     "ImportReport",
     "ImportResult",
     "JsonlFile",
+    "OtlpBatch",
     "Redactor",
+    "TraceCollector",
     "content_text",
+    "convert_batch",
     "convert_files",
+    "convert_otlp",
     "copy_session",
     "copy_sessions",
     "export_lines",
@@ -53,14 +62,18 @@ __all__ = [
     "import_converted",
     "import_file",
     "import_openai",
+    "message_projection",
     "otlp_document",
     "otlp_json",
     "parse_arguments",
     "proposal_from_completion",
     "proposal_from_response",
+    "read_body",
     "read_input",
     "read_jsonl",
+    "read_otlp",
     "rechain",
+    "request_digest",
     "response_body",
     "select_sessions",
     "system_prompt_of",
