@@ -240,7 +240,9 @@ class Recorder:
         self.replay_of = replay_of
         self._state = SessionState()
         self._proposal: tuple[ToolCall, ...] = ()
-        self._output = self.destination.session(self.session_id)
+        self.output = self.destination.session(self.session_id)
+        """The session's way out (`capture.output.SessionOutput`): ``output.flush()`` returns
+        once every event recorded so far is written (grouped durability)."""
 
     @property
     def journal(self) -> Journal:
@@ -250,7 +252,7 @@ class Recorder:
     @property
     def spooling(self) -> bool:
         """True once the journal failed this session and its events go to the spool."""
-        return self._output.spooling
+        return self.output.spooling
 
     @classmethod
     def resume(cls, journal: Journal, session_id: str, *, clock: Clock | None = None) -> Self:
@@ -305,7 +307,7 @@ class Recorder:
     def _write(self, event: AgentEvent) -> None:
         seq = self.next_seq
         when = self.clock(seq) if self.clock is not None else self.destination.now()
-        state = self._output.write(seq, when, event)
+        state = self.output.write(seq, when, event)
         if state is None:  # redacted, held back or spooled: the journal did not fold it
             stamp = format_ts(when)
             state = apply(
@@ -689,17 +691,9 @@ class Recorder:
         sampling = self.destination.sampling
         return {} if sampling is None else {"sampling": sampling.record()}
 
-    def flush(self) -> None:
-        """Return once every event recorded so far is written (the journal or the spool).
-
-        With grouped durability (`capture.output.Destination`) events are written by a
-        background writer; otherwise each was written before its call returned.
-        """
-        self._output.flush()
-
     def close(self) -> None:
         """The session is over: what it queued is written (sampled: now, if it is kept)."""
-        self._output.close(self._state)
+        self.output.close(self._state)
 
     # -- context manager -------------------------------------------------------------
 

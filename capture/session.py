@@ -503,7 +503,7 @@ class CapturedSession:
     def _before_running(self, info: ToolInfo) -> None:
         """A tool with side effects runs only once the events leading to it are durable."""
         if info.side_effects:
-            self.recorder.flush()
+            self.recorder.output.flush()
 
     def _ran(
         self,

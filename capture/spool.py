@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import threading
 import time
 import uuid
@@ -42,7 +43,15 @@ from typing import Any
 
 import orjson
 
-from journal import GENESIS_HASH, AgentEvent, InvalidEventError, Journal, JournalError, encode
+from journal import (
+    GENESIS_HASH,
+    AgentEvent,
+    InvalidEventError,
+    InvalidInputError,
+    Journal,
+    JournalError,
+    encode,
+)
 
 __all__ = [
     "LOG_INTERVAL",
@@ -114,8 +123,13 @@ class Spool:
 
     @classmethod
     def at(cls, path: str | Path) -> Spool:
-        """The spool at ``path``, one object per path in a process (so counts add up)."""
-        resolved = Path(path).resolve()
+        """The spool at ``path``, one object per path in a process (so counts add up).
+
+        The folder is resolved, the file's own name is not: a spool that is a symbolic
+        link stays one, and is refused (`own_file`), never followed.
+        """
+        given = Path(path)
+        resolved = given.parent.resolve() / given.name
         with _REGISTRY_LOCK:
             spool = _REGISTRY.get(resolved)
             if spool is None:
@@ -142,7 +156,7 @@ class Spool:
 
     def _write(self, data: bytes) -> None:
         while True:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 if not self._is_current(fd):
@@ -167,8 +181,9 @@ class Spool:
         Files left by a drain that stopped half-way are returned too (draining is
         idempotent, so reading them again is harmless).
         """
+        own_file(self.path)
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW)
         except FileNotFoundError:
             pass
         else:
@@ -178,6 +193,9 @@ class Spool:
                     os.rename(self.path, f"{self.path}{_DRAINING}{uuid.uuid4().hex[:12]}")
             finally:
                 os.close(fd)
+        return [own_file(path) for path in self._left_by_drains()]
+
+    def _left_by_drains(self) -> list[Path]:
         return sorted(self.path.parent.glob(f"{self.path.name}{_DRAINING}*"))
 
     def empty(self) -> bool:
@@ -185,21 +203,42 @@ class Spool:
 
         No spool file (or an empty one) and no file a drain left.
         """
-        try:
-            if self.path.stat().st_size:
-                return False
-        except FileNotFoundError:
-            pass
-        return not any(self.path.parent.glob(f"{self.path.name}{_DRAINING}*"))
+        if own_file(self.path).exists() and self.path.stat().st_size:
+            return False
+        return not [own_file(path) for path in self._left_by_drains()]
 
     def pending(self) -> dict[str, int]:
         """Events waiting in the spool (and in files a drain left), by session."""
         counts: dict[str, int] = defaultdict(int)
-        files = [self.path, *self.path.parent.glob(f"{self.path.name}{_DRAINING}*")]
-        for path in files:
+        for path in [self.path, *self._left_by_drains()]:
             for _, record in _records(path):
                 counts[str(record.get("session_id"))] += 1
         return dict(counts)
+
+
+def own_file(path: Path) -> Path:
+    """``path``, unless it is something a spool never is: a symbolic link, a folder, a device.
+
+    A missing file is fine (nothing spooled). Checked with ``lstat`` (and the files opened
+    with ``O_NOFOLLOW``), so a link planted in the spool's place makes drain refuse, not
+    rename, read or delete what it points at.
+
+    Raises:
+        InvalidInputError: naming the path and what it is.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return path
+    if stat.S_ISLNK(mode):
+        what = "a symbolic link"
+    elif not stat.S_ISREG(mode):
+        what = "not a regular file"
+    else:
+        return path
+    raise InvalidInputError(
+        f"{path}: {what}, not a spool file: a spool is never followed out of its folder"
+    )
 
 
 _REGISTRY: dict[Path, Spool] = {}
@@ -213,9 +252,11 @@ def _records(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     whole, so no session counted on it.
     """
     try:
-        data = path.read_bytes()
+        fd = os.open(own_file(path), os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return
+    with os.fdopen(fd, "rb") as file:
+        data = file.read()
     lines = data.split(b"\n")
     for number, line in enumerate(lines[:-1], start=1):
         if not line.strip():

@@ -218,7 +218,7 @@ def test_import_does_not_bring_back_an_erased_session(tmp_path: Path, pg_schema:
             journal.erase("ok-1", reason="user asked")
         again = run_cli("import", tmp_path / "ok-1.jsonl", tmp_path / "ok-2.jsonl", "--db", target)
         assert again.exit_code == 0, again.stderr
-        assert again.stderr.splitlines() == [
+        assert again.stdout.splitlines() == [
             f"skipped ok-1: erased from this journal ({tmp_path / 'ok-1.jsonl'})",
             f"imported ok-2: already present ({tmp_path / 'ok-2.jsonl'})",
         ]

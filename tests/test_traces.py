@@ -131,8 +131,8 @@ def test_a_trace_without_content_imports_and_says_why_it_cannot_replay(tmp_path:
     with serving() as url:
         _run_app("genai-off", f"json:{trace}", url)
     db = tmp_path / "journal.db"
-    code, _, err = _invoke("import", "--format", "otlp", str(trace), "--db", str(db))
-    assert code == 0 and "no_content" in err
+    code, out, _ = _invoke("import", "--format", "otlp", str(trace), "--db", str(db))
+    assert code == 0 and "no_content" in out
     (session,) = _sessions(db)
     code, _, err = _invoke("replay", str(session["session_id"]), "--db", str(db), "--agent", ENTRY)
     assert code == 2
