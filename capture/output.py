@@ -199,11 +199,6 @@ class Destination:
         """When events are written: ``"grouped"`` by the background writer, or ``"each"``."""
         return "each" if self.writer is None else "grouped"
 
-    def flush(self) -> None:
-        """Return once every event written through here so far is in the journal or spool."""
-        if self.writer is not None:
-            self.writer.flush()
-
     @property
     def fail_open(self) -> bool:
         """Whether writes the journal cannot take go to the spool."""
