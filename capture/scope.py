@@ -8,6 +8,7 @@ Three wrappers, and the code between them stays as it is::
     capture = Capture("agent-journal.db")
     client = capture.openai(OpenAI())          # chat.completions.create, responses.create
     claude = capture.anthropic(Anthropic())    # messages.create, messages.stream
+    gemini = capture.genai(genai.Client())     # models.generate_content(_stream)
 
     @capture.tool
     def lookup_order(order_id: str) -> dict: ...
@@ -222,6 +223,18 @@ class Capture:
         from .clients.anthropic import captured_anthropic
 
         wrapped: F = captured_anthropic(client)
+        return wrapped
+
+    def genai(self, client: F) -> F:
+        """The google-genai client (``genai.Client``), journaling inside sessions.
+
+        ``models.generate_content`` and ``models.generate_content_stream``, of
+        ``client.aio.models`` too, and the chats that call them (`capture.clients.genai`);
+        needs ``pip install 'agent-journal[genai]'``.
+        """
+        from .clients.genai import captured_genai
+
+        wrapped: F = captured_genai(client)
         return wrapped
 
     def langchain(self, model: M) -> M:
