@@ -233,7 +233,7 @@ async def answer_async(question: str, think: bool = False) -> str:
 
 
 @capture.entry
-async def answer_async_streamed(question: str) -> str:
+async def answer_async_streamed(question: str, think: bool = False) -> str:
     """The loop of `answer_streamed` on ``client.aio.models``."""
     contents = _question(question)
     shown: list[str] = []
@@ -241,7 +241,7 @@ async def answer_async_streamed(question: str) -> str:
         while True:
             parts: list[types.Part] = []
             stream = await client.aio.models.generate_content_stream(
-                model=MODEL, contents=contents, config=config(False)
+                model=MODEL, contents=contents, config=config(think)
             )
             async for chunk in stream:
                 pieces = chunk.candidates[0].content.parts or []
