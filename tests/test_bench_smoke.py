@@ -100,6 +100,19 @@ def test_the_user_code_bench_runs_and_prints_every_row() -> None:
         assert row in done.stdout, done.stdout
 
 
+def test_the_genai_bench_runs_both_clients_and_prints_the_ratio() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH.parent / "genai_bench.py"), "--calls", "3", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "bare client" in done.stdout and "captured client" in done.stdout, done.stdout
+    assert "ratio " in done.stdout
+
+
 def test_the_long_session_bench_runs_both_sides_and_restores_the_setting() -> None:
     bench = BENCH.parent / "long_session_bench.py"
     code = (
