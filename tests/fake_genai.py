@@ -9,8 +9,9 @@ last). A request whose ``generationConfig.thinkingConfig.includeThoughts`` is se
 thought part before each answer and a ``thoughtSignature`` (bytes that are not UTF-8, in
 base64) on its first part, and the server refuses (400) a conversation whose earlier model
 turns do not send their signatures back unchanged, as the real API does for function calls.
-Usage counts the prompt, the candidates, the thoughts and (after a conversation's first call)
-cached prompt tokens.
+A request for JSON (``responseMimeType``) with no tools gets the JSON object
+``{"question": ..., "answer": "in stock"}`` as its text. Usage counts the prompt, the
+candidates, the thoughts and (after a conversation's first call) cached prompt tokens.
 
 `Gemini.faults` queues what the next requests get instead: ``"429"``, ``"500"``, ``"503"``
 (an error status and Google's error body), ``"break:N"`` (a stream's first N chunks, then an
@@ -27,10 +28,11 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests import fake_openai
+from tests.client_replays import threaded_server
 
 STATUS = {
     400: "INVALID_ARGUMENT",
@@ -63,6 +65,12 @@ def _thinking(body: dict[str, Any]) -> bool:
     return bool(config.get("includeThoughts") or config.get("include_thoughts"))
 
 
+def _json_asked(body: dict[str, Any]) -> bool:
+    """Whether the request asks for JSON and gives no tools (structured output)."""
+    asked = body.get("generationConfig", {}).get("responseMimeType") == "application/json"
+    return asked and not body.get("tools")
+
+
 def _signature(digest: str) -> str:
     """A thought signature: opaque bytes (not UTF-8), base64 on the wire."""
     return base64.b64encode(b"\xff\xfe" + hashlib.sha256(digest.encode()).digest()[:10]).decode()
@@ -72,6 +80,9 @@ def response(body: dict[str, Any], model: str) -> dict[str, Any]:
     """The whole ``GenerateContentResponse`` answering ``body``."""
     messages = _conversation(body)
     text, call = fake_openai.decide(messages)
+    if _json_asked(body):  # structured output: the answer as the JSON object asked for
+        question = messages[0]["content"] if messages else ""
+        text, call = json.dumps({"question": question, "answer": "in stock"}), None
     digest = fake_openai._digest(messages)
     parts: list[dict[str, Any]] = []
     if _thinking(body):
@@ -213,13 +224,5 @@ class Gemini(BaseHTTPRequestHandler):
 def serving() -> Iterator[str]:
     """The server on a free port while the block runs; yields its root URL."""
     Gemini.faults, Gemini.requests, Gemini.script = [], [], None
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gemini)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with threaded_server(Gemini) as url:
+        yield url

@@ -6,7 +6,6 @@ The real ``anthropic`` package talks HTTP to `tests.fake_anthropic`; the scratch
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted
-from replay import ReplayOptions, ReplayResult, replay_entry, write_fixture
+from replay import write_fixture
 
 from . import anthropic_app as app
+from .client_replays import LOOP, events, replayed, run
 from .fake_anthropic import Anthropic, serving
 
 QUESTION = "Where is order 5?"
@@ -45,11 +45,6 @@ def recorded(*faults: str | None) -> Iterator[Journal]:
         yield journal
 
 
-def run(entry: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    result = entry(*args, **kwargs)
-    return asyncio.run(result) if asyncio.iscoroutine(result) else result
-
-
 def record(
     entry: Callable[..., Any], *faults: str | None, question: str = QUESTION, **kwargs: Any
 ) -> tuple[Journal, str, Any]:
@@ -57,28 +52,6 @@ def record(
         answered = run(entry, question, **kwargs)
     (summary,) = journal.sessions()
     return journal, summary.session_id, answered
-
-
-def replayed(journal: Journal, session: str, entry: Any, **options: Any) -> ReplayResult:
-    return replay_entry(journal, session, entry, ReplayOptions(**options))
-
-
-def events(journal: Journal, session: str) -> list[Any]:
-    return [item.event for item in journal.events(session)]
-
-
-LOOP = [
-    "session_started",
-    "user_input",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "agent_completed",
-]
 
 
 def test_create_journals_system_tools_tool_choice_thinking_and_cache_usage() -> None:

@@ -6,22 +6,23 @@ The real ``google-genai`` package talks HTTP to `tests.fake_genai`; the scratch 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 from google.genai import errors, types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted
-from replay import ReplayOptions, ReplayResult, replay_entry, write_fixture
+from replay import write_fixture
 
 from . import genai_app as app
+from .client_replays import LOOP, events, replayed, run
 from .fake_genai import Gemini, serving
 
 QUESTION = "Where is order 5?"
@@ -46,11 +47,6 @@ def recorded(*faults: str | None) -> Iterator[Journal]:
         yield journal
 
 
-def run(entry: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    result = entry(*args, **kwargs)
-    return asyncio.run(result) if asyncio.iscoroutine(result) else result
-
-
 def record(
     entry: Callable[..., Any], *faults: str | None, question: str = QUESTION, **kwargs: Any
 ) -> tuple[Journal, str, Any]:
@@ -58,28 +54,6 @@ def record(
         answered = run(entry, question, **kwargs)
     (summary,) = journal.sessions()
     return journal, summary.session_id, answered
-
-
-def replayed(journal: Journal, session: str, entry: Any, **options: Any) -> ReplayResult:
-    return replay_entry(journal, session, entry, ReplayOptions(**options))
-
-
-def events(journal: Journal, session: str) -> list[Any]:
-    return [item.event for item in journal.events(session)]
-
-
-LOOP = [
-    "session_started",
-    "user_input",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "agent_completed",
-]
 
 
 def test_generate_content_journals_instruction_tools_config_thoughts_and_usage() -> None:
@@ -281,6 +255,44 @@ def test_contents_in_any_shape_the_sdk_sends_alike_are_the_same_request(shape: s
     finally:
         SHAPE[:] = ["text"]
     assert result.identical, result.first_divergence
+
+
+class Verdict(pydantic.BaseModel):
+    question: str
+    answer: str
+
+
+class NotedVerdict(Verdict):
+    note: str | None = None
+
+
+SCHEMA: list[type[Verdict]] = [Verdict]
+"""The response schema `structured` asks for (a test swaps in another)."""
+
+
+@app.capture.entry
+def structured(question: str) -> str:
+    """One call for structured output: what ``parsed`` is, and what it holds."""
+    config = types.GenerateContentConfig(
+        response_mime_type="application/json", response_schema=SCHEMA[0]
+    )
+    reply = app.client.models.generate_content(model=app.MODEL, contents=question, config=config)
+    return f"{type(reply.parsed).__name__} {reply.parsed!r}"
+
+
+def test_parsed_is_made_again_from_the_schema_and_a_schema_change_diverges() -> None:
+    journal, session, answered = record(structured)
+    assert answered == f"Verdict {Verdict(question=QUESTION, answer='in stock')!r}"
+    started = events(journal, session)[0]
+    assert started.model_settings["response_schema"]["json_schema"] == Verdict.model_json_schema()
+    result = replayed(journal, session, structured)  # (parsed as a Verdict again, not a dict)
+    assert result.identical, result.first_divergence
+    SCHEMA[:] = [NotedVerdict]
+    try:
+        divergence = replayed(journal, session, structured).first_divergence
+    finally:
+        SCHEMA[:] = [Verdict]
+    assert divergence is not None and divergence.seq == 0
 
 
 QUESTIONS = [f"Where is order {n}?" for n in range(20)]

@@ -39,6 +39,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pydantic
 from pydantic_core import to_jsonable_python
 
 from .._extras import missing_extra
@@ -61,10 +62,21 @@ _HOW_SENT = frozenset({"http_options"})
 
 
 def _json(value: Any) -> Any:
-    """The SDK's objects as JSON by their field names, bytes as base64, Nones left out."""
+    """The SDK's objects as JSON by their field names, bytes as base64, Nones left out.
+
+    A pydantic class (a ``response_schema``) as its JSON schema, so that a change to it is
+    a change of the request; anything else that is not JSON (a Python function in
+    ``tools``) as its repr.
+    """
     return to_jsonable_python(
-        value, by_alias=False, exclude_none=True, bytes_mode="base64", fallback=stable_repr
+        value, by_alias=False, exclude_none=True, bytes_mode="base64", fallback=_not_json
     )
+
+
+def _not_json(value: Any) -> Any:
+    if isinstance(value, type) and issubclass(value, pydantic.BaseModel):
+        return {"pydantic_model": value.__qualname__, "json_schema": value.model_json_schema()}
+    return stable_repr(value)
 
 
 def _config(config: Any) -> Any:
@@ -114,6 +126,7 @@ def _parsed(body: Any, kwargs: dict[str, Any]) -> Any:
     (a ``response_schema`` makes ``parsed`` again).
     """
     response = copy.deepcopy(body) if isinstance(body, dict) else {}
+    response.pop("parsed", None)  # (journaled as JSON; the SDK makes it again, typed)
     return types.GenerateContentResponse._from_response(
         response=response, kwargs=_schema(kwargs.get("config"))
     )
