@@ -462,3 +462,39 @@ def test_sessions_on_either_store_replay_identical_and_read_like_any_other(
         assert result.identical, result.first_divergence
         assert summary.tokens_in > 0 and summary.tokens_cached > 0
         assert otlp_document(any_journal, [summary.session_id])["resourceSpans"]
+
+
+def test_sessions_and_show_read_a_genai_session(tmp_path: Path) -> None:
+    import json
+
+    from .helpers import run_cli
+
+    db = tmp_path / "gemini.db"
+    with Journal.open(db) as journal, serving() as url:
+        app.bind(journal, url)
+        run(app.answer_streamed, QUESTION, think=True)
+    listed = run_cli("sessions", "--json", "--db", db)
+    assert listed.exit_code == 0, listed.stderr
+    (summary,) = json.loads(listed.stdout)
+    assert (summary["status"], summary["steps"], summary["agent"]) == (
+        "completed",
+        3,
+        "tests.genai_app:answer_streamed",
+    )
+    shown = run_cli("show", summary["session_id"], "--db", db)
+    assert shown.exit_code == 0, shown.stderr
+    assert "lookup_order" in shown.stdout and "send_email" in shown.stdout
+
+
+def test_without_the_package_capture_genai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from capture import MissingExtraError
+
+    monkeypatch.delitem(sys.modules, "capture.clients.genai")
+    monkeypatch.setitem(sys.modules, "google.genai", None)
+    with pytest.raises(MissingExtraError) as raised:
+        app.capture.genai(object())
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("google-genai is not installed")
+    assert message.endswith("pip install 'agent-journal[genai]'")
