@@ -498,3 +498,57 @@ def test_without_the_package_capture_genai_names_the_extra(monkeypatch: pytest.M
     message = str(raised.value)
     assert "\n" not in message and message.startswith("google-genai is not installed")
     assert message.endswith("pip install 'agent-journal[genai]'")
+
+
+AFC_RAN: list[str] = []
+"""Every call the SDK's automatic function calling made of the functions below."""
+
+
+def afc_lookup_order(order_id: str) -> dict[str, Any]:
+    """Look an order up."""
+    AFC_RAN.append(f"lookup_order({order_id})")
+    return {"order_id": order_id, "sku": "SKU-1"}
+
+
+def afc_check_stock(sku: str, quantity: int) -> dict[str, Any]:
+    """Whether the units are in stock."""
+    AFC_RAN.append(f"check_stock({sku})")
+    return {"sku": sku, "in_stock": True}
+
+
+def afc_send_email(to: str, body: str) -> str:
+    """E-mail the customer."""
+    AFC_RAN.append(f"send_email({to})")
+    return "sent"
+
+
+for _function in (afc_lookup_order, afc_check_stock, afc_send_email):  # the policy's names
+    _function.__name__ = _function.__qualname__ = _function.__name__.removeprefix("afc_")
+
+
+@app.capture.entry
+def automatic(question: str) -> str:
+    """One ``generate_content`` with Python functions as tools: the SDK calls them."""
+    config = types.GenerateContentConfig(tools=[afc_lookup_order, afc_check_stock, afc_send_email])
+    reply = app.client.models.generate_content(model=app.MODEL, contents=question, config=config)
+    return app.text_of(reply.candidates[0].content.parts or [])
+
+
+def test_automatic_function_calling_is_one_model_call_whose_functions_a_replay_does_not_run() -> (
+    None
+):
+    AFC_RAN.clear()
+    journal, session, answered = record(automatic)
+    assert answered == ANSWER and len(AFC_RAN) == 3  # the SDK ran each function, live
+    found = events(journal, session)
+    assert [e.type for e in found] == ["session_started", "user_input", "action_proposed",
+                                       "agent_completed"]  # fmt: skip
+    assert found[2].request["params"]["tools"] == [
+        "<function lookup_order>",
+        "<function check_stock>",
+        "<function send_email>",
+    ]
+    AFC_RAN.clear()
+    result = replayed(journal, session, automatic)
+    assert result.identical, result.first_divergence
+    assert AFC_RAN == []  # the final response served: no function ran
