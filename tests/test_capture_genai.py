@@ -6,6 +6,7 @@ The real ``google-genai`` package talks HTTP to `tests.fake_genai`; the scratch 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -430,7 +431,8 @@ def test_outside_a_session_calls_pass_through_and_the_rest_of_the_client_too() -
     from google import genai
 
     with serving() as url:
-        raw = genai.Client(api_key="local", http_options=types.HttpOptions(base_url=url))
+        options = types.HttpOptions(base_url=url)
+        raw = genai.Client(api_key="local", http_options=options)
         wrapped = app.capture.genai(raw)
         reply = wrapped.models.generate_content(model=app.MODEL, contents="order 1")
         assert isinstance(reply, types.GenerateContentResponse)
@@ -438,6 +440,17 @@ def test_outside_a_session_calls_pass_through_and_the_rest_of_the_client_too() -
         chunks = list(wrapped.models.generate_content_stream(model=app.MODEL, contents="order 1"))
         assert all(isinstance(chunk, types.GenerateContentResponse) for chunk in chunks)
         assert wrapped.files is raw.files and wrapped.aio.caches is raw.aio.caches
+
+        async def in_async_with() -> Any:
+            async with app.capture.genai(
+                genai.Client(api_key="local", http_options=options)
+            ).aio as aio:
+                return await aio.models.generate_content(model=app.MODEL, contents="order 1")
+
+        with app.capture.genai(genai.Client(api_key="local", http_options=options)) as client:
+            again = client.models.generate_content(model=app.MODEL, contents="order 1")
+            assert again.candidates == reply.candidates
+        assert asyncio.run(in_async_with()).candidates == reply.candidates
 
 
 @pytest.mark.parametrize("entry", [app.answer_streamed, app.answer_async])

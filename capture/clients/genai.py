@@ -30,7 +30,8 @@ again), so the code reads what it read. Automatic function calling (Python funct
 ``tools``) runs inside one ``generate_content``: it is journaled as one model call (the
 final response), the functions' runs are not journaled and a replay does not run them.
 Everything else of the client (``files``, ``caches``, ``count_tokens``, ``embed_content``,
-``live``, ...) passes through, not journaled.
+``live``, ...) passes through, not journaled. The captured client is a context manager as
+the client is (``with``, and ``async with`` its ``aio``), closing the client after.
 """
 
 from __future__ import annotations
@@ -180,6 +181,26 @@ def _models(models: Any, settings: dict[str, Any] | None) -> Any:
     )
 
 
+class _Client(_Proxy):
+    """The captured ``Client``: a context manager as the client is (``with``: closed after)."""
+
+    def __enter__(self) -> _Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._wrapped.__exit__(*exc)
+
+
+class _AsyncClient(_Proxy):
+    """The captured ``client.aio``: ``async with`` as the client's (closed after)."""
+
+    async def __aenter__(self) -> _AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._wrapped.__aexit__(*exc)
+
+
 def captured_genai(client: Any) -> Any:
     """``client`` (a ``genai.Client``) with its content generation journaled; see the module."""
     settings = client_settings(client)
@@ -188,5 +209,6 @@ def captured_genai(client: Any) -> Any:
     aio = getattr(client, "aio", None)
     if aio is not None:
         async_models = _models(aio.models, settings)
-        own["aio"] = _Proxy(aio, models=async_models, chats=chats.AsyncChats(modules=async_models))
-    return _Proxy(client, **own)
+        async_chats = chats.AsyncChats(modules=async_models)
+        own["aio"] = _AsyncClient(aio, models=async_models, chats=async_chats)
+    return _Client(client, **own)
