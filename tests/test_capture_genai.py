@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -478,8 +482,6 @@ def test_sessions_on_either_store_replay_identical_and_read_like_any_other(
 
 
 def test_sessions_and_show_read_a_genai_session(tmp_path: Path) -> None:
-    import json
-
     from .helpers import run_cli
 
     db = tmp_path / "gemini.db"
@@ -500,8 +502,6 @@ def test_sessions_and_show_read_a_genai_session(tmp_path: Path) -> None:
 
 
 def test_without_the_package_capture_genai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
     from capture import MissingExtraError
 
     monkeypatch.delitem(sys.modules, "capture.clients.genai")
@@ -565,3 +565,30 @@ def test_automatic_function_calling_is_one_model_call_whose_functions_a_replay_d
     result = replayed(journal, session, automatic)
     assert result.identical, result.first_divergence
     assert AFC_RAN == []  # the final response served: no function ran
+
+
+OLDEST = "3.0.0"
+"""The oldest google-genai of the extra's range (``genai = ["google-genai>=3,<4"]``)."""
+
+
+@pytest.mark.slow
+def test_the_oldest_google_genai_of_the_range_captures_and_replays_too(tmp_path: Path) -> None:
+    target = tmp_path / "oldest"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+         f"google-genai=={OLDEST}"],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": f"{target}:{ROOT}"}
+    found = subprocess.run(
+        [sys.executable, "-c", "import google.genai.version as v; print(v.__version__)"],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert found.stdout.strip() == OLDEST
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+         str(Path(__file__)), "-k", "unchanged_code or retried or broken or planted or twenty"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
