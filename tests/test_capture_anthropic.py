@@ -7,8 +7,7 @@ The real ``anthropic`` package talks HTTP to `tests.fake_anthropic`; the scratch
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,37 +20,19 @@ from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted
 from replay import write_fixture
 
 from . import anthropic_app as app
-from .client_replays import LOOP, events, replayed, run
+from .client_replays import LOOP, Desk, events, replayed, run
 from .fake_anthropic import Anthropic, serving
 
 QUESTION = "Where is order 5?"
 
 
+DESK = Desk(app, serving, Anthropic, QUESTION)
+recorded, record = DESK.recorded, DESK.record
+
+
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    app.CHANGES.clear()
-    app.OUTBOX.clear()
-    yield
-    app.CHANGES.clear()
-
-
-@contextmanager
-def recorded(*faults: str | None) -> Iterator[Journal]:
-    """A journal of the app's sessions, the server up while the block runs."""
-    journal = Journal.open(":memory:")
-    with serving() as url:
-        Anthropic.faults = list(faults)
-        app.bind(journal, url)
-        yield journal
-
-
-def record(
-    entry: Callable[..., Any], *faults: str | None, question: str = QUESTION, **kwargs: Any
-) -> tuple[Journal, str, Any]:
-    with recorded(*faults) as journal:
-        answered = run(entry, question, **kwargs)
-    (summary,) = journal.sessions()
-    return journal, summary.session_id, answered
+    yield from DESK.clean()
 
 
 def test_create_journals_system_tools_tool_choice_thinking_and_cache_usage() -> None:

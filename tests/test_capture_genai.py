@@ -12,8 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,38 +26,20 @@ from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted
 from replay import write_fixture
 
 from . import genai_app as app
-from .client_replays import LOOP, events, replayed, run
+from .client_replays import LOOP, Desk, events, replayed, run
 from .fake_genai import Gemini, serving
 
 QUESTION = "Where is order 5?"
 ANSWER = "Order 5 is in stock; I e-mailed you."
 
 
+DESK = Desk(app, serving, Gemini, QUESTION)
+recorded, record = DESK.recorded, DESK.record
+
+
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    app.CHANGES.clear()
-    app.OUTBOX.clear()
-    yield
-    app.CHANGES.clear()
-
-
-@contextmanager
-def recorded(*faults: str | None) -> Iterator[Journal]:
-    """A journal of the app's sessions, the server up while the block runs."""
-    journal = Journal.open(":memory:")
-    with serving() as url:
-        Gemini.faults = list(faults)
-        app.bind(journal, url)
-        yield journal
-
-
-def record(
-    entry: Callable[..., Any], *faults: str | None, question: str = QUESTION, **kwargs: Any
-) -> tuple[Journal, str, Any]:
-    with recorded(*faults) as journal:
-        answered = run(entry, question, **kwargs)
-    (summary,) = journal.sessions()
-    return journal, summary.session_id, answered
+    yield from DESK.clean()
 
 
 def test_generate_content_journals_instruction_tools_config_thoughts_and_usage() -> None:
