@@ -158,14 +158,30 @@ def test_the_instruction_bench_without_valgrind_says_so(tmp_path: Path) -> None:
 
 
 def test_the_langgraph_bench_runs_quick() -> None:
-    script = BENCH.parent / "langgraph_bench.py"
+    out = _quick("langgraph_bench.py", "--quick")
+    for row in ("(a) SqliteSaver alone", "(b) SqliteSaver + the journal's capture", "(c) the"):
+        assert row in out
+
+
+def _quick(script: str, *args: str) -> str:
+    """Run bench ``script`` at its smallest settings; its stdout (the run must succeed)."""
     done = subprocess.run(
-        [sys.executable, str(script), "--quick"],
+        [sys.executable, str(BENCH.parent / script), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    for row in ("(a) SqliteSaver alone", "(b) SqliteSaver + the journal's capture", "(c) the"):
-        assert row in done.stdout
+    return done.stdout
+
+
+def test_the_anthropic_bench_runs_quick() -> None:
+    out = _quick("anthropic_bench.py", "--calls", "3", "--repeat", "1")
+    assert "bare client" in out and "captured client" in out and "ratio" in out
+
+
+def test_the_share_bench_runs_quick() -> None:
+    out = _quick("share_bench.py", "--repeat", "1", "--small", "10", "--big", "200")
+    for row in ("| 10 events", "| 200 events", "| big / small"):
+        assert row in out, out
