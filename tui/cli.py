@@ -16,6 +16,7 @@ from journal import JournalError, SessionStatus
 
 from .cli_capture import drain
 from .cli_collect import collect
+from .cli_mcp import mcp
 from .cli_proxy import proxy
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_search import search
@@ -423,6 +424,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 for _command in (demo, state, replay, fork, diff, fixture, drain, search, proxy, share, serve):
     cli.add_command(_command)
 cli.add_command(collect)
+cli.add_command(mcp)
 cli.add_command(tui)
 cli.add_command(verify)
 cli.add_command(anchor)
