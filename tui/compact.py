@@ -7,7 +7,8 @@ narrower range or a smaller limit. Two cuts, in order:
 1. strings longer than a limit (`MAX_STRING`, then a quarter of it, down to
    `MIN_STRING`) keep their start and end with the number of characters cut between
    (``…[1234 characters cut]…``); a tool result of 50 kB becomes a readable sketch;
-2. if that is not enough, the longest list at the top level keeps its first items only.
+2. if that is not enough, the longest list (anywhere in the answer) keeps its first half,
+   again until the answer fits.
 
 Every cut is named in ``"truncated"`` (a list of sentences) beside the answer's own keys.
 The result is always valid JSON: nothing is cut from the text itself.
@@ -15,6 +16,7 @@ The result is always valid JSON: nothing is cut from the text itself.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -52,44 +54,72 @@ def _clip(value: Any, limit: int, cut: list[int]) -> Any:
     return value
 
 
-def _longest_list(doc: dict[str, Any]) -> str | None:
-    lists = [(len(_dumps(v)), key) for key, v in doc.items() if isinstance(v, list) and v]
-    return max(lists)[1] if lists else None
+def _lists(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[int, Any]]:
+    """Every non-empty list in ``value`` with its path, its size as JSON first."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _lists(item, (*path, key))
+    elif isinstance(value, list) and value:
+        yield len(_dumps(value)), path
+        for index, item in enumerate(value):
+            yield from _lists(item, (*path, index))
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    """``value`` with the item at ``path`` replaced by ``new`` (copies along the path only)."""
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replaced(value[head], rest, new)}
+    return [*value[:head], _replaced(value[head], rest, new), *value[head + 1 :]]
+
+
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        value = value[part]
+    return value
+
+
+def _name(path: tuple[Any, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
 def bounded(doc: dict[str, Any], *, max_chars: int = MAX_CHARS) -> str:
     """``doc`` as compact JSON of at most ``max_chars`` characters, cuts named in ``truncated``.
 
-    ``doc`` is not changed. Cost: one serialisation per halving of the string limit and
-    per step of a binary search over the longest list (a few dozen at most).
+    ``doc`` is not changed. Cost: one serialisation per quartering of the string limit and
+    per halving of a list (a few dozen at most for a tool's answer).
     """
-    notes: list[str] = []
+    room = max_chars - 400  # for the notes
     limit = MAX_STRING
     cut = [0]
     shown = _clip(doc, limit, cut)
-    while len(_dumps(shown)) > max_chars and limit > MIN_STRING:
+    while len(_dumps(shown)) > room and limit > MIN_STRING:
         limit = max(MIN_STRING, limit // 4)
         cut = [0]
         shown = _clip(doc, limit, cut)
-    if cut[0]:
-        notes.append(f"{cut[0]} long strings cut to {limit} characters")
-    key = _longest_list(shown) if len(_dumps(shown)) > max_chars else None
-    if key is not None:
-        items = shown[key]
-        low, high = 0, len(items)
-        while low < high:  # the most items that fit
-            middle = (low + high + 1) // 2
-            if len(_dumps({**shown, key: items[:middle], "truncated": notes + ["x" * 80]})) <= (
-                max_chars
-            ):
-                low = middle
-            else:
-                high = middle - 1
-        shown = {**shown, key: items[:low]}
+    notes = [f"{cut[0]} long strings cut to {limit} characters"] if cut[0] else []
+    lengths: dict[tuple[Any, ...], int] = {}
+    while len(_dumps(shown)) > room:
+        found = max(_lists(shown), default=None)
+        if found is None:
+            break
+        path = found[1]
+        items = _at(shown, path)
+        lengths.setdefault(path, len(items))
+        shown = _replaced(shown, path, items[: len(items) // 2])
+    for path, length in lengths.items():
+        kept = len(_at(shown, path))
         notes.append(
-            f"{key}: the first {low} of {len(items)} shown; ask for fewer (limit) "
+            f"{_name(path)}: the first {kept} of {length} shown; ask for fewer (limit) "
             "or a narrower range"
         )
     if notes:
-        shown = {**shown, "truncated": notes}
-    return _dumps(shown)
+        shown = {**shown, "truncated": notes[:5]}
+    text = _dumps(shown)
+    if len(text) > max_chars:  # no list left to cut (a huge object of many keys)
+        text = _dumps(
+            {"truncated": [f"the answer ({len(text)} characters) is too large to show, even cut"]}
+        )
+    return text

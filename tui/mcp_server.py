@@ -283,11 +283,13 @@ class JournalTools:
         from replay import write_fixture
 
         with _one_line_errors():
-            target = self._fixture_path(name or f"{session}.jsonl")
+            target = self._fixture_path(f"{session}.jsonl" if name is None else name)
             with open_existing(self.db) as journal:
                 summary = journal.require(session)
                 if target.exists() and not overwrite:
-                    raise ToolError(f"{target.name} exists in the fixtures folder: overwrite it?")
+                    raise ToolError(
+                        f"{target.name} exists in the fixtures folder: pass overwrite to replace it"
+                    )
                 write_fixture(journal, session, target, redact=redact)
             return bounded({"path": str(target), "note": fixture_note(summary, target, redact)})
 
