@@ -227,7 +227,12 @@ def test_bad_arguments_are_one_line_errors(demo_db: Path) -> None:
         assert (await client.error("list_sessions", since="yesterday")).startswith(
             "since: 'yesterday' is not a time: give RFC 3339"
         )
-        assert "unknown field" not in await client.error("diff", a=BUGGY, b=BUGGY, ignore=["x"])
+        assert (await client.error("search", query="refund", type="refunded")).startswith(
+            "type 'refunded': not an event type (action_committed, "
+        )
+        assert (await client.error("diff", a=BUGGY, b=BUGGY, ignore=["x"])).startswith(
+            "--ignore 'x': expected EVENT_TYPE.dotted.path or *.dotted.path"
+        )
 
 
 def test_a_session_that_does_not_exist_is_named(demo_db: Path, tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from journal import JournalError, SearchFilters, SessionStatus
+from journal import EVENT_TYPES, JournalError, SearchFilters, SessionStatus
 
 from .clikit import open_existing, parse_moment
 from .compact import bounded
@@ -60,6 +60,8 @@ from .text import safe_text
 __all__ = ["SERVER_NAME", "JournalTools", "build_server"]
 
 SERVER_NAME = "agent-journal"
+TEXT_HITS = 10_000
+"""``list_sessions(text=...)`` lists the sessions among this many best search hits."""
 
 Session = Annotated[str, Field(description="A session id (agent-journal sessions lists them).")]
 Limit = Annotated[int, Field(ge=1, le=500)]
@@ -129,7 +131,8 @@ class JournalTools:
     ) -> str:
         """List sessions, newest first, with how each went (status, steps, failures, cost...).
 
-        The fields of `agent-journal sessions --json`. Filters all must hold.
+        The fields of `agent-journal sessions --json`. Filters all must hold; text keeps
+        the sessions among the 10,000 best search hits for its words.
         """
         with _one_line_errors(), open_existing(self.db) as journal:
             filters: dict[str, Any] = {
@@ -143,7 +146,8 @@ class JournalTools:
             if text is None:
                 found = journal.sessions(limit=limit, **filters)
             else:  # the sessions whose events hold the words, in the listing's order
-                hits = journal.search(text, SearchFilters(status=status, rule=rule), limit=10_000)
+                wanted = SearchFilters(status=status, rule=rule)
+                hits = journal.search(text, wanted, limit=TEXT_HITS)
                 holding = {hit.session_id for hit in hits}
                 found = [s for s in journal.sessions(**filters) if s.session_id in holding]
                 found = found[:limit]
@@ -208,6 +212,8 @@ class JournalTools:
         limit: Limit = 20,
     ) -> str:
         """Find events across sessions by their words, best match first, with a snippet each."""
+        if type is not None and type not in EVENT_TYPES:
+            raise ToolError(f"type {type!r}: not an event type ({', '.join(sorted(EVENT_TYPES))})")
         with _one_line_errors(), open_existing(self.db) as journal:
             filters = SearchFilters(
                 tool=tool,
