@@ -359,6 +359,8 @@ def test_replay_from_the_server_runs_no_model_and_no_side_effect_tool(
     assert outbox.read_text().count("\n") == 1  # past the divergence nothing ran on
     assert len(Faulty.requests) == requests
     assert not (tmp_path / "capture.db").exists()  # and nothing was captured anew
+    with Journal.open(path) as journal:
+        assert [s.session_id for s in journal.sessions()] == [session]  # no replay saved
 
 
 # -- bounded answers ----------------------------------------------------------------------------
