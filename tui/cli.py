@@ -12,10 +12,11 @@ from typing import get_args
 import click
 import orjson
 
-from journal import InvalidInputError, JournalError, SessionDetails, SessionStatus
+from journal import JournalError, SessionStatus
 
 from .cli_capture import drain
 from .cli_collect import collect
+from .cli_mcp import mcp
 from .cli_proxy import proxy
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_search import search
@@ -38,6 +39,7 @@ from .clikit import (
     time_option,
 )
 from .columns import help_text
+from .reads import require_seq, sessions_json
 
 __all__ = ["main"]
 
@@ -121,19 +123,12 @@ def sessions(
             rule=rule,
             meta=meta,
         )
+        if as_json:
+            print_json(sessions_json(journal, found))
+            return
         ids = [s.session_id for s in found]
         details = journal.session_details(ids)
-        if not as_json:
-            last = journal.last_summaries(ids)
-    if as_json:
-        print_json(
-            [
-                s.model_dump(mode="json")
-                | details.get(s.session_id, SessionDetails()).model_dump(mode="json")
-                for s in found
-            ]
-        )
-        return
+        last = journal.last_summaries(ids)
     from .columns import listed
     from .render import print_sessions
 
@@ -152,11 +147,7 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
         raise click.BadParameter(f"{stop} is before --from {start}", param_hint="'--to'")
     with open_existing(db) as journal:
         summary = journal.require(session)
-        if start > summary.last_seq:
-            raise InvalidInputError(
-                f"session {session}: --from {start}: no such seq "
-                f"(it has seqs 0..{summary.last_seq})"
-            )
+        require_seq(session, "--from", start, summary.last_seq)
         rows = journal.stored_events(session, start=start, stop=None if stop is None else stop + 1)
         if as_json:
             out = sys.stdout.buffer
@@ -433,6 +424,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 for _command in (demo, state, replay, fork, diff, fixture, drain, search, proxy, share, serve):
     cli.add_command(_command)
 cli.add_command(collect)
+cli.add_command(mcp)
 cli.add_command(tui)
 cli.add_command(verify)
 cli.add_command(anchor)
