@@ -226,6 +226,13 @@ def _final_metrics(events: Sequence[RecordedEvent]) -> dict[str, Any]:
     return totals
 
 
+def _extra(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The root's ``extra``: the metadata, less what an ATIF import wrote (the root says it)."""
+    if metadata.get("imported_from") != "atif":
+        return dict(metadata)
+    return {k: v for k, v in metadata.items() if k not in ("imported_from", "atif")}
+
+
 def _root(
     started: SessionStarted, session_id: str, events: Sequence[RecordedEvent]
 ) -> dict[str, Any]:
@@ -251,14 +258,16 @@ def _root(
         ]
     if isinstance(facts.get("agent_extra"), dict):
         agent["extra"] = facts["agent_extra"]
+    # the trajectory's own session id when it came from ATIF (a subagent's is its run's)
+    run = facts.get("session_id") if facts else session_id
     root: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "session_id": session_id,
+        **({"session_id": run} if isinstance(run, str) else {}),
         "trajectory_id": str(facts.get("trajectory_id") or session_id),
         "agent": agent,
         "steps": [],
         "final_metrics": facts.get("final_metrics") or _final_metrics(events),
-        "extra": dict(started.metadata),
+        "extra": _extra(started.metadata),
     }
     for key in ("notes", "continued_trajectory_ref"):
         if isinstance(facts.get(key), str):
@@ -294,6 +303,8 @@ def atif_trajectory(
     for item in events[1:]:
         steps.add(item)
     root["steps"] = [step for step, _ in steps.steps]
+    kept = facts.get("kept") if isinstance(facts, dict) else None
+    _put_back(root["steps"], kept if isinstance(kept, list) else [])
     root["final_metrics"]["total_steps"] = root["final_metrics"].get("total_steps") or len(
         root["steps"]
     )
@@ -314,6 +325,28 @@ def atif_trajectory(
     _correct(root, steps, _record(events[0]), session_id, parent)
     validate_trajectory(root, f"session {session_id}")
     return root
+
+
+def _put_back(steps: list[dict[str, Any]], kept: Sequence[Any]) -> None:
+    """Put the fields an import kept (`journal.formats.atif_import.unread`) back in place."""
+    by_id = {step["step_id"]: step for step in steps}
+    for item in kept:
+        if not isinstance(item, dict) or not isinstance(item.get("fields"), dict):
+            continue
+        target: Any = by_id.get(item.get("step"))
+        for part in item.get("path") or []:
+            try:
+                target = target[part]
+            except (KeyError, IndexError, TypeError):
+                target = None
+                break
+        if not isinstance(target, dict):
+            continue  # the step is not there as it was: its events hold what they hold
+        for key, value in item["fields"].items():
+            if key == "extra" and isinstance(value, dict):
+                target["extra"] = {**value, **(target.get("extra") or {})}
+            else:
+                target[key] = value
 
 
 def _correct(

@@ -222,6 +222,7 @@ class StepReader:
     started: bool = False
     calls: dict[str, ToolCall] = field(default_factory=dict)
     subagents: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: int = 0
     failed_calls: int = 0
 
@@ -238,6 +239,7 @@ class StepReader:
         """The records one step maps to, before its corrections."""
         at = f"{self.where} step {step.step_id}"
         moment = self.time(step)
+        self.kept.extend(unread(step))
         events: list[AgentEvent] = []
         text, parts = content_text(
             [part.model_dump() for part in step.message]
@@ -323,6 +325,71 @@ class StepReader:
                 yield ActionCommitted(call_id=call.call_id, tool=call.tool, args=args, result=text)
 
 
+_READ = {
+    "step": {
+        "step_id",
+        "timestamp",
+        "source",
+        "message",
+        "model_name",
+        "reasoning_content",
+        "tool_calls",
+        "observation",
+        "metrics",
+    },
+    "tool_call": {"tool_call_id", "function_name", "arguments"},
+    "result": {"source_call_id", "content", "subagent_trajectory_ref"},
+    "metrics": {"prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"},
+}
+"""The fields of a step the events hold; `unread` keeps the others."""
+
+
+def _rest(values: Mapping[str, Any], read: set[str]) -> dict[str, Any]:
+    rest = {key: value for key, value in values.items() if key not in read}
+    extra = rest.pop("extra", None)
+    extra = {key: value for key, value in (extra or {}).items() if key != OURS}
+    if extra:
+        rest["extra"] = extra
+    return rest
+
+
+def unread(step: Any) -> list[dict[str, Any]]:
+    """What the events of a step do not hold, by place: ``{"step", "path", "fields"}``.
+
+    Kept in the session's ``atif.kept`` and put back in place by the export: the step's own
+    ``extra`` and fields such as ``llm_call_count`` or ``reasoning_effort``, each tool
+    call's and result's ``extra`` (a result's ``is_error`` is the outcome's type), metrics
+    beyond the token counts and cost, and messages or contents given as parts.
+    """
+    data = step.model_dump(mode="json", exclude_none=True)
+    found = []
+
+    def keep(path: list[Any], fields: dict[str, Any]) -> None:
+        if fields:
+            found.append({"step": step.step_id, "path": path, "fields": fields})
+
+    rest = _rest(data, _READ["step"])
+    if step.llm_call_count == 0 and step.source == "agent" and not step.tool_calls:
+        rest.pop("llm_call_count")
+    if isinstance(data["message"], list):
+        rest["message"] = data["message"]
+    keep([], rest)
+    for index, call in enumerate(data.get("tool_calls", [])):
+        keep(["tool_calls", index], _rest(call, _READ["tool_call"]))
+    for index, result in enumerate(data.get("observation", {}).get("results", [])):
+        fields = _rest(result, _READ["result"])
+        if isinstance(fields.get("extra"), dict) and fields["extra"].get("is_error") is True:
+            fields["extra"] = {k: v for k, v in fields["extra"].items() if k != "is_error"}
+            if not fields["extra"]:
+                del fields["extra"]
+        if isinstance(result.get("content"), list):
+            fields["content"] = result["content"]
+        keep(["observation", "results", index], fields)
+    if "metrics" in data:
+        keep(["metrics"], _rest(data["metrics"], _READ["metrics"]))
+    return found
+
+
 def _system_prompt(steps: Sequence[Any]) -> tuple[str, int]:
     texts = []
     first = 0
@@ -377,6 +444,7 @@ def _atif_facts(
         if trajectory.final_metrics is not None
         else None,
         "subagents": reader.subagents or None,
+        "kept": reader.kept or None,
         "parent": parent,
     }
     facts.update({key: value for key, value in optional.items() if value is not None})
@@ -389,6 +457,7 @@ class _Mapped:
     events: list[tuple[AgentEvent, datetime]]
     reader: StepReader
     children: list[_Mapped]
+    steps: int
 
 
 @dataclass
@@ -411,6 +480,8 @@ def standard_records(
     prompt, first = _system_prompt(trajectory.steps)
     start = _moment(trajectory.steps[0].timestamp) if trajectory.steps else None
     reader.clock = start or EPOCH
+    for step in trajectory.steps[:first]:
+        reader.kept.extend(unread(step))
     steps = [(step, reader.records(step)) for step in trajectory.steps[first:]]
     extra = {key: value for key, value in (trajectory.extra or {}).items() if key != OURS}
     metadata = {**extra, "imported_from": "atif", "atif": _atif_facts(trajectory, reader, parent)}
@@ -456,7 +527,7 @@ def map_trajectory(
         )
         for sub in trajectory.subagent_trajectories or []
     ]
-    return _Mapped(session_id, events, standard.reader, children)
+    return _Mapped(session_id, events, standard.reader, children, len(trajectory.steps))
 
 
 def child_id(parent: str, trajectory_id: str) -> str:
@@ -486,6 +557,14 @@ def _session_id(trajectory: Any, fallback: str, notes: Findings, where: str) -> 
     return fallback
 
 
+def _parses(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def _documents(path: str | Path) -> Iterator[tuple[str, Any]]:
     """Each trajectory of a file with where it is: the file, or ``file:line`` for JSON Lines."""
     try:
@@ -497,7 +576,7 @@ def _documents(path: str | Path) -> Iterator[tuple[str, Any]]:
         return
     except orjson.JSONDecodeError as whole:
         lines = data.splitlines()
-        if len(lines) < 2 or not lines[0].strip().startswith(b"{"):
+        if len(lines) < 2 or not _parses(lines[0]):  # one document (pretty-printed), broken
             raise InvalidInputError(f"{path}:{whole.lineno}: not JSON: {whole.msg}") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -544,9 +623,7 @@ def convert_atif_file(path: str | Path) -> ConvertedFile:
                     raise InvalidInputError(f"{at}: {e}") from e
             converted.sessions.append(session)
             converted.unmapped.merge(mapped.reader.unmapped)
-            converted.messages += sum(
-                isinstance(e, UserInput | ActionProposed | AgentCompleted) for e, _ in mapped.events
-            )
+            converted.messages += mapped.steps
             converted.tool_calls += mapped.reader.tool_calls
             converted.failed_calls += mapped.reader.failed_calls
     return converted
