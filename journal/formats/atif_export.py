@@ -32,7 +32,6 @@ and the subagents' sessions are embedded again (``subagent_trajectories``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import orjson
@@ -55,18 +54,12 @@ from ..events import (
 from ..records import RecordedEvent
 from ..store import Journal
 from .atif_import import OURS, child_id, standard_records, validate_trajectory
+from .otlp import _package_version  # the one place that reads it
 
 __all__ = ["SCHEMA_VERSION", "atif_json", "atif_trajectory"]
 
 SCHEMA_VERSION = "ATIF-v1.8"
 """The version written."""
-
-
-def _package_version() -> str:
-    try:
-        return version("agent-journal")
-    except PackageNotFoundError:  # pragma: no cover - run from a checkout without metadata
-        return "0"
 
 
 def _record(item: RecordedEvent) -> dict[str, Any]:

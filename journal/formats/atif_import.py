@@ -60,7 +60,7 @@ from ..events import (
     Usage,
     UserInput,
 )
-from .openai_import import EPOCH, ConvertedFile, ConvertedSession, Findings
+from .openai_import import EPOCH, ConvertedFile, ConvertedSession, Findings, _slug
 from .openai_messages import content_text, tool_specs_of
 
 __all__ = [
@@ -166,7 +166,7 @@ def _moment(text: str | None) -> datetime | None:
 
 
 def _is_error(extra: Mapping[str, Any] | None) -> bool:
-    return bool(extra) and extra.get("is_error") is True  # type: ignore[union-attr]
+    return extra is not None and extra.get("is_error") is True
 
 
 def _corrections(extra: Mapping[str, Any] | None, where: str) -> list[dict[str, Any]] | None:
@@ -537,13 +537,6 @@ def child_id(parent: str, trajectory_id: str) -> str:
         return child
     digest = hashlib.sha256(trajectory_id.encode()).hexdigest()[:16]
     return f"{parent[:100]}:{digest}"
-
-
-def _slug(path: str) -> str:
-    stem = Path(path).name
-    for suffix in (".jsonl", ".json"):
-        stem = stem.removesuffix(suffix)
-    return re.sub(r"[^A-Za-z0-9_.:\-]", "_", stem)[:100] or "trajectory"
 
 
 def _session_id(trajectory: Any, fallback: str, notes: Findings, where: str) -> str:
