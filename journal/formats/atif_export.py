@@ -53,7 +53,8 @@ from ..events import (
 )
 from ..records import RecordedEvent
 from ..store import Journal
-from .atif_import import OURS, child_id, standard_records, validate_trajectory
+from .atif_import import child_id, standard_records
+from .atif_read import OURS, validate_trajectory
 from .otlp import _package_version  # the one place that reads it
 
 __all__ = ["SCHEMA_VERSION", "atif_json", "atif_trajectory"]

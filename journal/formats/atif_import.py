@@ -1,11 +1,7 @@
 """Import ATIF trajectories (Harbor's Agent Trajectory Interchange Format, v1.7 and v1.8).
 
-A file holds one trajectory (a JSON object) or JSON Lines of them. Each is validated with
-the `atif` package's pydantic models (the ATIF rules: sequential step ids, ISO 8601 times,
-agent-only fields on agent steps, results that answer a call of their step, embedded
-subagents with unique ids); the package reads v1.8 and v1.7 alike, so a v1.7 document is
-also refused the one thing v1.8 added to the shapes, audio content parts. Each trajectory
-becomes one session:
+Each trajectory of a file, read and validated by `journal.formats.atif_read`, becomes one
+session:
 
 * the root and its leading ``system`` steps → ``session_started``: the steps' text as the
   system prompt, ``agent.model_name`` as the model, ``agent.tool_definitions`` (OpenAI
@@ -42,7 +38,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from ..canonical import check_json, format_ts, prefix_hash, valid_session_id
@@ -60,12 +55,11 @@ from ..events import (
     Usage,
     UserInput,
 )
+from .atif_read import OURS, documents, validate_trajectory
 from .openai_import import EPOCH, ConvertedFile, ConvertedSession, Findings, _slug
 from .openai_messages import content_text, tool_specs_of
 
 __all__ = [
-    "OURS",
-    "VERSIONS",
     "StandardRecords",
     "StepReader",
     "child_id",
@@ -74,88 +68,12 @@ __all__ = [
     "map_trajectory",
     "record_of",
     "standard_records",
-    "validate_trajectory",
 ]
-
-VERSIONS = ("ATIF-v1.7", "ATIF-v1.8")
-"""The ``schema_version`` values read."""
-OURS = "agent_journal"
-"""The key of this project's corrections in an ``extra`` (see `journal.formats.atif_export`)."""
-MAX_SUBAGENT_DEPTH = 8
-"""Subagents nested deeper than this are refused (hostile input, not a real run)."""
 
 
 def record_of(event: AgentEvent, moment: datetime) -> dict[str, Any]:
     """An event's fields with its ``ts``: what a correction is a difference from."""
     return {**event.model_dump(mode="json"), "ts": format_ts(moment)}
-
-
-def _has_audio(value: Any) -> bool:
-    if isinstance(value, dict):
-        if value.get("type") == "audio":
-            return True
-        return any(_has_audio(item) for item in value.values())
-    if isinstance(value, list):
-        return any(_has_audio(item) for item in value)
-    return False
-
-
-def _location(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
-    return text or "the trajectory"
-
-
-def validate_trajectory(document: Any, where: str) -> Any:
-    """Validate one trajectory with the `atif` models; return the `atif.Trajectory`.
-
-    Raises:
-        InvalidInputError: one line naming ``where`` and the step and field at fault.
-    """
-    try:
-        from atif import Trajectory
-    except ImportError:
-        raise InvalidInputError(
-            f"{where}: ATIF needs the atif package: pip install 'agent-journal[atif]'"
-        ) from None
-    if not isinstance(document, dict):
-        raise InvalidInputError(
-            f"{where}: a trajectory is a JSON object, not {type(document).__name__}"
-        )
-    version = document.get("schema_version")
-    if version not in VERSIONS:
-        raise InvalidInputError(
-            f"{where}: schema_version {version!r:.40} is not read ({', '.join(VERSIONS)})"
-        )
-    try:
-        trajectory = Trajectory.model_validate(document)
-    except ValidationError as e:
-        first = e.errors()[0]
-        raise InvalidInputError(
-            f"{where}: {_location(first['loc'])}: {first['msg']}"
-            + (f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else "")
-        ) from None
-    except RecursionError:
-        raise InvalidInputError(f"{where}: the trajectory is nested too deeply") from None
-    _check_versions(trajectory, where, 0)
-    return trajectory
-
-
-def _check_versions(trajectory: Any, where: str, depth: int) -> None:
-    if depth > MAX_SUBAGENT_DEPTH:
-        raise InvalidInputError(f"{where}: subagents nested deeper than {MAX_SUBAGENT_DEPTH}")
-    if trajectory.schema_version not in VERSIONS:
-        raise InvalidInputError(
-            f"{where}: subagent {trajectory.trajectory_id!r}: schema_version "
-            f"{trajectory.schema_version!r:.40} is not read ({', '.join(VERSIONS)})"
-        )
-    if trajectory.schema_version == "ATIF-v1.7" and _has_audio(
-        [step.model_dump(mode="json") for step in trajectory.steps]
-    ):
-        raise InvalidInputError(f"{where}: an audio content part in ATIF-v1.7 (audio is v1.8 on)")
-    for sub in trajectory.subagent_trajectories or []:
-        _check_versions(sub, where, depth + 1)
 
 
 def _moment(text: str | None) -> datetime | None:
@@ -550,36 +468,6 @@ def _session_id(trajectory: Any, fallback: str, notes: Findings, where: str) -> 
     return fallback
 
 
-def _parses(line: bytes) -> bool:
-    try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return True
-
-
-def _documents(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """Each trajectory of a file with where it is: the file, or ``file:line`` for JSON Lines."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InvalidInputError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        yield str(path), orjson.loads(data)
-        return
-    except orjson.JSONDecodeError as whole:
-        lines = data.splitlines()
-        if len(lines) < 2 or not _parses(lines[0]):  # one document (pretty-printed), broken
-            raise InvalidInputError(f"{path}:{whole.lineno}: not JSON: {whole.msg}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield f"{path}:{number}", orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise InvalidInputError(f"{path}:{number}: not JSON: {e.msg}") from None
-
-
 def _flatten(mapped: _Mapped) -> Iterator[_Mapped]:
     yield mapped
     for child in mapped.children:
@@ -596,10 +484,10 @@ def convert_atif_file(path: str | Path) -> ConvertedFile:
     """
     converted = ConvertedFile(str(path), [], Findings(), Findings())
     seen: dict[str, str] = {}
-    documents = list(_documents(path))
-    for index, (where, document) in enumerate(documents):
+    found = list(documents(path))
+    for index, (where, document) in enumerate(found):
         trajectory = validate_trajectory(document, where)
-        fallback = _slug(str(path)) + (f"-{index}" if len(documents) > 1 else "")
+        fallback = _slug(str(path)) + (f"-{index}" if len(found) > 1 else "")
         session_id = _session_id(trajectory, fallback, converted.notes, where)
         for mapped in _flatten(map_trajectory(trajectory, session_id, where)):
             if mapped.session_id in seen:
