@@ -415,3 +415,25 @@ def test_a_trajectory_that_changed_is_a_conflict_and_leaves_the_journal_as_it_wa
     report = import_converted(journal, convert_atif([path]))
     assert len(report.errors) == 1 and "exists already with different content" in report.errors[0]
     assert {s.session_id: _chain(journal, s.session_id) for s in journal.sessions()} == before
+
+
+def test_kept_fields_go_back_to_their_steps_when_the_prompt_was_two_steps(
+    journal: Journal, tmp_path: Path
+) -> None:
+    document = _v18()
+    document["steps"].insert(1, {"step_id": 0, "source": "system", "message": "Be brief."})
+    for number, step in enumerate(document["steps"], start=1):
+        step["step_id"] = number
+    path = tmp_path / "two-prompts.json"
+    path.write_bytes(orjson.dumps(document))
+    _import(journal, path)
+    started = next(journal.events(document["session_id"])).event
+    assert started.type == "session_started"
+    assert started.system_prompt.endswith("\n\nBe brief.")
+    exported = atif_trajectory(journal, document["session_id"])
+    bash = exported["steps"][2]  # the producer's step 4: after one prompt step, not two
+    assert bash["tool_calls"][0]["function_name"] == "Bash"
+    assert bash["observation"]["results"][0]["extra"] == {"is_error": True, "exit_code": 1}
+    again = tmp_path / "again.json"
+    again.write_bytes(atif_json([exported]))
+    assert import_converted(journal, convert_atif([again])).total("new_events") == 0

@@ -298,7 +298,13 @@ def atif_trajectory(
         steps.add(item)
     root["steps"] = [step for step, _ in steps.steps]
     kept = facts.get("kept") if isinstance(facts, dict) else None
-    _put_back(root["steps"], kept if isinstance(kept, list) else [])
+    first = facts.get("system_steps") if isinstance(facts, dict) else None
+    _put_back(
+        root["steps"],
+        kept if isinstance(kept, list) else [],
+        first if isinstance(first, int) else 0,
+        1 if started.system_prompt else 0,
+    )
     root["final_metrics"]["total_steps"] = root["final_metrics"].get("total_steps") or len(
         root["steps"]
     )
@@ -321,13 +327,21 @@ def atif_trajectory(
     return root
 
 
-def _put_back(steps: list[dict[str, Any]], kept: Sequence[Any]) -> None:
-    """Put the fields an import kept (`journal.formats.atif_import.unread`) back in place."""
+def _put_back(steps: list[dict[str, Any]], kept: Sequence[Any], first: int, now: int) -> None:
+    """Put the fields an import kept (`journal.formats.atif_import.unread`) back in place.
+
+    The producer's ``first`` leading system steps are ``now`` here (one prompt step, or
+    none): the steps after them move by the difference, and the kept fields of the prompt's
+    steps go back only when it was one step.
+    """
     by_id = {step["step_id"]: step for step in steps}
     for item in kept:
         if not isinstance(item, dict) or not isinstance(item.get("fields"), dict):
             continue
-        target: Any = by_id.get(item.get("step"))
+        step = item.get("step")
+        if not isinstance(step, int) or (step <= first and (first, now) != (1, 1)):
+            continue
+        target: Any = by_id.get(step + now - first if step > first else step)
         for part in item.get("path") or []:
             try:
                 target = target[part]

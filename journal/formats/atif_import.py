@@ -344,13 +344,14 @@ def _started(trajectory: Any, prompt: str, metadata: dict[str, Any]) -> SessionS
 
 
 def _atif_facts(
-    trajectory: Any, reader: StepReader, parent: dict[str, Any] | None
+    trajectory: Any, reader: StepReader, parent: dict[str, Any] | None, first: int
 ) -> dict[str, Any]:
     agent = trajectory.agent
     facts: dict[str, Any] = {
         "schema_version": trajectory.schema_version,
         "agent": agent.name,
         "agent_version": agent.version,
+        "system_steps": first,  # leading system steps (the prompt): where the kept fields go
     }
     optional = {
         "trajectory_id": trajectory.trajectory_id,
@@ -402,7 +403,11 @@ def standard_records(
         reader.kept.extend(unread(step))
     steps = [(step, reader.records(step)) for step in trajectory.steps[first:]]
     extra = {key: value for key, value in (trajectory.extra or {}).items() if key != OURS}
-    metadata = {**extra, "imported_from": "atif", "atif": _atif_facts(trajectory, reader, parent)}
+    metadata = {
+        **extra,
+        "imported_from": "atif",
+        "atif": _atif_facts(trajectory, reader, parent, first),
+    }
     root = record_of(_started(trajectory, prompt, metadata), start or EPOCH)
     return StandardRecords(root, steps, reader)
 
