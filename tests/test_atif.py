@@ -389,6 +389,23 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
         ),
         "extra.agent_journal.events[0] has no type and ts",
     ),
+    "no root correction": (
+        orjson.dumps({**_v18(), "extra": {"agent_journal": {"events": []}}}),
+        "extra.agent_journal.events of the root is not one event",
+    ),
+    "a correction's time that is none": (
+        orjson.dumps(
+            {
+                **_v18(),
+                "extra": {"agent_journal": {"events": [{"ts": 5}]}},
+            }
+        ),
+        "timestamp 5 is not a time",
+    ),
+    "a time with no UTC form": (
+        orjson.dumps(_v18()).replace(b"2026-11-03T09:14:02.540Z", b"0001-01-01T00:00:00+05:00"),
+        "step 2: timestamp '0001-01-01T00:00:00+05:00' is not a time",
+    ),
 }
 
 

@@ -76,11 +76,21 @@ def record_of(event: AgentEvent, moment: datetime) -> dict[str, Any]:
     return {**event.model_dump(mode="json"), "ts": format_ts(moment)}
 
 
-def _moment(text: str | None) -> datetime | None:
+def _moment(text: Any, where: str) -> datetime | None:
+    """A step's or a correction's time in UTC (None: none given).
+
+    Raises:
+        InvalidInputError: not an ISO 8601 time, or one that has no UTC form here.
+    """
     if text is None:
         return None
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+        format_ts(moment)
+    except (AttributeError, TypeError, ValueError, OverflowError, InvalidEventError):
+        raise InvalidInputError(f"{where}: timestamp {text!r:.40} is not a time") from None
+    return moment
 
 
 def _is_error(extra: Mapping[str, Any] | None) -> bool:
@@ -117,11 +127,12 @@ def _event_of(record: dict[str, Any], where: str) -> tuple[AgentEvent, datetime]
     fields = {key: value for key, value in record.items() if key != "ts"}
     try:
         event = EVENT_ADAPTER.validate_python(fields)
-        moment = _moment(record["ts"])
-    except (ValidationError, ValueError, TypeError, KeyError) as e:
+        moment = _moment(record.get("ts"), f"{where}: extra.{OURS}")
+    except (ValidationError, ValueError, TypeError) as e:
         detail = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
         raise InvalidInputError(f"{where}: extra.{OURS}: {detail}") from None
-    assert moment is not None
+    if moment is None:
+        raise InvalidInputError(f"{where}: extra.{OURS}: an event without ts")
     return event, moment
 
 
@@ -146,7 +157,7 @@ class StepReader:
 
     def time(self, step: Any) -> datetime:
         """The step's time (kept from going back), or the previous one plus a second."""
-        moment = _moment(step.timestamp)
+        moment = _moment(step.timestamp, f"{self.where} step {step.step_id}")
         if moment is None:
             moment = self.clock + timedelta(seconds=1) if self.started else self.clock
         self.clock = max(moment, self.clock)
@@ -397,7 +408,7 @@ def standard_records(
     """Map a validated trajectory's own steps (not its subagents) by the rules alone."""
     reader = StepReader(trajectory.agent.model_name, where)
     prompt, first = _system_prompt(trajectory.steps)
-    start = _moment(trajectory.steps[0].timestamp) if trajectory.steps else None
+    start = _moment(trajectory.steps[0].timestamp, where) if trajectory.steps else None
     reader.clock = start or EPOCH
     for step in trajectory.steps[:first]:
         reader.kept.extend(unread(step))
@@ -433,6 +444,8 @@ def map_trajectory(
     root = standard.root
     corrections = _corrections(trajectory.extra, where)
     if corrections is not None:
+        if len(corrections) != 1:
+            raise InvalidInputError(f"{where}: extra.{OURS}.events of the root is not one event")
         root = _apply([root], corrections, where)[0]
     events.append(_event_of(root, where))
     for step, records in standard.steps:
