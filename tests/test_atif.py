@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from journal import ActionFailed, AgentHalted, Journal, ModelCallFailed
 from journal.events import EventModel
@@ -454,3 +455,48 @@ def test_kept_fields_go_back_to_their_steps_when_the_prompt_was_two_steps(
     again = tmp_path / "again.json"
     again.write_bytes(atif_json([exported]))
     assert import_converted(journal, convert_atif([again])).total("new_events") == 0
+
+
+def _nodes(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _nodes(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _nodes(item, (*path, index))
+
+
+NODES = list(_nodes(json.loads(V18.read_bytes())))[1:]
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(where=st.sampled_from(NODES), value=ANY_JSON | st.sampled_from(["", "x", -1, 2**70]))
+def test_any_value_anywhere_imports_or_is_one_line(where: tuple[Any, ...], value: Any) -> None:
+    """A node of a real trajectory replaced by any JSON value: imported, or refused with one
+    line naming the file, and then nothing written."""
+    document = _v18()
+    target: Any = document
+    for part in where[:-1]:
+        target = target[part]
+    target[where[-1]] = value
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.json"
+        path.write_bytes(json.dumps(document).encode())
+        db = Path(folder) / "journal.db"
+        result = run_cli("import", "--format", "atif", path, "--db", db)
+        if result.exit_code == 2:
+            line = one_error_line(result)
+            assert line.startswith(f"agent-journal: {path}"), line
+            assert not db.exists()
+        else:
+            assert result.exit_code == 0, result.stdout + result.stderr
+            with Journal.open(db) as journal:
+                assert journal.verify().ok

@@ -149,7 +149,10 @@ def make_corpus(folder: Path) -> Corpus:
         [{"messages": messages, "metadata": {"session_id": f"chat-{n}"}} for n in range(2)],
         indent=1,
     ).encode()
-    atif = (Path(__file__).parent / "data" / "atif" / "claude-code-v1.8.json").read_bytes()
+    atif = b"".join(  # JSON Lines: one trajectory a line, so a line's values get damaged too
+        json.dumps(json.loads(path.read_bytes())).encode() + b"\n"
+        for path in sorted((Path(__file__).parent / "data" / "atif").glob("*.json"))
+    )
     return Corpus(folder=folder, db=db, jsonl=exported, openai=openai, atif=atif)
 
 
