@@ -136,6 +136,13 @@ def _event_of(record: dict[str, Any], where: str) -> tuple[AgentEvent, datetime]
     return event, moment
 
 
+def _text(content: Any) -> tuple[str, list[str]]:
+    """A message's or a result's text (text parts joined by newlines), and its other parts."""
+    return content_text(
+        [part.model_dump() for part in content] if isinstance(content, list) else content
+    )
+
+
 @dataclass
 class StepReader:
     """Maps a trajectory's steps to events in order; see the module docstring for the rules.
@@ -170,11 +177,7 @@ class StepReader:
         moment = self.time(step)
         self.kept.extend(unread(step))
         events: list[AgentEvent] = []
-        text, parts = content_text(
-            [part.model_dump() for part in step.message]
-            if isinstance(step.message, list)
-            else step.message
-        )
+        text, parts = _text(step.message)
         for part in parts:
             self.unmapped.add(f"content_part:{part}", at, "a content part that is not text")
         if step.source == "user":
@@ -230,10 +233,7 @@ class StepReader:
                     }
                 )
             call = self.calls.get(result.source_call_id or "")
-            content = result.content
-            text, parts = content_text(
-                [part.model_dump() for part in content] if isinstance(content, list) else content
-            )
+            text, parts = _text(result.content)
             for part in parts:
                 self.unmapped.add(f"content_part:{part}", where, "a content part that is not text")
             if call is None:
@@ -320,6 +320,7 @@ def unread(step: Any) -> list[dict[str, Any]]:
 
 
 def _system_prompt(steps: Sequence[Any]) -> tuple[str, int]:
+    """The leading system steps' text as one prompt, and how many steps that was."""
     texts = []
     first = 0
     while (
@@ -328,12 +329,7 @@ def _system_prompt(steps: Sequence[Any]) -> tuple[str, int]:
         and not steps[first].observation
         and OURS not in (steps[first].extra or {})  # an event of its own (atif_export)
     ):
-        message = steps[first].message
-        texts.append(
-            content_text(
-                [p.model_dump() for p in message] if isinstance(message, list) else message
-            )[0]
-        )
+        texts.append(_text(steps[first].message)[0])
         first += 1
     return "\n\n".join(texts), first
 
