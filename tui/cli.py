@@ -194,11 +194,12 @@ def schema() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "otlp", "otel"]),
+    type=click.Choice(["jsonl", "otlp", "otel", "atif"]),
     default="jsonl",
     show_default=True,
     help="jsonl: one session, this project's format; otlp (or otel): OpenTelemetry GenAI "
-    "traces as OTLP/JSON, one trace per session.",
+    "traces as OTLP/JSON, one trace per session; atif: ATIF v1.8 trajectories (one: a "
+    "JSON document, several: JSON Lines).",
 )
 @click.option(
     "--content",
@@ -216,8 +217,13 @@ def export(
     if fmt != "jsonl":
         if redact:
             raise click.UsageError("--redact applies to --format jsonl")
-        from .cli_formats import export_otlp
+        from .cli_formats import export_atif, export_otlp
 
+        if fmt == "atif":
+            if content:
+                raise click.UsageError("--content applies to --format otlp")
+            export_atif(sessions, db, output)
+            return
         export_otlp(sessions, db, output, content)
         return
     if len(sessions) != 1 or content:
@@ -243,12 +249,13 @@ def export(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "openai", "otlp"]),
+    type=click.Choice(["jsonl", "openai", "otlp", "atif"]),
     default="jsonl",
     show_default=True,
     help="Input format: jsonl (this project's), openai (chat transcripts: a message "
     "array, an object with messages and metadata, an array of those, or JSONL of them), "
-    "or otlp (OpenTelemetry traces, JSON or protobuf: GenAI and OpenInference spans).",
+    "otlp (OpenTelemetry traces, JSON or protobuf: GenAI and OpenInference spans), or "
+    "atif (ATIF v1.7 and v1.8 trajectories: a JSON document or JSON Lines of them).",
 )
 @click.option(
     "--error-prefix",
@@ -267,15 +274,15 @@ def import_(
     file is read first (malformed input: exit 2, nothing written) and a report says what
     could not be mapped (--json: as JSON on stdout).
     """
-    if fmt in ("openai", "otlp"):
+    if fmt in ("openai", "otlp", "atif"):
         from .cli_formats import import_openai_files
 
-        if fmt == "otlp" and error_prefix is not None:
+        if fmt != "openai" and error_prefix is not None:
             raise click.UsageError("--error-prefix applies to --format openai")
         import_openai_files(files, db, error_prefix, as_json, fmt)
         return
     if error_prefix is not None or as_json:
-        raise click.UsageError("--error-prefix and --json apply to --format openai or otlp")
+        raise click.UsageError("--error-prefix and --json apply to --format openai, otlp or atif")
     from journal import import_file
 
     failed = 0
