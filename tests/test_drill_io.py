@@ -12,6 +12,7 @@ every recorded call is in a journaled ``action_proposed``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -380,3 +381,75 @@ def test_an_export_into_a_read_only_directory_is_one_line_and_leaves_no_file(
         line = one_error_line(run_cli(*args, out / "x.jsonl", "--db", db))
     assert line.startswith(f"agent-journal: {out / 'x.jsonl'}: cannot write: ")
     assert list(out.iterdir()) == []
+
+
+# -- a full disk under every command that writes a file --------------------------------------
+
+FILE_WRITES: dict[str, tuple[list[str], int]] = {
+    "export": (["export", "long", "-o"], 8192),
+    "export otlp": (["export", "long", "drill-1-0", "--format", "otlp", "-o"], 8192),
+    "fixture": (["fixture", "long", "-o"], 8192),
+    "share": (["share", "long", "-o"], 8192),
+    "anchor": (["anchor", "-o"], 0),  # a few hundred bytes: only a disk with no room refuses it
+}
+"""Each command that writes a file (it ends in its ``-o``), and the room left on the disk:
+less than the file needs, so the write fails part of the way through."""
+
+
+@contextlib.contextmanager
+def _full_disk(folder: Path, free: int, old: Path) -> Iterator[None]:
+    """A 64 KiB tmpfs at ``folder`` holding ``old`` (4 bytes), filled until ``free`` are left."""
+    folder.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:  # the EFBIG test below covers the same path without mounting
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        old.write_bytes(b"old\n")
+        with (folder / "filler").open("wb", buffering=0) as filler:
+            with contextlib.suppress(OSError):
+                while True:
+                    filler.write(b"\0" * 1024)
+            filler.truncate(filler.tell() - free)
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("command", sorted(FILE_WRITES))
+def test_a_file_written_onto_a_full_disk_is_one_line_and_leaves_the_old_file(
+    db: Path, tmp_path: Path, command: str
+) -> None:
+    args, free = FILE_WRITES[command]
+    out = tmp_path / "full"
+    target = out / "out.file"
+    with _full_disk(out, free, target):
+        line = one_error_line(run_cli(*args, target, "--db", db))
+        assert line == f"agent-journal: {target}: cannot write: No space left on device"
+        assert sorted(path.name for path in out.iterdir()) == ["filler", "out.file"]
+        assert target.read_bytes() == b"old\n"
+
+
+@pytest.mark.parametrize("command", sorted(set(FILE_WRITES) - {"anchor"}))
+def test_a_file_past_the_size_limit_is_one_line_and_leaves_no_file(
+    db: Path, tmp_path: Path, command: str
+) -> None:
+    """``EFBIG`` from the kernel (``RLIMIT_FSIZE``), in a real process: no mount needed."""
+    target = tmp_path / "out" / "out.file"
+    target.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", "from tui.cli import main; main()"]
+        + [*FILE_WRITES[command][0], str(target), "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+        preexec_fn=_limited(32768),  # the export, the page and the fixture are larger
+    )
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == f"agent-journal: {target}: cannot write: File too large\n"
+    assert list(target.parent.iterdir()) == []

@@ -5,6 +5,7 @@ Each reads or writes the record through `journal.Journal` and the canonical byte
 needed to append, read, fold or verify a journal.
 """
 
+from .atomic import write_atomically
 from .jsonl import (
     FORMAT,
     FORMAT_VERSION,
@@ -16,7 +17,6 @@ from .jsonl import (
     import_file,
     read_input,
     read_jsonl,
-    write_atomically,
     write_jsonl,
 )
 from .openai_import import ImportReport, convert_files, import_converted, import_openai

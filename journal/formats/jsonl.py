@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from ..errors import EventTooLargeError, InvalidEventError, InvalidInputError, S
 from ..fold import SessionState
 from ..records import CanonicalRecord, ImportRecord, canonical_record
 from ..store import Journal
+from .atomic import write_atomically
 from .erasures import erased_heads
 from .redact import Redactor, rechain
 
@@ -40,7 +40,6 @@ __all__ = [
     "import_file",
     "read_input",
     "read_jsonl",
-    "write_atomically",
     "write_jsonl",
 ]
 
@@ -105,33 +104,6 @@ def export_lines(
 def export_session(journal: Journal, session_id: str) -> bytes:
     """Return a session's whole JSONL file as bytes."""
     return b"".join(line + b"\n" for line in export_lines(journal, session_id))
-
-
-def write_atomically(lines: Iterable[bytes], path: str | Path) -> int:
-    """Write lines (each without its newline) to ``path`` atomically; return how many.
-
-    The lines go to a temporary file that is renamed into place, so a failure leaves no
-    partial file behind.
-    """
-    target = Path(path)
-    try:
-        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    except OSError as e:  # a missing or unwritable directory: bad usage, not a crash
-        raise InvalidInputError(f"{target}: cannot write: {e.strerror}") from e
-    count = 0
-    try:
-        with os.fdopen(handle, "wb") as out:
-            for line in lines:
-                out.write(line + b"\n")
-                count += 1
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp_name, 0o666 & ~umask)
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return count
 
 
 def write_jsonl(journal: Journal, session_id: str, path: str | Path) -> int:
