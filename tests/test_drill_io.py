@@ -348,19 +348,107 @@ def test_a_journal_deleted_under_a_running_import_is_an_error_not_a_silent_loss(
     )
 
 
-@pytest.mark.parametrize("command", ["sessions", "import"])
-def test_a_journal_in_a_read_only_directory_says_why_it_cannot_be_opened(
-    db: Path, sources: dict[str, Path], command: str
+def test_a_write_to_a_journal_in_a_read_only_directory_says_why(
+    db: Path, sources: dict[str, Path]
 ) -> None:
     before = snapshot(db)
     with read_only(db.parent):
-        args = READS[command](db, sources) if command in READS else WRITES[command](db, sources)
-        line = one_error_line(run_cli(*args))
+        line = one_error_line(run_cli(*WRITES["import"](db, sources)))
     assert line == (
-        f"agent-journal: {db}: cannot open: unable to open database file (SQLite needs to "
-        "create journal.db-wal and journal.db-shm beside it: is the directory writable?)"
+        f"agent-journal: {db}: the journal is read-only (SQLite cannot create journal.db-wal "
+        "and journal.db-shm beside it; opened read-only); write was not written"
     )
     assert snapshot(db) == before
+
+
+# -- a read-only journal is read -------------------------------------------------------------
+
+
+def _outputs(db: Path, sources: dict[str, Path]) -> dict[str, tuple[int, str]]:
+    """Each reading command's exit code and standard output on the journal at ``db``."""
+    outputs = {}
+    for command in sorted(READS):
+        result = run_cli(*READS[command](db, sources))
+        assert result.stderr == "" or command == "replay", (command, result.stderr)
+        outputs[command] = (result.exit_code, result.stdout)
+    return outputs
+
+
+@pytest.mark.parametrize("locked", ["folder", "folder and file"])
+def test_every_reading_command_reads_a_journal_in_a_read_only_folder(
+    db: Path, sources: dict[str, Path], locked: str
+) -> None:
+    """Unwritable even for root (``chattr +i``): SQLite cannot create the WAL's files."""
+    writable, before = _outputs(db, sources), snapshot(db)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(read_only(db.parent))
+        if locked == "folder and file":
+            stack.enter_context(read_only(db))
+        assert _outputs(db, sources) == writable
+    assert sorted(path.name for path in db.parent.iterdir()) == ["journal.db"]
+    assert snapshot(db) == before
+
+
+@contextlib.contextmanager
+def _read_only_mount(folder: Path, files: dict[str, bytes]) -> Iterator[None]:
+    """A tmpfs at ``folder`` holding ``files``, remounted read-only."""
+    folder.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:  # the chattr test above covers the same path without mounting
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def _with_wal(db: Path) -> dict[str, bytes]:
+    """The journal at ``db`` with one more session in its WAL, not checkpointed: the files
+    a writer killed while running leaves (the main file, ``-wal`` and ``-shm``)."""
+    code = (
+        "import os, sys; from journal import Journal, SessionStarted;"
+        "j = Journal.open(sys.argv[1]); j._conn.execute('PRAGMA wal_autocheckpoint = 0');"
+        "j.append('in-wal', [SessionStarted(agent='a:b')]); os._exit(0)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db)], cwd=REPO, check=True, timeout=60)
+    return {f"journal.db{end}": Path(f"{db}{end}").read_bytes() for end in ("", "-wal", "-shm")}
+
+
+def test_every_reading_command_reads_a_journal_on_a_read_only_mount(
+    db: Path, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    writable = _outputs(db, sources)
+    mount = tmp_path / "ro"
+    with _read_only_mount(mount, {"journal.db": db.read_bytes()}):
+        assert _outputs(mount / "journal.db", sources) == writable
+
+
+def test_a_read_only_mount_with_a_wal_is_read_whole_or_refused_naming_the_fix(
+    db: Path, tmp_path: Path
+) -> None:
+    """Commits in the WAL are read through its ``-shm``; without one, a clear refusal."""
+    files = _with_wal(db)
+    with _read_only_mount(tmp_path / "whole", files):
+        result = run_cli("sessions", "--db", tmp_path / "whole" / "journal.db")
+        assert (result.exit_code, result.stderr) == (0, "")
+        assert "in-wal" in result.stdout
+    del files["journal.db-shm"]
+    target = tmp_path / "no-shm" / "journal.db"
+    with _read_only_mount(target.parent, files):
+        line = one_error_line(run_cli("sessions", "--db", target))
+    assert line == (
+        f"agent-journal: {target}: cannot open: unable to open database file (its folder is "
+        "read-only and journal.db-wal holds commits that SQLite reads only through "
+        "journal.db-shm, which it cannot create: open the journal once where its folder is "
+        "writable, or copy journal.db with journal.db-wal to a writable folder)"
+    )
 
 
 @pytest.mark.parametrize(
