@@ -32,12 +32,14 @@ from .redact import Redactor, rechain
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "HEADER_KEYS",
     "ImportResult",
     "JsonlFile",
     "export_lines",
     "export_session",
     "header_for",
     "import_file",
+    "parse_line",
     "read_input",
     "read_jsonl",
     "write_jsonl",
@@ -55,6 +57,9 @@ _HEADER_FIELDS = (
     "forked_from",
     "fork_seq",
 )
+HEADER_KEYS = frozenset({"format", "format_version", "session_id", *_HEADER_FIELDS, "expect"})
+"""Every key a header may have; any other is refused, naming it (it would be dropped
+unseen). ``expect`` is a fixture's expected ending (`replay.fixtures`)."""
 
 
 def header_for(journal: Journal, session_id: str) -> dict[str, Any]:
@@ -126,11 +131,17 @@ class JsonlFile:
         return str(self.header["session_id"])
 
 
-def _parse_line(raw: bytes, at: str) -> dict[str, Any]:
-    """Parse one line as a JSON object; errors name ``at`` (file:line).
+def parse_line(raw: bytes, at: str) -> dict[str, Any]:
+    """Parse one line as a JSON object, strictly; errors name ``at`` (file:line).
+
+    What import reads every line with (`journal.canonical.loads_strict`: duplicate keys,
+    NaN, integers past 64 bits, deep nesting and invalid UTF-8 refused), and a spool's drain.
 
     A canonical line (an export's) takes `canonical_object`'s fast path; any other line
     goes to the strict parser, which decides and words the error.
+
+    Raises:
+        InvalidInputError: ``AT: not valid JSON: ...`` and the like.
     """
     value = canonical_object(raw)
     return value if value is not None else _parse_strict(raw, at)
@@ -228,7 +239,7 @@ def _header(raw: bytes, name: str) -> dict[str, Any]:
         raise InvalidInputError(
             f"{name}:1: not an agent-journal file (it starts a JSON array; {_TRANSCRIPT_HINT})"
         )
-    header = _parse_line(raw, f"{name}:1")
+    header = parse_line(raw, f"{name}:1")
     if header.get("format") != FORMAT:
         hint = f"; {_TRANSCRIPT_HINT}" if "messages" in header or "role" in header else ""
         raise InvalidInputError(
@@ -248,6 +259,13 @@ def _header(raw: bytes, name: str) -> dict[str, Any]:
         )
     if not isinstance(header.get("session_id"), str):
         raise InvalidInputError(f"{name}:1: header has no session_id")
+    unknown = sorted(set(header) - HEADER_KEYS)
+    if unknown:
+        raise InvalidInputError(
+            f"{name}:1: header has unknown key{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(key)[:60] for key in unknown[:5])} (a header holds "
+            f"{', '.join(sorted(HEADER_KEYS))}; a session's metadata is in its session_started)"
+        )
     return header
 
 
