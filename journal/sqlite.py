@@ -35,10 +35,9 @@ from ._search_sqlite import SQLiteSearchIndex
 from ._sql_append import insert_events_sql, null_places
 from ._sql_journal import SQLJournal
 from ._sqlite_read_only import cannot_create_beside, read_only_target
-from ._sqltx import SqlTx, TriggerState
+from ._sqltx import SqlTx, TriggerState, guard_refusal
 from .clock import Now
 from .errors import (
-    ConflictError,
     JournalBusyError,
     JournalError,
     JournalMissingError,
@@ -220,8 +219,10 @@ class SQLiteJournal(SQLJournal):
 
     def _write_failure(self, error: BaseException) -> BaseException:
         """The error a write's ``error`` is to our callers (SQLite's errors translated)."""
-        if isinstance(error, sqlite3.IntegrityError) and "append-only" in str(error):
-            return ConflictError(f"{self._path}: {error}")
+        if isinstance(error, sqlite3.IntegrityError):
+            refused = guard_refusal(self._path, str(error))
+            if refused is not None:
+                return refused
         if isinstance(error, sqlite3.Error):
             return self._translate(error, "write")
         return error
