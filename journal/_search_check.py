@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._search_index import index_rows
+from ._sqlstore import _ROW_COLUMNS
 from ._sqltx import SqlTx
 from .problems import Problem
 from .records import StoredEvent, as_text, stored_row
@@ -39,7 +40,6 @@ from .search import SEARCH_INDEX_TABLE
 __all__ = ["claimed", "events_at", "index_problems", "made_by"]
 
 _T = SEARCH_INDEX_TABLE
-_ROW_COLUMNS = "session_id, seq, ts, type, v, body, hash, summary, pos"
 _CLAIM_COLUMNS = "pos, session_id, seq, type, tools, ts, text"
 _IN_BATCH = 500
 """Positions asked for in one ``IN (...)``."""

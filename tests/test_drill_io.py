@@ -392,21 +392,11 @@ def test_every_reading_command_reads_a_journal_in_a_read_only_folder(
 @contextlib.contextmanager
 def _read_only_mount(folder: Path, files: dict[str, bytes]) -> Iterator[None]:
     """A tmpfs at ``folder`` holding ``files``, remounted read-only."""
-    folder.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:  # the chattr test above covers the same path without mounting
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with _tmpfs(folder, "16m"):
         for name, data in files.items():
             (folder / name).write_bytes(data)
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
         yield
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
 
 
 def _with_wal(db: Path) -> dict[str, bytes]:
@@ -485,17 +475,27 @@ less than the file needs, so the write fails part of the way through."""
 
 
 @contextlib.contextmanager
-def _full_disk(folder: Path, free: int, old: Path) -> Iterator[None]:
-    """A 64 KiB tmpfs at ``folder`` holding ``old`` (4 bytes), filled until ``free`` are left."""
+def _tmpfs(folder: Path, size: str) -> Iterator[None]:
+    """A tmpfs of ``size`` mounted at ``folder`` (skipped where mounting is not allowed:
+    the ``EFBIG`` and ``chattr`` tests cover the same paths without it)."""
     folder.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
         capture_output=True,
         check=False,
     )
-    if done.returncode != 0:  # the EFBIG test below covers the same path without mounting
+    if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     try:
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@contextlib.contextmanager
+def _full_disk(folder: Path, free: int, old: Path) -> Iterator[None]:
+    """A 64 KiB tmpfs at ``folder`` holding ``old`` (4 bytes), filled until ``free`` are left."""
+    with _tmpfs(folder, "64k"):
         old.write_bytes(b"old\n")
         with (folder / "filler").open("wb", buffering=0) as filler:
             with contextlib.suppress(OSError):
@@ -503,8 +503,6 @@ def _full_disk(folder: Path, free: int, old: Path) -> Iterator[None]:
                     filler.write(b"\0" * 1024)
             filler.truncate(filler.tell() - free)
         yield
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
 
 
 @pytest.mark.parametrize("command", sorted(FILE_WRITES))
