@@ -119,6 +119,8 @@ class SQLiteJournal(SQLJournal):
                 self._connect(uri, *settings)
         except sqlite3.DatabaseError as e:
             raise self._translate(e, "open") from e
+        if not memory and self._read_only is None and not os.access(path, os.W_OK):
+            self._read_only = f"{Path(path).name} is not writable; opened read-only"
         self._watch = FileWatch(path) if not memory else None  # before the identity is taken
         self._identity = None if memory else _identity(path)
 
@@ -213,6 +215,9 @@ class SQLiteJournal(SQLJournal):
                 f"{name}-shm beside it: is the directory writable?)"
             )
         return StoreError(f"{self._path}: {action} failed: {text}")
+
+    def _read_only_reason(self) -> str | None:
+        return self._read_only
 
     def _transaction(self) -> _Transaction:
         return self._write_tx

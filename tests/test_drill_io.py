@@ -539,3 +539,34 @@ def test_a_file_past_the_size_limit_is_one_line_and_leaves_no_file(
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr == f"agent-journal: {target}: cannot write: File too large\n"
     assert list(target.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("locked", ["folder", "file"])
+def test_search_reads_a_read_only_journal_with_its_index_or_names_the_fix(
+    db: Path, tmp_path: Path, locked: str
+) -> None:
+    """Search keeps its index in the journal: a current one is read, a missing one refused."""
+    unindexed = tmp_path / "unindexed" / "journal.db"
+    unindexed.parent.mkdir()
+    shutil.copyfile(db, unindexed)
+    writable = run_cli("search", "line 550", "--db", db)  # builds the index
+    assert (writable.exit_code, writable.stderr) == (0, ""), writable.stderr
+    assert "long" in writable.stdout
+    for journal in (db, unindexed):
+        Journal.open(journal).close()  # a clean close: the WAL folded in
+    with contextlib.ExitStack() as stack:
+        for journal in (db, unindexed):
+            stack.enter_context(read_only(journal.parent if locked == "folder" else journal))
+        result = run_cli("search", "line 550", "--db", db)
+        assert (result.exit_code, result.stdout, result.stderr) == (0, writable.stdout, "")
+        line = one_error_line(run_cli("search", "line 550", "--db", unindexed))
+    why = (
+        "SQLite cannot create journal.db-wal and journal.db-shm beside it"
+        if locked == "folder"
+        else "journal.db is not writable"
+    )
+    assert line == (
+        f"agent-journal: {unindexed}: search keeps its index in the journal and cannot build "
+        f"or update it here: the journal is read-only ({why}; opened read-only); search a copy "
+        "of it in a writable folder"
+    )
