@@ -466,6 +466,7 @@ def test_an_export_into_a_read_only_directory_is_one_line_and_leaves_no_file(
 FILE_WRITES: dict[str, tuple[list[str], int]] = {
     "export": (["export", "long", "-o"], 8192),
     "export otlp": (["export", "long", "drill-1-0", "--format", "otlp", "-o"], 8192),
+    "export atif": (["export", "long", "--format", "atif", "-o"], 8192),
     "fixture": (["fixture", "long", "-o"], 8192),
     "share": (["share", "long", "-o"], 8192),
     "anchor": (["anchor", "-o"], 0),  # a few hundred bytes: only a disk with no room refuses it
