@@ -46,7 +46,6 @@ import orjson
 from journal import (
     GENESIS_HASH,
     AgentEvent,
-    InvalidEventError,
     InvalidInputError,
     Journal,
     JournalError,
@@ -251,6 +250,8 @@ def _records(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     A last line without its newline (a writer killed mid-write) is skipped: it was never
     whole, so no session counted on it.
     """
+    from journal.formats import parse_line  # import's line parser, only once a drain runs
+
     try:
         fd = os.open(own_file(path), os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -262,13 +263,7 @@ def _records(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
         if not line.strip():
             continue
         at = f"{path}:{number}"
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise InvalidEventError(f"{at}: not JSON: {e}") from e
-        if not isinstance(record, dict):
-            raise InvalidEventError(f"{at}: not a JSON object")
-        yield at, record
+        yield at, parse_line(line, at)  # import's strict parser: a duplicate key is refused
 
 
 @dataclass(frozen=True)
@@ -285,7 +280,9 @@ def drain(journal: Journal, spool: Spool) -> DrainReport:
     """Move the spooled sessions into ``journal``, each all or nothing; see the module.
 
     Raises:
-        InvalidEventError: a spool line is not a JSON object (nothing is moved).
+        InvalidInputError: a spool line is not a JSON object, or not one import would read
+            (a duplicate key, NaN, an integer past 64 bits: `journal.formats.parse_line`);
+            nothing is moved.
     """
     files = spool.take()
     by_session: dict[str, dict[int, tuple[str, dict[str, Any]]]] = defaultdict(dict)

@@ -92,8 +92,8 @@ def hit_clauses(filters: SearchFilters, meta_match: str) -> tuple[str, list[Any]
 
 
 def hit(row: Sequence[Any], parts: list[str]) -> SearchHit:
-    """A found row (session, seq, type, time, tools, text, rank) as a `SearchHit`."""
-    session_id, seq, kind, ts, tools, text, rank = row
+    """A found row (session, seq, type, time, tools, text, rank, position) as a `SearchHit`."""
+    session_id, seq, kind, ts, tools, text, rank, _ = row
     return SearchHit(
         session_id=as_text(session_id),
         seq=int(seq),
@@ -127,12 +127,23 @@ class SearchIndex(ABC):
         self, tx: SqlTx, parts: list[str], where: str, params: list[Any], limit: int
     ) -> list[tuple[Any, ...]]:
         """Matching rows, best first: session, seq, type, time, tools, text, rank (higher
-        is better)."""
+        is better), position."""
 
     def position(self, tx: SqlTx) -> int:
         """The newest position indexed (0: none)."""
         row = tx.one(f"SELECT coalesce(max(pos), 0) FROM {_T}")
         return 0 if row is None else int(row[0])
+
+    def replace(self, tx: SqlTx, positions: Sequence[int], rows: Sequence[tuple[Any, ...]]) -> None:
+        """Remove the rows at ``positions``, then add `index_rows` ``rows`` (their truth)."""
+        for position in positions:
+            tx.run(f"DELETE FROM {_T} WHERE pos = ?", (position,))
+        if rows:
+            self.add(tx, rows)
+
+    def drop(self, tx: SqlTx) -> None:
+        """Remove the whole index (the next search builds it again from the events)."""
+        tx.run(f"DROP TABLE IF EXISTS {_T}")
 
     def drop_session(self, tx: SqlTx, session_id: str) -> None:
         """Remove a session's rows (an erase, in its transaction)."""

@@ -68,7 +68,7 @@ class PostgresSearchIndex(SearchIndex):
         """Rank with ``ts_rank_cd`` (higher is better)."""
         query = " && ".join("phraseto_tsquery('simple', ?)" for _ in parts)
         return tx.rows(
-            f"SELECT session_id, seq, type, ts, tools, text, ts_rank_cd(doc, q.q) AS rank "
+            f"SELECT session_id, seq, type, ts, tools, text, ts_rank_cd(doc, q.q) AS rank, pos "
             f"FROM {_T}, (SELECT {query} AS q) AS q WHERE doc @@ q.q AND {where} "
             f"ORDER BY rank DESC, pos LIMIT ?",
             [*parts, *params, limit],

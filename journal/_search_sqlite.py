@@ -81,6 +81,11 @@ class SQLiteSearchIndex(SearchIndex):
             if "already exists" not in str(e):  # another process got there first
                 raise
 
+    def drop(self, tx: SqlTx) -> None:
+        """Drop the FTS5 table (its shadow tables go with it), then the rows and triggers."""
+        tx.run(f"DROP TABLE IF EXISTS {SEARCH_INDEX_TABLE}_fts")
+        super().drop(tx)
+
     def add(self, tx: SqlTx, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert rows; a position already there is left alone (INSERT OR IGNORE)."""
         _db(tx).table(SEARCH_INDEX_TABLE).insert_all(
@@ -100,7 +105,7 @@ class SQLiteSearchIndex(SearchIndex):
             .table(SEARCH_INDEX_TABLE)
             .search(
                 query,
-                columns=["session_id", "seq", "type", "ts", "tools", "text"],
+                columns=["session_id", "seq", "type", "ts", "tools", "text", "pos"],
                 where=text,
                 where_args=named,
                 include_rank=True,
@@ -109,6 +114,15 @@ class SQLiteSearchIndex(SearchIndex):
             )
         )
         return [
-            (r["session_id"], r["seq"], r["type"], r["ts"], r["tools"], r["text"], -r["rank"])
+            (
+                r["session_id"],
+                r["seq"],
+                r["type"],
+                r["ts"],
+                r["tools"],
+                r["text"],
+                -r["rank"],
+                r["pos"],
+            )
             for r in found
         ]

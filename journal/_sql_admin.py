@@ -27,6 +27,7 @@ from collections.abc import Collection, Sequence
 from pydantic import ValidationError
 
 from ._derived import PROJECTION_READ, DerivedCheck
+from ._search_check import index_problems
 from ._sql_append import upsert_sql
 from ._sqlstore import SQLStore
 from ._sqltx import (
@@ -214,7 +215,15 @@ class SQLAdmin(SQLStore, JournalAdmin):
             problems.extend(found)
             total += count
             checked += 1
+        problems.extend(self._search_index_problems(session_ids))
         return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
+
+    def _search_index_problems(self, session_ids: Sequence[str] | None) -> list[Problem]:
+        """The search index's rows that disagree with their events (`journal._search_check`)."""
+        with self._snapshot() as tx:
+            if not self._has_search_index(tx):
+                return []
+            return index_problems(tx, session_ids)
 
     def _check_one(
         self, tx: SqlTx, session_id: str, *, refold: bool
@@ -329,7 +338,8 @@ class SQLAdmin(SQLStore, JournalAdmin):
         }
 
     def repair(self, session_ids: Sequence[str] | None = None) -> list[Problem]:
-        """Rebuild disagreeing projections and snapshots from the events; see `Journal.repair`."""
+        """Rebuild disagreeing projections, snapshots and the search index from the events; see
+        `Journal.repair`."""
         if session_ids is None:
             session_ids = self._every_session()
         repaired: list[Problem] = []
@@ -347,6 +357,12 @@ class SQLAdmin(SQLStore, JournalAdmin):
                     tx.run("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
             self._heads.pop(session_id, None)
             repaired.extend(found)
+        index = self._search_index_problems(session_ids)
+        if index:  # derived: dropped whole, built again from the events by the next search
+            with self._transaction() as tx:
+                self.SEARCH.drop(tx)
+            self._search_ready = self._search_table = False
+            repaired.extend(index)
         return repaired
 
     def heads(self) -> dict[str, tuple[int, str]]:

@@ -10,14 +10,17 @@ indexed in one write transaction so an erase meanwhile waits for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
+from ._search_check import claimed, events_at, made_by
 from ._search_index import BATCH, hit, hit_clauses, index_rows
 from ._sqlstore import SQLStore
-from .errors import InvalidInputError
+from .errors import InvalidInputError, StoreError
 from .fold import SessionState
+from .records import StoredEvent
 from .search import SearchFilters, SearchHit, query_parts
 from .store import JournalDerivedData
 
@@ -70,7 +73,15 @@ class SQLDerived(SQLStore, JournalDerivedData):
             )
 
     def refresh_search_index(self) -> int:
-        """Catch the search index up; see `Journal.refresh_search_index`."""
+        """Catch the search index up; see `Journal.refresh_search_index`.
+
+        A journal opened read-only (`SQLStore._read_only_reason`) is searched with the
+        index it holds when that index is current; else the error names the fix.
+        """
+        reason = self._read_only_reason()
+        if reason is not None:
+            self._require_current_index(reason)
+            return 0
         if not self._search_ready:  # once per journal object
             setup = self._transaction if self.SEARCH.SETUP_IN_TRANSACTION else self._reading
             with setup() as tx:
@@ -89,6 +100,19 @@ class SQLDerived(SQLStore, JournalDerivedData):
                 return added
             position = rows[-1].position or position
 
+    def _require_current_index(self, reason: str) -> None:
+        """Refuse, naming the fix, unless the index holds every event (nothing to write)."""
+        with self._reading() as tx:
+            current = self._has_search_index(tx) and not self._rows_after(
+                tx, self.SEARCH.position(tx), 1
+            )
+        if not current:
+            raise StoreError(
+                f"{self.target}: search keeps its index in the journal and cannot build or "
+                f"update it here: the journal is read-only ({reason}); search a copy of it "
+                "in a writable folder"
+            )
+
     def search(
         self, query: str, filters: SearchFilters | None = None, *, limit: int = 20
     ) -> list[SearchHit]:
@@ -98,6 +122,20 @@ class SQLDerived(SQLStore, JournalDerivedData):
             raise InvalidInputError(f"search: the limit must be at least 1, not {limit}")
         self.refresh_search_index()
         where, params = hit_clauses(filters or SearchFilters(), self.SEARCH.META_MATCH)
-        with self._reading() as tx:
-            rows = self.SEARCH.find(tx, parts, where, params, limit)
-        return [hit(row, parts) for row in rows]
+        for attempt in range(2):
+            with self._reading() as tx:
+                rows = self.SEARCH.find(tx, parts, where, params, limit)
+                events = events_at(tx, [int(row[7]) for row in rows])
+            untrue = [int(row[7]) for row in rows if not _holds(row, events)]
+            if not untrue or attempt == 1 or self._read_only_reason() is not None:
+                break
+            with self._transaction() as tx:  # put the rows right, then ask again: a real
+                truth = [events[pos] for pos in untrue if pos in events]  # match they hid shows
+                self.SEARCH.replace(tx, untrue, index_rows(truth))
+        return [hit(row, parts) for row in rows if int(row[7]) not in untrue]
+
+
+def _holds(row: Sequence[Any], events: dict[int, StoredEvent]) -> bool:
+    """Whether a found row (`SearchIndex.find`) is what the event at its position makes."""
+    session_id, seq, kind, ts, tools, text, _, pos = row
+    return made_by(events.get(int(pos))) == claimed(pos, session_id, seq, kind, tools, ts, text)

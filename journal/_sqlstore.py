@@ -108,6 +108,10 @@ class SQLStore(JournalBase):
     def _snapshot(self) -> AbstractContextManager[SqlTx]:
         """A short read transaction that sees one consistent snapshot of the whole journal."""
 
+    def _read_only_reason(self) -> str | None:
+        """Why this journal was opened read-only, or None (SQLite: `journal._sqlite_read_only`)."""
+        return None
+
     def _lock_session(self, tx: SqlTx, session_id: str) -> None:
         """Serialise writers of one session until the transaction ends (SQLite: a no-op)."""
 

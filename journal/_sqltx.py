@@ -2,7 +2,8 @@
 
 `SqlTx` wraps one DB-API connection behind ``?`` placeholders (PostgreSQL's subclass rewrites
 them); `SchemaSpec` is a store's versioned DDL; `trigger_problem` words verify's finding
-for a guard trigger that is not as the schema defines it.
+for a guard trigger that is not as the schema defines it; `guard_refusal` is the error a
+write that met a guard raises.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .errors import ConflictError, JournalError, UnplannedWriteError
 from .problems import Problem
 from .records import StoredEvent
 from .search import SEARCH_INDEX_TABLE
@@ -26,6 +28,7 @@ __all__ = [
     "TriggerState",
     "TxFactory",
     "event_params",
+    "guard_refusal",
     "trigger_problem",
 ]
 
@@ -130,3 +133,27 @@ def foreign_problem(kind: str, name: str, table: str) -> Problem:
 def event_params(row: StoredEvent) -> tuple[Any, ...]:
     """Return the values of an events-table row, in the order of its INSERT's columns."""
     return (row.session_id, row.seq, row.ts, row.type, row.v, row.body, row.hash, row.summary)
+
+
+TAKEN_SEQ = "append-only (INSERT over a taken seq)"
+"""The guard's words for an INSERT over a (session, seq) that holds a row: a lost race."""
+
+
+def guard_refusal(where: str, text: str) -> JournalError | None:
+    """The error of a write one of the schema's guards refused (its message is ``text``).
+
+    An INSERT over a taken seq is another writer's append winning the race: a
+    `ConflictError`, which a caller may retry on the new head. Any other guard (an UPDATE
+    or DELETE of events, a change of an erasure record) is never met by our own writes: a
+    trigger or rule that is not ours (an ``AFTER INSERT`` trigger deleting the new row)
+    made the statement change stored rows, so it is an `UnplannedWriteError`, as when such
+    a trigger drops the row unseen; retrying would meet it again. None: not a guard's.
+    """
+    if "append-only" not in text and "an erase needs its audit record" not in text:
+        return None
+    if TAKEN_SEQ in text:
+        return ConflictError(f"{where}: {text}")
+    return UnplannedWriteError(
+        f"{where}: {text}: a trigger or rule that is not agent-journal's tried to change "
+        "stored rows during the write (verify names it); nothing was written"
+    )

@@ -44,7 +44,7 @@ from ._pg_tailing import Listener, PgTailing
 from ._pg_tx import PgTx
 from ._search_pg import PostgresSearchIndex
 from ._sql_journal import SQLJournal
-from ._sqltx import SqlTx, TriggerState
+from ._sqltx import SqlTx, TriggerState, guard_refusal
 from .clock import Now
 from .errors import (
     ConflictError,
@@ -276,8 +276,9 @@ class PostgresJournal(PgAppends, PgTailing, SQLJournal):
                 "that is not agent-journal's changed the write (verify names it); nothing was "
                 "written"
             )
-        if "append-only" in text:
-            return ConflictError(f"{where}: {text}")
+        refused = guard_refusal(where, text)
+        if refused is not None:
+            return refused
         if isinstance(error, errors.LockNotAvailable):
             return JournalBusyError(
                 f"{self._target}: {action} gave up after waiting {self._lock_wait} for "

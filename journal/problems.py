@@ -25,6 +25,9 @@ guard triggers, foreign triggers and rules, the erasure audit chain) and an anch
   the events say (derived data);
 * ``erasure``: an erasure audit record that does not chain to the one before it (written
   or altered by hand; the store);
+* ``search_index``: a row of the search index that its event does not make (changed or
+  planted), or an event the index skips (hidden from every search) (derived data,
+  `journal._search_check`);
 * ``anchor`` and ``chain_kind``: against an anchor file (`journal.anchor`), a session whose
   history since the anchor was rewritten, cut or deleted, or a chain of another kind.
 """
@@ -51,6 +54,7 @@ ProblemKind = Literal[
     "erasure",
     "anchor",
     "chain_kind",
+    "search_index",
 ]
 """What a finding is about (the module docstring says what each means)."""
 

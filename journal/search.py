@@ -6,8 +6,12 @@ index), one row per event, keyed by the event's global position. It is never wri
 append: `Journal.search` first catches it up from the last position it holds (one read of
 the events after it, in batches), so the first search over a large journal pays for
 indexing it and later ones only for what was appended since. An erase removes the
-session's rows in its own transaction; the index is never exported and `verify` does not
-check it (every table whose name starts with `SEARCH_INDEX_TABLE` is the journal's own).
+session's rows in its own transaction; the index is never exported. Like every derived
+table it is a claim, checked against the events (`journal._search_check`): a search drops
+(and puts right) a hit whose row its event does not make, so it never shows text its event
+lacks; `verify` reports rows that disagree and events the index skips (``search_index``),
+and ``repair`` rebuilds it. Every table whose name starts with `SEARCH_INDEX_TABLE` is the
+journal's own.
 
 What an event contributes (`indexed_text`): its one-line summary, then every key and value
 of its payload (tool arguments and results, user inputs, answers, error messages, halt

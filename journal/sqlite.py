@@ -34,10 +34,10 @@ from ._planner import AppendPlan, Stamps
 from ._search_sqlite import SQLiteSearchIndex
 from ._sql_append import insert_events_sql, null_places
 from ._sql_journal import SQLJournal
-from ._sqltx import SqlTx, TriggerState
+from ._sqlite_read_only import cannot_create_beside, read_only_target
+from ._sqltx import SqlTx, TriggerState, guard_refusal
 from .clock import Now
 from .errors import (
-    ConflictError,
     JournalBusyError,
     JournalError,
     JournalMissingError,
@@ -106,31 +106,55 @@ class SQLiteJournal(SQLJournal):
             raise JournalMissingError(f"{path}: no journal here (the file does not exist)")
         if not memory and Path(path).is_dir():
             raise NotAJournalError(f"{path}: is a directory, not a journal file")
+        self._read_only: str | None = None
+        """Why the journal was opened read-only (`journal._sqlite_read_only`), or None."""
+        settings = (busy_timeout_ms, durability, create, hmac_key is not None)
+        try:
+            try:
+                self._connect(path, *settings)
+            except sqlite3.DatabaseError as e:
+                if memory or not cannot_create_beside(e, path):
+                    raise
+                uri, self._read_only = read_only_target(path, e)
+                self._connect(uri, *settings)
+        except sqlite3.DatabaseError as e:
+            raise self._translate(e, "open") from e
+        if not memory and self._read_only is None and not os.access(path, os.W_OK):
+            self._read_only = f"{Path(path).name} is not writable; opened read-only"
+        self._watch = FileWatch(path) if not memory else None  # before the identity is taken
+        self._identity = None if memory else _identity(path)
+
+    # -- setup -----------------------------------------------------------------------
+
+    def _connect(
+        self, target: str, busy_timeout_ms: int, durability: Durability, create: bool, hmac: bool
+    ) -> None:
+        """Connect to ``target`` (a path or a ``file:`` URI) and check or set up the schema.
+
+        The pragmas' errors are raised as SQLite's (the first read of a WAL journal whose
+        folder refuses new files fails there, and the caller then retries read-only); the
+        connection is closed on any failure.
+        """
         try:
             self._conn = sqlite3.connect(
-                path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+                target,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=busy_timeout_ms / 1000,
+                uri=target.startswith("file:"),
             )
         except sqlite3.Error as e:
-            raise StoreError(f"{path}: cannot open: {e}") from e
+            raise StoreError(f"{self._path}: cannot open: {e}") from e
         self._tx = _SQLiteTx(self._conn)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._conn.execute(
                 f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
             )
-            self._prepare(
-                self._reading, self._setup_write, create=create, hmac=hmac_key is not None
-            )
-        except sqlite3.DatabaseError as e:
-            self._conn.close()
-            raise self._translate(e, "open") from e
-        except JournalError:
+            self._prepare(self._reading, self._setup_write, create=create, hmac=hmac)
+        except (sqlite3.DatabaseError, JournalError):
             self._conn.close()
             raise
-        self._watch = FileWatch(path) if not memory else None  # before the identity is taken
-        self._identity = None if memory else _identity(path)
-
-    # -- setup -----------------------------------------------------------------------
 
     @contextmanager
     def _setup_write(self) -> Iterator[SqlTx]:
@@ -180,7 +204,10 @@ class SQLiteJournal(SQLJournal):
         if "full" in text:
             return StoreError(f"{self._path}: disk or database is full; {action} was not written")
         if "readonly" in text:
-            return StoreError(f"{self._path}: the journal is read-only; {action} was not written")
+            why = "" if self._read_only is None else f" ({self._read_only})"
+            return StoreError(
+                f"{self._path}: the journal is read-only{why}; {action} was not written"
+            )
         if "unable to open" in text and action == "open":
             name = Path(self._path).name
             return StoreError(
@@ -189,13 +216,18 @@ class SQLiteJournal(SQLJournal):
             )
         return StoreError(f"{self._path}: {action} failed: {text}")
 
+    def _read_only_reason(self) -> str | None:
+        return self._read_only
+
     def _transaction(self) -> _Transaction:
         return self._write_tx
 
     def _write_failure(self, error: BaseException) -> BaseException:
         """The error a write's ``error`` is to our callers (SQLite's errors translated)."""
-        if isinstance(error, sqlite3.IntegrityError) and "append-only" in str(error):
-            return ConflictError(f"{self._path}: {error}")
+        if isinstance(error, sqlite3.IntegrityError):
+            refused = guard_refusal(self._path, str(error))
+            if refused is not None:
+                return refused
         if isinstance(error, sqlite3.Error):
             return self._translate(error, "write")
         return error

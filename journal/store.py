@@ -429,7 +429,9 @@ class JournalAdmin(JournalBase):
 
         For each session (all by default) whose only findings are about its projection or
         its snapshots, and whose chain holds: the projection row is rewritten from the fold
-        of the events and the session's snapshots are dropped (they are rebuilt on need).
+        of the events and the session's snapshots are dropped (they are rebuilt on need). A
+        search index that disagrees with the events (``search_index`` findings) is dropped
+        whole; the next search builds it again.
         A session whose events are in question (altered, removed, cut, undecodable) or
         whose summary column disagrees (event rows are append-only) is left as it is.
         Returns the findings repaired.

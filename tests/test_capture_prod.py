@@ -283,7 +283,7 @@ def test_drain_names_a_bad_spool_line(tmp_path: Path) -> None:
     spool.write_text("not json\n")
     result = CliRunner().invoke(cli, ["drain", str(spool), "--db", str(tmp_path / "j.db")])
     assert result.exit_code == 2
-    assert f"{spool}.draining-" in result.output and ":1: not JSON" in result.output
+    assert f"{spool}.draining-" in result.output and ":1: not valid JSON" in result.output
 
 
 def test_drain_with_nothing_spooled_creates_no_journal(tmp_path: Path) -> None:

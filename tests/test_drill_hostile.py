@@ -417,6 +417,10 @@ FIXTURE_DAMAGE: dict[str, tuple[Callable[[list[bytes]], None], str]] = {
         ),
         ":1: format_version 9 is not supported",
     ),
+    "header key": (
+        lambda lines: lines.__setitem__(0, lines[0][:-1] + b',"metadata":{"a":1}}'),
+        ":1: header has unknown key 'metadata'",
+    ),
 }
 
 
@@ -441,6 +445,61 @@ def test_hostile_fixture_files_fail_alone_naming_file_and_line(
     for name, (_, error) in FIXTURE_DAMAGE.items():
         assert f"{name}.jsonl{error}" in output, name
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+
+
+# -- silent coercion: what import refuses, drain and the header refuse too --------------------
+
+
+def test_a_header_key_import_does_not_know_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """A 50 MB ``metadata`` object in the header was dropped without a word."""
+    db = tmp_path / "journal.db"
+    Journal.open(db).close()
+    before = snapshot(db)
+    source = _big_file(tmp_path / "ok.jsonl", "hello").read_bytes().split(b"\n")
+    header = json.loads(source[0])
+    hostile = tmp_path / "metadata.jsonl"
+    hostile.write_bytes(
+        b"\n".join([json.dumps({**header, "metadata": {"x": "y" * 50 * 2**20}}).encode()])
+        + b"\n"
+        + b"\n".join(source[1:])
+    )
+    line = _outcome(run_cli("import", hostile, "--db", db), hostile)
+    assert line == (
+        f"agent-journal: {hostile}:1: header has unknown key 'metadata' (a header holds agent, "
+        "ended, expect, fork_seq, forked_from, format, format_version, model, replay_of, "
+        "session_id, started, status; a session's metadata is in its session_started)"
+    )
+    assert snapshot(db) == before
+    expected = tmp_path / "expect.jsonl"  # the documented keys, expect included, stay accepted
+    expected.write_bytes(
+        b"\n".join([json.dumps({**header, "expect": {"status": "completed"}}).encode()])
+        + b"\n"
+        + b"\n".join(source[1:])
+    )
+    assert _outcome(run_cli("import", expected, "--db", db), expected) is None
+
+
+def test_drain_refuses_a_spool_line_with_a_duplicate_key_as_import_does(tmp_path: Path) -> None:
+    """drain took the last value of a repeated key; import refuses the same line."""
+    db = tmp_path / "journal.db"
+    start = {"seq": 0, "session_id": "s", "ts": "2026-11-29T23:00:00.000000Z", "v": 1}
+    first = json.dumps({**start, "type": "session_started", "agent": "tests.drill_agent:build"})
+    said = json.dumps({**start, "seq": 1, "type": "user_input", "text": "refund $150"})
+    duplicated = said[:-1] + ', "text": "refund $15"}'
+    spool = tmp_path / "journal.db.spool"
+    spool.write_text(f"{first}\n{duplicated}\n")
+    result = run_cli("drain", spool, "--db", db)
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"agent-journal: {spool}.draining-")
+    assert line.endswith(":2: not valid JSON: duplicate key 'text'"), line
+    with Journal.open(db) as journal:
+        assert journal.summary("s") is None  # nothing was moved
+    as_jsonl = tmp_path / "same.jsonl"
+    header = {"format": "agent-journal", "format_version": 1, "session_id": "s"}
+    as_jsonl.write_text(f"{json.dumps(header)}\n{first}\n{duplicated}\n")
+    refused = _outcome(run_cli("import", as_jsonl, "--db", db), as_jsonl)
+    assert refused == f"agent-journal: {as_jsonl}:3: not valid JSON: duplicate key 'text'"
 
 
 # -- 50 MB payloads --------------------------------------------------------------------------

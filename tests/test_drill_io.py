@@ -12,6 +12,7 @@ every recorded call is in a journaled ``action_proposed``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -347,19 +348,97 @@ def test_a_journal_deleted_under_a_running_import_is_an_error_not_a_silent_loss(
     )
 
 
-@pytest.mark.parametrize("command", ["sessions", "import"])
-def test_a_journal_in_a_read_only_directory_says_why_it_cannot_be_opened(
-    db: Path, sources: dict[str, Path], command: str
+def test_a_write_to_a_journal_in_a_read_only_directory_says_why(
+    db: Path, sources: dict[str, Path]
 ) -> None:
     before = snapshot(db)
     with read_only(db.parent):
-        args = READS[command](db, sources) if command in READS else WRITES[command](db, sources)
-        line = one_error_line(run_cli(*args))
+        line = one_error_line(run_cli(*WRITES["import"](db, sources)))
     assert line == (
-        f"agent-journal: {db}: cannot open: unable to open database file (SQLite needs to "
-        "create journal.db-wal and journal.db-shm beside it: is the directory writable?)"
+        f"agent-journal: {db}: the journal is read-only (SQLite cannot create journal.db-wal "
+        "and journal.db-shm beside it; opened read-only); write was not written"
     )
     assert snapshot(db) == before
+
+
+# -- a read-only journal is read -------------------------------------------------------------
+
+
+def _outputs(db: Path, sources: dict[str, Path]) -> dict[str, tuple[int, str]]:
+    """Each reading command's exit code and standard output on the journal at ``db``."""
+    outputs = {}
+    for command in sorted(READS):
+        result = run_cli(*READS[command](db, sources))
+        assert result.stderr == "" or command == "replay", (command, result.stderr)
+        outputs[command] = (result.exit_code, result.stdout)
+    return outputs
+
+
+@pytest.mark.parametrize("locked", ["folder", "folder and file"])
+def test_every_reading_command_reads_a_journal_in_a_read_only_folder(
+    db: Path, sources: dict[str, Path], locked: str
+) -> None:
+    """Unwritable even for root (``chattr +i``): SQLite cannot create the WAL's files."""
+    writable, before = _outputs(db, sources), snapshot(db)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(read_only(db.parent))
+        if locked == "folder and file":
+            stack.enter_context(read_only(db))
+        assert _outputs(db, sources) == writable
+    assert sorted(path.name for path in db.parent.iterdir()) == ["journal.db"]
+    assert snapshot(db) == before
+
+
+@contextlib.contextmanager
+def _read_only_mount(folder: Path, files: dict[str, bytes]) -> Iterator[None]:
+    """A tmpfs at ``folder`` holding ``files``, remounted read-only."""
+    with _tmpfs(folder, "16m"):
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        yield
+
+
+def _with_wal(db: Path) -> dict[str, bytes]:
+    """The journal at ``db`` with one more session in its WAL, not checkpointed: the files
+    a writer killed while running leaves (the main file, ``-wal`` and ``-shm``)."""
+    code = (
+        "import os, sys; from journal import Journal, SessionStarted;"
+        "j = Journal.open(sys.argv[1]); j._conn.execute('PRAGMA wal_autocheckpoint = 0');"
+        "j.append('in-wal', [SessionStarted(agent='a:b')]); os._exit(0)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db)], cwd=REPO, check=True, timeout=60)
+    return {f"journal.db{end}": Path(f"{db}{end}").read_bytes() for end in ("", "-wal", "-shm")}
+
+
+def test_every_reading_command_reads_a_journal_on_a_read_only_mount(
+    db: Path, sources: dict[str, Path], tmp_path: Path
+) -> None:
+    writable = _outputs(db, sources)
+    mount = tmp_path / "ro"
+    with _read_only_mount(mount, {"journal.db": db.read_bytes()}):
+        assert _outputs(mount / "journal.db", sources) == writable
+
+
+def test_a_read_only_mount_with_a_wal_is_read_whole_or_refused_naming_the_fix(
+    db: Path, tmp_path: Path
+) -> None:
+    """Commits in the WAL are read through its ``-shm``; without one, a clear refusal."""
+    files = _with_wal(db)
+    with _read_only_mount(tmp_path / "whole", files):
+        result = run_cli("sessions", "--db", tmp_path / "whole" / "journal.db")
+        assert (result.exit_code, result.stderr) == (0, "")
+        assert "in-wal" in result.stdout
+    del files["journal.db-shm"]
+    target = tmp_path / "no-shm" / "journal.db"
+    with _read_only_mount(target.parent, files):
+        line = one_error_line(run_cli("sessions", "--db", target))
+    assert line == (
+        f"agent-journal: {target}: cannot open: unable to open database file (its folder is "
+        "read-only and journal.db-wal holds commits that SQLite reads only through "
+        "journal.db-shm, which it cannot create: open the journal once where its folder is "
+        "writable, or copy journal.db with journal.db-wal to a writable folder)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -380,3 +459,115 @@ def test_an_export_into_a_read_only_directory_is_one_line_and_leaves_no_file(
         line = one_error_line(run_cli(*args, out / "x.jsonl", "--db", db))
     assert line.startswith(f"agent-journal: {out / 'x.jsonl'}: cannot write: ")
     assert list(out.iterdir()) == []
+
+
+# -- a full disk under every command that writes a file --------------------------------------
+
+FILE_WRITES: dict[str, tuple[list[str], int]] = {
+    "export": (["export", "long", "-o"], 8192),
+    "export otlp": (["export", "long", "drill-1-0", "--format", "otlp", "-o"], 8192),
+    "export atif": (["export", "long", "--format", "atif", "-o"], 8192),
+    "fixture": (["fixture", "long", "-o"], 8192),
+    "share": (["share", "long", "-o"], 8192),
+    "anchor": (["anchor", "-o"], 0),  # a few hundred bytes: only a disk with no room refuses it
+}
+"""Each command that writes a file (it ends in its ``-o``), and the room left on the disk:
+less than the file needs, so the write fails part of the way through."""
+
+
+@contextlib.contextmanager
+def _tmpfs(folder: Path, size: str) -> Iterator[None]:
+    """A tmpfs of ``size`` mounted at ``folder`` (skipped where mounting is not allowed:
+    the ``EFBIG`` and ``chattr`` tests cover the same paths without it)."""
+    folder.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@contextlib.contextmanager
+def _full_disk(folder: Path, free: int, old: Path) -> Iterator[None]:
+    """A 64 KiB tmpfs at ``folder`` holding ``old`` (4 bytes), filled until ``free`` are left."""
+    with _tmpfs(folder, "64k"):
+        old.write_bytes(b"old\n")
+        with (folder / "filler").open("wb", buffering=0) as filler:
+            with contextlib.suppress(OSError):
+                while True:
+                    filler.write(b"\0" * 1024)
+            filler.truncate(filler.tell() - free)
+        yield
+
+
+@pytest.mark.parametrize("command", sorted(FILE_WRITES))
+def test_a_file_written_onto_a_full_disk_is_one_line_and_leaves_the_old_file(
+    db: Path, tmp_path: Path, command: str
+) -> None:
+    args, free = FILE_WRITES[command]
+    out = tmp_path / "full"
+    target = out / "out.file"
+    with _full_disk(out, free, target):
+        line = one_error_line(run_cli(*args, target, "--db", db))
+        assert line == f"agent-journal: {target}: cannot write: No space left on device"
+        assert sorted(path.name for path in out.iterdir()) == ["filler", "out.file"]
+        assert target.read_bytes() == b"old\n"
+
+
+@pytest.mark.parametrize("command", sorted(set(FILE_WRITES) - {"anchor"}))
+def test_a_file_past_the_size_limit_is_one_line_and_leaves_no_file(
+    db: Path, tmp_path: Path, command: str
+) -> None:
+    """``EFBIG`` from the kernel (``RLIMIT_FSIZE``), in a real process: no mount needed."""
+    target = tmp_path / "out" / "out.file"
+    target.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", "from tui.cli import main; main()"]
+        + [*FILE_WRITES[command][0], str(target), "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+        preexec_fn=_limited(32768),  # the export, the page and the fixture are larger
+    )
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == f"agent-journal: {target}: cannot write: File too large\n"
+    assert list(target.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("locked", ["folder", "file"])
+def test_search_reads_a_read_only_journal_with_its_index_or_names_the_fix(
+    db: Path, tmp_path: Path, locked: str
+) -> None:
+    """Search keeps its index in the journal: a current one is read, a missing one refused."""
+    unindexed = tmp_path / "unindexed" / "journal.db"
+    unindexed.parent.mkdir()
+    shutil.copyfile(db, unindexed)
+    writable = run_cli("search", "line 550", "--db", db)  # builds the index
+    assert (writable.exit_code, writable.stderr) == (0, ""), writable.stderr
+    assert "long" in writable.stdout
+    for journal in (db, unindexed):
+        Journal.open(journal).close()  # a clean close: the WAL folded in
+    with contextlib.ExitStack() as stack:
+        for journal in (db, unindexed):
+            stack.enter_context(read_only(journal.parent if locked == "folder" else journal))
+        result = run_cli("search", "line 550", "--db", db)
+        assert (result.exit_code, result.stdout, result.stderr) == (0, writable.stdout, "")
+        line = one_error_line(run_cli("search", "line 550", "--db", unindexed))
+    why = (
+        "SQLite cannot create journal.db-wal and journal.db-shm beside it"
+        if locked == "folder"
+        else "journal.db is not writable"
+    )
+    assert line == (
+        f"agent-journal: {unindexed}: search keeps its index in the journal and cannot build "
+        f"or update it here: the journal is read-only ({why}; opened read-only); search a copy "
+        "of it in a writable folder"
+    )

@@ -267,3 +267,23 @@ def test_the_identical_fixtures_say_what_they_served(project: pytest.Pytester) -
             "recording (* not run: journal_live_tools = *",
         ]
     )
+
+
+def test_a_fixture_header_nested_past_the_parsers_depth_is_one_failed_item(
+    project: pytest.Pytester,
+) -> None:
+    """A header nested 30,000 deep fails its own item in one line; the other fixture runs."""
+    _copy(project, REFUND)
+    hostile = project.path / "fixtures" / "deep.jsonl"
+    hostile.write_text('{"format": "agent-journal", "x": ' + "[" * 30_000 + "]" * 30_000 + "}\n")
+    result = project.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*refund-overrefund-fixed.jsonl::refund-overrefund-fixed PASSED*",
+            "*deep.jsonl:1: *",
+        ]
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert "RecursionError" not in out
+    assert "Traceback" not in out

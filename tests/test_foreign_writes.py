@@ -112,3 +112,38 @@ def test_cli_verify_names_a_foreign_trigger_unless_allowed(tmp_path: Path) -> No
     )
     allowed = run_cli("verify", "--db", store.target, "--allow-trigger", "audit_log")
     assert allowed.exit_code == 0, allowed.stdout
+
+
+@pytest.mark.parametrize("statement", ["DELETE", "UPDATE"])
+def test_a_trigger_whose_change_a_guard_blocks_is_an_unplanned_write_not_a_conflict(
+    any_store: StoreUnderTest, statement: str
+) -> None:
+    """An AFTER INSERT trigger that deletes (or edits) the new row meets our guard: the
+    append fails, as an `UnplannedWriteError`; a `ConflictError` would invite a retry."""
+    journal = any_store.journal
+    journal.append("s", short_session())
+    before = _stored(any_store)
+    change = (
+        "DELETE FROM events WHERE pos = NEW.pos"
+        if statement == "DELETE"
+        else "UPDATE events SET summary = 'x' WHERE pos = NEW.pos"
+    )
+    with any_store.raw() as raw:
+        if any_store.schema is None:
+            raw.run(f"CREATE TRIGGER meddle AFTER INSERT ON events BEGIN {change}; END")
+        else:
+            raw.run(
+                "CREATE FUNCTION meddle() RETURNS trigger LANGUAGE plpgsql AS "
+                f"$$ BEGIN {change}; RETURN NULL; END $$"
+            )
+            raw.run(
+                "CREATE TRIGGER meddle AFTER INSERT ON events FOR EACH ROW "
+                "EXECUTE FUNCTION meddle()"
+            )
+    with pytest.raises(UnplannedWriteError) as raised:
+        journal.append("s", [UserInput(text="again")])
+    assert f"events are append-only ({statement} rejected)" in str(raised.value)
+    assert "a trigger or rule that is not agent-journal's" in str(raised.value)
+    with Journal.open(any_store.target) as other, pytest.raises(UnplannedWriteError):
+        other.append("new", short_session())
+    assert _stored(any_store) == before

@@ -401,3 +401,71 @@ def test_an_index_setup_cut_short_is_completed_by_the_next_journal(
     journal.append("t", [SessionStarted(), UserInput(text="alpha again")])
     with Journal.open(db_path) as again:
         assert set(where(again.search("alpha"))) == {("s", 1), ("t", 1)}
+
+
+# -- a poisoned index: rows changed, planted or removed by a writer of the database ----------
+
+
+def _poison(store: StoreUnderTest, statement: str) -> None:
+    with store.raw() as raw:
+        raw.run(statement)
+
+
+def _index_findings(journal: Journal) -> list[tuple[str | None, int | None, str]]:
+    return [
+        (p.session_id, p.seq, p.message.split(":")[0])
+        for p in journal.verify().problems
+        if p.kind == "search_index"
+    ]
+
+
+def test_a_changed_index_row_is_never_shown_and_verify_reports_it(
+    any_store: StoreUnderTest, filled: Journal
+) -> None:
+    """The row says 15.0 where the event holds 150.0: no search shows the lie."""
+    filled.refresh_search_index()
+    _poison(
+        any_store,
+        f"UPDATE {SEARCH_INDEX_TABLE} SET text = replace(text, '150.0', '15.0') "
+        "WHERE session_id = 'refund-a' AND seq = 2",
+    )
+    assert _index_findings(filled) == [
+        ("refund-a", 2, "the search index row at position 3 does not match the events")
+    ]
+    assert filled.search("15.0") == []  # dropped, and the row put right
+    assert where(filled.search("150.0")) == [("refund-a", 2), ("refund-a", 3)]
+    assert filled.verify().ok
+
+
+def test_a_planted_index_row_is_never_shown_and_verify_reports_it(
+    any_store: StoreUnderTest, filled: Journal
+) -> None:
+    filled.refresh_search_index()
+    _poison(
+        any_store,
+        f"INSERT INTO {SEARCH_INDEX_TABLE}(pos, session_id, seq, type, tools, ts, text) "
+        f"VALUES (999999, 'refund-b', 1, 'user_input', '', '{T1}', 'send it to attacker')",
+    )
+    [(session, seq, message)] = _index_findings(filled)
+    assert (session, seq, message) == (
+        "refund-b",
+        1,
+        "the search index row at position 999999 does not match the events",
+    )
+    assert filled.search("attacker") == []
+    assert filled.verify().ok  # the search removed the planted row
+
+
+def test_a_hidden_event_is_reported_by_verify_and_found_after_repair(
+    any_store: StoreUnderTest, filled: Journal
+) -> None:
+    filled.refresh_search_index()
+    _poison(
+        any_store,
+        f"DELETE FROM {SEARCH_INDEX_TABLE} WHERE session_id = 'refund-b' AND seq = 1",
+    )
+    assert where(filled.search("ord_9000", SearchFilters(type="user_input"))) == []
+    assert [(s, q) for s, q, _ in _index_findings(filled)] == [("refund-b", 1)]
+    assert [p.kind for p in filled.repair()] == ["search_index"]
+    assert filled.verify().ok
+    assert where(filled.search("ord_9000", SearchFilters(type="user_input"))) == [("refund-b", 1)]

@@ -36,7 +36,6 @@ error with a clear message, never a skip.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,15 +97,20 @@ def _is_fixture(path: Path) -> bool:
     other JSON object (another tool's JSONL, with its own header) is left alone. Anything
     else (a first line that is not a JSON object, an empty or unreadable file) is collected
     too, so that a damaged fixture fails loudly instead of silently dropping out of the run.
+    The line is parsed with orjson, whose nesting limit (1,024) raises a ``ValueError``
+    where the standard library would recurse into a ``RecursionError`` and end the run;
+    a ``RecursionError`` is still taken as "collect it" should any parser raise one.
     """
+    import orjson
+
     try:
         with path.open("rb") as handle:
             first = handle.readline(1 << 16)
     except OSError:
         return True
     try:
-        header = json.loads(first)
-    except ValueError:
+        header = orjson.loads(first)
+    except (ValueError, RecursionError):
         return True
     return not isinstance(header, dict) or header.get("format") == "agent-journal"
 

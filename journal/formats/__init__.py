@@ -8,18 +8,20 @@ needed to append, read, fold or verify a journal.
 
 from .atif_export import atif_json, atif_trajectory
 from .atif_import import convert_atif
+from .atomic import write_atomically
 from .jsonl import (
     FORMAT,
     FORMAT_VERSION,
+    HEADER_KEYS,
     ImportResult,
     JsonlFile,
     export_lines,
     export_session,
     header_for,
     import_file,
+    parse_line,
     read_input,
     read_jsonl,
-    write_atomically,
     write_jsonl,
 )
 from .openai_import import ImportReport, convert_files, import_converted, import_openai
@@ -45,6 +47,7 @@ __all__ = [
     "CONTENT_SETTINGS",
     "FORMAT",
     "FORMAT_VERSION",
+    "HEADER_KEYS",
     "MODEL_SETTINGS",
     "CopyResult",
     "ImportReport",
@@ -72,6 +75,7 @@ __all__ = [
     "otlp_document",
     "otlp_json",
     "parse_arguments",
+    "parse_line",
     "proposal_from_completion",
     "proposal_from_response",
     "read_body",

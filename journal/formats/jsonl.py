@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,21 +25,23 @@ from ..errors import EventTooLargeError, InvalidEventError, InvalidInputError, S
 from ..fold import SessionState
 from ..records import CanonicalRecord, ImportRecord, canonical_record
 from ..store import Journal
+from .atomic import write_atomically
 from .erasures import erased_heads
 from .redact import Redactor, rechain
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "HEADER_KEYS",
     "ImportResult",
     "JsonlFile",
     "export_lines",
     "export_session",
     "header_for",
     "import_file",
+    "parse_line",
     "read_input",
     "read_jsonl",
-    "write_atomically",
     "write_jsonl",
 ]
 
@@ -56,6 +57,9 @@ _HEADER_FIELDS = (
     "forked_from",
     "fork_seq",
 )
+HEADER_KEYS = frozenset({"format", "format_version", "session_id", *_HEADER_FIELDS, "expect"})
+"""Every key a header may have; any other is refused, naming it (it would be dropped
+unseen). ``expect`` is a fixture's expected ending (`replay.fixtures`)."""
 
 
 def header_for(journal: Journal, session_id: str) -> dict[str, Any]:
@@ -107,33 +111,6 @@ def export_session(journal: Journal, session_id: str) -> bytes:
     return b"".join(line + b"\n" for line in export_lines(journal, session_id))
 
 
-def write_atomically(lines: Iterable[bytes], path: str | Path) -> int:
-    """Write lines (each without its newline) to ``path`` atomically; return how many.
-
-    The lines go to a temporary file that is renamed into place, so a failure leaves no
-    partial file behind.
-    """
-    target = Path(path)
-    try:
-        handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    except OSError as e:  # a missing or unwritable directory: bad usage, not a crash
-        raise InvalidInputError(f"{target}: cannot write: {e.strerror}") from e
-    count = 0
-    try:
-        with os.fdopen(handle, "wb") as out:
-            for line in lines:
-                out.write(line + b"\n")
-                count += 1
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp_name, 0o666 & ~umask)
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return count
-
-
 def write_jsonl(journal: Journal, session_id: str, path: str | Path) -> int:
     """Write a session to ``path`` atomically; return the number of events written."""
     journal.require(session_id)
@@ -154,11 +131,17 @@ class JsonlFile:
         return str(self.header["session_id"])
 
 
-def _parse_line(raw: bytes, at: str) -> dict[str, Any]:
-    """Parse one line as a JSON object; errors name ``at`` (file:line).
+def parse_line(raw: bytes, at: str) -> dict[str, Any]:
+    """Parse one line as a JSON object, strictly; errors name ``at`` (file:line).
+
+    What import reads every line with (`journal.canonical.loads_strict`: duplicate keys,
+    NaN, integers past 64 bits, deep nesting and invalid UTF-8 refused), and a spool's drain.
 
     A canonical line (an export's) takes `canonical_object`'s fast path; any other line
     goes to the strict parser, which decides and words the error.
+
+    Raises:
+        InvalidInputError: ``AT: not valid JSON: ...`` and the like.
     """
     value = canonical_object(raw)
     return value if value is not None else _parse_strict(raw, at)
@@ -256,7 +239,7 @@ def _header(raw: bytes, name: str) -> dict[str, Any]:
         raise InvalidInputError(
             f"{name}:1: not an agent-journal file (it starts a JSON array; {_TRANSCRIPT_HINT})"
         )
-    header = _parse_line(raw, f"{name}:1")
+    header = parse_line(raw, f"{name}:1")
     if header.get("format") != FORMAT:
         hint = f"; {_TRANSCRIPT_HINT}" if "messages" in header or "role" in header else ""
         raise InvalidInputError(
@@ -276,6 +259,13 @@ def _header(raw: bytes, name: str) -> dict[str, Any]:
         )
     if not isinstance(header.get("session_id"), str):
         raise InvalidInputError(f"{name}:1: header has no session_id")
+    unknown = sorted(set(header) - HEADER_KEYS)
+    if unknown:
+        raise InvalidInputError(
+            f"{name}:1: header has unknown key{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(key)[:60] for key in unknown[:5])} (a header holds "
+            f"{', '.join(sorted(HEADER_KEYS))}; a session's metadata is in its session_started)"
+        )
     return header
 
 
