@@ -173,6 +173,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "capture": [
         "CAPTURED_WITH",
+        "LIST_TOOLS",
         "MODEL_CALL",
         "REPLAY_STOPPED",
         "AsyncToolPlayer",
@@ -204,6 +205,7 @@ PUBLIC: dict[str, list[str]] = {
         "full_requests",
         "is_method",
         "json_value",
+        "mcp_tool_names",
         "missing_extra",
         "raised_by_model_call",
         "rebuilt",
