@@ -175,7 +175,8 @@ class CapturedMCP:
             return await live.list_tools(params=params)
 
         args = {} if params is None else params.model_dump(mode="json", exclude_none=True)
-        listed = await self._journaled(self._modes.info(LIST_TOOLS), args, run, _listing)
+        info = self._modes.info(LIST_TOOLS)
+        listed = await self._journaled(info, args, run, _listing, early=True)
         for tool in getattr(listed, "tools", ()):
             self._tools[tool.name] = self._modes.info(tool.name)
         return listed
@@ -186,8 +187,13 @@ class CapturedMCP:
         args: dict[str, Any],
         run: Callable[[], Any],
         returns: Callable[[], Any],
+        *,
+        early: bool = False,
     ) -> Any:
-        """Run (or replay) one call in the session it belongs to, if any."""
+        """Run (or replay) one call in the session it belongs to, if any.
+
+        ``early`` as `CapturedSession.acall_tool` takes it.
+        """
         if inside_a_tool(info.name, side_effects=info.side_effects):
             return await run()
         session: CapturedSession | None = session_of_call(
@@ -196,7 +202,7 @@ class CapturedMCP:
         if session is None:
             return await run()
         try:
-            return await session.acall_tool(info, args, run, returns)
+            return await session.acall_tool(info, args, run, returns, early=early)
         except MCPError as error:
             _whole(error)
             raise
