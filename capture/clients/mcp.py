@@ -34,6 +34,7 @@ from typing import Any
 from journal import HaltSession, json_stand_in
 
 from .._extras import missing_extra
+from ..exceptions import restore_with
 from ..placement import session_of_call
 from ..play import REPLAY_STOPPED, replay_target
 from ..requests import jsonable
@@ -85,21 +86,24 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     return {key: json_stand_in(jsonable(value)) for key, value in given.items()}
 
 
-def _whole(error: MCPError) -> None:
+def _whole(error: BaseException) -> None:
     """A replayed ``MCPError`` made whole: its ``error`` an ``ErrorData`` again.
 
     A replay rebuilds an exception from its record without calling ``__init__``
     (`capture.exceptions.rebuilt`), so the attribute holds the recorded JSON object (or
-    nothing); ``code``, ``message`` and ``data`` read it.
+    nothing); ``code``, ``message`` and ``data`` (and ``str()``) read it.
     """
     recorded = error.__dict__.get("error")
-    if isinstance(recorded, ErrorData):
+    if not isinstance(error, MCPError) or isinstance(recorded, ErrorData):
         return
     if isinstance(recorded, dict):
         error.error = ErrorData.model_validate(recorded)
         return
     code, message, data = (*error.args, 0, "", None)[:3]
     error.error = ErrorData(code=code, message=str(message), data=data)
+
+
+restore_with("mcp.shared.exceptions:MCPError", _whole)
 
 
 class CapturedMCP:
@@ -201,11 +205,7 @@ class CapturedMCP:
         )
         if session is None:
             return await run()
-        try:
-            return await session.acall_tool(info, args, run, returns, early=early)
-        except MCPError as error:
-            _whole(error)
-            raise
+        return await session.acall_tool(info, args, run, returns, early=early)
 
 
 def _call() -> type[CallToolResult]:
