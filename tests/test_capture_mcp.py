@@ -42,7 +42,7 @@ from .helpers import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Where is order 5?"
-THREE = "Where is order 5? I need three."
+THREE = "Where is order 5? I need three units."
 """The model writes the quantity as the string "3" (fake_openai's planted bug)."""
 
 
@@ -213,12 +213,12 @@ def test_a_pure_tool_runs_live_and_a_changed_server_diverges_at_its_result(
     journal, (session,) = record(QUESTION)
     result = replayed(journal, session)
     assert result.identical, result.first_divergence
-    assert result.served.ran == ["check_stock"]
+    assert result.served.ran == ("check_stock",)
     assert starts(tmp_path) == 2  # the replay started the server for the pure tool only
     monkeypatch.setenv("MCP_SERVER_CHANGES", "stock")  # reserved units no longer in stock
     divergence = replayed(journal, session).first_divergence
     assert divergence is not None and divergence.seq == seq_of(journal, session, "check_stock")
-    assert "in_stock" in json.dumps(divergence.changes)
+    assert "in_stock" in " ".join(str(change.path) for change in divergence.changes)
     assert outbox(tmp_path) == ["customer@example.com: order 5"]
 
 
@@ -239,7 +239,7 @@ def test_a_fix_in_the_loop_diverges_at_the_call_it_changes() -> None:
     app.CHANGES.add("fix")  # the quantity "3" sent as 3
     divergence = replayed(journal, session).first_divergence
     assert divergence is not None and divergence.seq == seq_of(journal, session, "check_stock")
-    assert "quantity" in json.dumps(divergence.changes)
+    assert "quantity" in " ".join(str(change.path) for change in divergence.changes)
 
 
 def test_a_side_effect_tool_runs_live_only_when_named_and_allowed(tmp_path: Path) -> None:
@@ -262,7 +262,7 @@ def test_the_tool_names_a_recording_listed_may_be_named_live_before_the_code_run
         app.capture.tools.pop(name, None)  # a fresh process knows them from the recording
     result = replayed(journal, session, live_tools=["lookup_order", LIST_TOOLS])
     assert result.identical, result.first_divergence
-    assert result.served.ran == ["check_stock", "lookup_order", LIST_TOOLS]
+    assert result.served.ran == ("check_stock", "lookup_order", LIST_TOOLS)
 
 
 def test_a_session_the_code_opens_itself_replays_identical(tmp_path: Path) -> None:

@@ -253,6 +253,7 @@ async def connect_stdio(
                 await session.initialize()
                 yield CapturedMCP(session, modes, tools)
         return
+    raised: BaseException | None = None
     async with anyio.create_task_group() as group:
         done = anyio.Event()
 
@@ -274,5 +275,9 @@ async def connect_stdio(
 
         try:
             yield CapturedMCP(connect, modes, tools)
+        except BaseException as error:  # raised past the group, not inside an ExceptionGroup
+            raised = error
         finally:
             done.set()
+    if raised is not None:
+        raise raised
