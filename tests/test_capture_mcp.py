@@ -362,7 +362,7 @@ def test_sessions_on_either_store_replay_identical_and_the_cli_reads_them(
     listed = json.loads(run_cli("sessions", "--db", any_store.target, "--json").stdout)
     assert {row["session_id"] for row in listed} == {s.session_id for s in summaries}
     assert {row["agent"] for row in listed} == {"tests.mcp_app:answer"}
-    first = summaries[0].session_id
+    first = next(s.session_id for s in summaries if question_of(journal, s.session_id) == QUESTION)
     shown = run_cli("show", first, "--db", any_store.target)
     assert shown.exit_code == 0
     assert LIST_TOOLS in shown.stdout and "check_stock" in shown.stdout
