@@ -141,9 +141,9 @@ class CapturedMCP:
         return self._session
 
     def __getattr__(self, name: str) -> Any:
-        if self._session is not None:
+        if self._connect is None:
             return getattr(self._session, name)
-        return _NotConnected(name, getattr(ClientSession, name))
+        return _Unserved(name, getattr(ClientSession, name))  # a replay's: served calls only
 
     async def call_tool(
         self,
@@ -216,8 +216,8 @@ def _listing() -> type[ListToolsResult]:
     return ListToolsResult
 
 
-class _NotConnected:
-    """A method of a session a replay did not connect: a stop, since nothing journaled it."""
+class _Unserved:
+    """A method of a replay's session (`connect_stdio`): a stop, since nothing journaled it."""
 
     def __init__(self, name: str, method: Any) -> None:
         self._name = name
