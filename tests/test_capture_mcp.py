@@ -293,7 +293,9 @@ def test_a_method_no_call_journals_stops_a_replay_that_started_no_server(
     assert "list_prompts()" in divergence.actual["reason"]
 
 
-QUESTIONS = [f"Where is order {n}?" + (" I need three." if n % 4 == 1 else "") for n in range(20)]
+QUESTIONS = [
+    f"Where is order {n}?" + (" I need three units." if n % 4 == 1 else "") for n in range(20)
+]
 
 
 def test_twenty_sessions_replay_identical_and_planted_changes_diverge_where_they_should(
@@ -314,14 +316,24 @@ def test_twenty_sessions_replay_identical_and_planted_changes_diverge_where_they
     assert identical == [True] * 20
     app.CHANGES.add("fix")  # only the sessions where the model wrote "3" change
     fixed = {s: replayed(journal, s, e).first_divergence for s, e in entries.items()}
-    threes = {s for s, d in fixed.items() if d is not None}
-    expected = {s for s in entries if "three" in question_of(journal, s)}
-    assert threes == expected and len(threes) == 5
-    assert all(fixed[s].seq == seq_of(journal, s, "check_stock") for s in threes)  # type: ignore[union-attr]
+    moved = {s: d.seq for s, d in fixed.items() if d is not None}
+    # the sessions whose check_stock the model asked for with "3" (orders 1, 5, 9, 17; the
+    # lookup of order 13 failed first)
+    expected = {
+        s: seq_of(journal, s, "check_stock")
+        for s in entries
+        if any(
+            isinstance(e, ActionCommitted | ActionFailed)
+            and e.tool == "check_stock"
+            and isinstance(e.args.get("quantity"), str)
+            for e in events(journal, s)
+        )
+    }
+    assert moved == expected and len(moved) == 4
     app.CHANGES.clear()
     app.CHANGES.add("prompt")
-    moved = [replayed(journal, s, e).first_divergence for s, e in entries.items()]
-    assert [d.seq if d else None for d in moved] == [0] * 20
+    prompted = [replayed(journal, s, e).first_divergence for s, e in entries.items()]
+    assert [d.seq if d else None for d in prompted] == [0] * 20
     assert outbox(tmp_path) == sent
 
 
