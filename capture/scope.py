@@ -238,7 +238,7 @@ class Capture:
         from .clients.mcp import CapturedMCP, ToolModes
 
         modes = ToolModes(frozenset(pure), frozenset(io))
-        wrapped: Any = CapturedMCP(cast(Any, session), modes, self.tools)
+        wrapped: Any = CapturedMCP(session, modes, self.tools)
         return cast(M, wrapped)
 
     def mcp_stdio(

@@ -113,27 +113,32 @@ class CapturedMCP:
     code opened) or `connect_stdio` (around one it opens, or none in a replay).
 
     Args:
-        session: the client session, or a coroutine function giving it when a call must
-            reach the server (`connect_stdio` in a replay).
+        session: the client session (None: ``connect`` gives it when a call must reach the
+            server, as `connect_stdio` does in a replay).
         modes: how a replay treats the server's tools.
         tools: the capture's tools by name: the declared ones and the listed ones are
             added (a replay checks the tools it is asked to run live against them).
+        connect: a coroutine function giving the session.
     """
 
     def __init__(
         self,
-        session: ClientSession | Callable[[], Any],
+        session: Any,
         modes: ToolModes,
         tools: MutableMapping[str, ToolInfo],
+        *,
+        connect: Callable[[], Any] | None = None,
     ) -> None:
-        self._session = session if isinstance(session, ClientSession) else None
-        self._connect = None if isinstance(session, ClientSession) else session
+        if (session is None) == (connect is None):
+            raise TypeError("give either a session or a connect function")
+        self._session = session
+        self._connect = connect
         self._modes = modes
         self._tools = tools
         for name in (*modes.pure, *modes.io, LIST_TOOLS):
             tools[name] = modes.info(name)
 
-    async def _live(self) -> ClientSession:
+    async def _live(self) -> Any:
         """The client session, connected first if it is not yet."""
         if self._session is None:
             assert self._connect is not None
@@ -274,7 +279,7 @@ async def connect_stdio(
             return started[0]
 
         try:
-            yield CapturedMCP(connect, modes, tools)
+            yield CapturedMCP(None, modes, tools, connect=connect)
         except BaseException as error:  # raised past the group, not inside an ExceptionGroup
             raised = error
         finally:
