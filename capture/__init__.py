@@ -45,6 +45,7 @@ from .play import (
     Player,
     ReplayTarget,
     ToolPlay,
+    halt_of,
     replay_target,
     replaying,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "exception_record",
     "frame_note",
     "full_requests",
+    "halt_of",
     "is_method",
     "json_value",
     "mcp_tool_names",

@@ -26,7 +26,7 @@ from .clients.anthropic_messages import start_fields as anthropic_start
 from .clients.anthropic_messages import turn_of as anthropic_turn
 from .clients.openai_streams import StreamRecording
 from .exceptions import rebuilt
-from .play import REPLAY_STOPPED, Player, ToolPlay, replay_target
+from .play import REPLAY_STOPPED, Player, ToolPlay, halt_of, replay_target
 from .proposal_order import InProposalOrder
 from .recorder import Recorder
 from .requests import (
@@ -199,10 +199,13 @@ class CapturedSession:
     def fail(self, error: BaseException) -> None:
         """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s).
 
+        A halt inside a group of exceptions (`halt_of`) is that halt.
+
         The outcomes still waiting for an earlier call's are journaled first, unless a
         replay stopped at that call: the halt then takes its place, naming it, where a
         later call's outcome would have looked like the change.
         """
+        error = halt_of(error) or error
         with self._lock:
             if self.recorder.ended:
                 return

@@ -273,6 +273,16 @@ def test_a_session_the_code_opens_itself_replays_identical(tmp_path: Path) -> No
     assert outbox(tmp_path) == ["customer@example.com: order 5"]
 
 
+def test_a_replay_that_stops_inside_the_sdks_task_groups_diverges_and_halts_as_stopped() -> None:
+    journal, (session,) = record(THREE, entry=app.answer_own_session)
+    app.CHANGES.add("fix")  # diverges at check_stock; the next model call stops the replay
+    result = replay_entry(journal, session, app.answer_own_session, ReplayOptions(), save=True)
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.seq == seq_of(journal, session, "check_stock")
+    halted = events(journal, result.replay_session_id)[-1]
+    assert halted.type == "agent_halted" and halted.rule == "replay_stopped"
+
+
 def test_a_method_no_call_journals_stops_a_replay_that_started_no_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

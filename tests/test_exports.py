@@ -203,6 +203,7 @@ PUBLIC: dict[str, list[str]] = {
         "exception_record",
         "frame_note",
         "full_requests",
+        "halt_of",
         "is_method",
         "json_value",
         "mcp_tool_names",
