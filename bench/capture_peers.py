@@ -17,8 +17,8 @@ then the same loop with
 
 Per model call it reports the process CPU added to the bare client's (the GIL makes CPU on
 any thread the caller's cost), and the wall time of the call added at p50 and p99. A peer
-that is not installed (``pip install -e '.[bench]'``) is a line saying so. ``--callgrind``
-adds instruction counts under valgrind (slow; the noise-free figure).
+that is not installed (``pip install -e '.[capture-peers]'``) is a line saying so.
+``--callgrind`` adds instruction counts under valgrind (slow; the noise-free figure).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def measure(calls: int, rounds: int, callgrind: bool) -> Report:
         Table(header, rows),
     ]
     if missing:
-        lines.append(f"not installed (pip install -e '.[bench]'): {', '.join(missing)}")
+        lines.append(f"not installed (pip install -e '.[capture-peers]'): {', '.join(missing)}")
     otel = "otel-content" in cases
     if otel:
         ours = statistics.median(cpu["capture"]) - base_cpu

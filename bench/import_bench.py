@@ -14,7 +14,11 @@ process whose wall time and peak RSS (``os.wait4``) are read:
 Targets (issue 21): import wall ≤ 3× the raw script's at 200k events; peak RSS under 100 MB
 at 1M events and less than 10 MB more than at 100k, for import and copy alike.
 
+Then one row per format the import reads (jsonl, openai, otlp, atif: `bench/format_import.py`),
+each file's import against ``orjson.loads`` of the same file (``--formats-only``: that alone).
+
     python bench/import_bench.py [--quick] [--wall-events N] [--rounds N]
+        [--formats-events N] [--formats-only]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 
 import orjson
 from _common import GENESIS, TS, Ratio, Report, Table, machine, report, session_events
+from format_import import format_rows
 
 from journal.canonical import dumps_canonical
 from journal.fold import fold
@@ -168,11 +173,19 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="20k and 100k events")
     parser.add_argument("--wall-events", type=int, default=200_000, help="for the wall ratio")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the wall ratio")
+    parser.add_argument(
+        "--formats-events", type=int, default=20_000, help="events of the per-format rows"
+    )
+    parser.add_argument("--formats-only", action="store_true", help="the per-format rows alone")
     args = parser.parse_args()
     sizes = (20_000, 100_000) if args.quick else (100_000, 1_000_000)
     wall_events = 20_000 if args.quick else args.wall_events
+    formats_events = min(args.formats_events, 5_000) if args.quick else args.formats_events
     with tempfile.TemporaryDirectory(prefix="import-bench-") as temp:
         folder = Path(temp)
+        formats = format_rows(folder, formats_events, peak_rss, CLI)
+        if args.formats_only:
+            return report(Report([[machine()], [formats]]))
         times = wall_ratios(folder, wall_events, args.rounds)
         rows = [memory_row(events, folder) for events in sizes]
     ratios = [mine / theirs for mine, theirs in times]
@@ -208,7 +221,7 @@ def main() -> int:
         rows,
     )
     rounds = f"rounds: {', '.join(f'{r:.2f}×' for r in ratios)}"
-    return report(Report([[machine()], [wall, rounds], [memory], [growth]]))
+    return report(Report([[machine()], [wall, rounds], [memory], [growth], [formats]]))
 
 
 if __name__ == "__main__":

@@ -3,11 +3,12 @@
     python bench/run_all.py [--quick] [--rounds N] [--only NAME ...] [--json] [--timeout S]
 
 Runs ``quick_ratios()`` of each bench that has one (journal_bench, import_bench,
-group_commit_bench, loop_bench, peers, user_code_bench: a bench whose file or function is
-missing is named under the table and skipped), each bench in a child process of its own so
-that one bench's crash, settings or memory cannot touch another's. Prints the command, the
-machine and one Markdown table (what | reference | clock | ratio | target | met): the block
-at the top of bench/README.md, ready to paste. ``--json`` prints the same as JSON instead.
+group_commit_bench, loop_bench, peers, user_code_bench, genai_bench: a bench whose file or
+function is missing is named under the table and skipped), each bench in a child process of
+its own so that one bench's crash, settings or memory cannot touch another's. Prints the
+command, the machine and one Markdown table (what | reference | clock | ratio | target |
+met): the block at the top of bench/README.md, ready to paste. ``--json`` prints the same
+as JSON instead.
 
 ``--quick`` runs each bench once (under 3 minutes on 2 cores); without it each bench runs
 ``--rounds`` times and a row shows the median of its ratios. The full-size run of a bench,
@@ -43,6 +44,7 @@ FEEDERS = (
     "loop_bench",
     "peers",
     "user_code_bench",
+    "genai_bench",
 )
 """The benches that feed the table, in the order of their rows."""
 CHILD = (

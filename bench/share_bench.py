@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
@@ -70,6 +71,11 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--big", type=int, default=10_000)
     args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        print(
+            f"share_bench: no browser at {CHROMIUM} (apt-get install -y chromium)", file=sys.stderr
+        )
+        return 2
     with tempfile.TemporaryDirectory() as folder:
         built = [build(Path(folder), n) for n in (args.small, args.big)]
         times, whole = load_times([path for path, _ in built], args.repeat)

@@ -26,6 +26,7 @@ from journal import ActionProposed, canonical_bytes, json_stand_in, sets_ordered
 from journal.formats import content_text, proposal_from_completion, proposal_from_response
 
 from .clients.anthropic_messages import assembled_message, message_proposal
+from .clients.genai_messages import assembled_response, response_proposal
 
 __all__ = [
     "UNCOMPARED_PARAMETERS",
@@ -97,7 +98,10 @@ _SDKS = frozenset({"openai", "anthropic"})
 
 
 def _messages_key(body: Mapping[str, Any]) -> str:
-    return "input" if "input" in body and "messages" not in body else "messages"
+    """Where a request keeps its conversation: ``messages``, ``input`` or ``contents``."""
+    if "messages" in body:
+        return "messages"
+    return next((key for key in ("input", "contents") if key in body), "messages")
 
 
 def request_record(
@@ -254,8 +258,12 @@ def proposal_of(
     """The ``action_proposed`` of a response body (or chunk bodies, for a stream).
 
     ``kind`` is ``chat`` (chat completions), ``responses`` (the Responses API) or
-    ``anthropic`` (Anthropic's Messages API: `capture.clients.anthropic_messages`).
+    ``anthropic`` (Anthropic's Messages API: `capture.clients.anthropic_messages`) or
+    ``genai`` (Gemini's ``generateContent``: `capture.clients.genai_messages`).
     """
+    if kind == "genai":
+        whole = assembled_response(response) if stream else response
+        return response_proposal(whole if isinstance(whole, Mapping) else {}, latency_ms=latency_ms)
     if kind == "anthropic":
         message = assembled_message(response) if stream else response
         body = message if isinstance(message, Mapping) else {}

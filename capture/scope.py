@@ -8,6 +8,7 @@ Three wrappers, and the code between them stays as it is::
     capture = Capture("agent-journal.db")
     client = capture.openai(OpenAI())          # chat.completions.create, responses.create
     claude = capture.anthropic(Anthropic())    # messages.create, messages.stream
+    gemini = capture.genai(genai.Client())     # models.generate_content(_stream)
     # MCP tools: call_tool, list_tools; side effects unless declared pure or io
     async with capture.mcp_stdio(params, pure={"search"}) as shop: ...
 
@@ -224,6 +225,18 @@ class Capture:
         from .clients.anthropic import captured_anthropic
 
         wrapped: F = captured_anthropic(client)
+        return wrapped
+
+    def genai(self, client: F) -> F:
+        """The google-genai client (``genai.Client``), journaling inside sessions.
+
+        ``models.generate_content`` and ``models.generate_content_stream``, of
+        ``client.aio.models`` too, and the chats that call them (`capture.clients.genai`);
+        needs ``pip install 'agent-journal[genai]'``.
+        """
+        from .clients.genai import captured_genai
+
+        wrapped: F = captured_genai(client)
         return wrapped
 
     def mcp(self, session: M, *, pure: Collection[str] = (), io: Collection[str] = ()) -> M:

@@ -22,8 +22,7 @@ from typing import Any
 from journal import ENTRY_INPUTS_KEY, HaltSession, ToolCall, canonical_bytes, json_stand_in
 from journal.formats import MODEL_SETTINGS, system_prompt_of
 
-from .clients.anthropic_messages import start_fields as anthropic_start
-from .clients.anthropic_messages import turn_of as anthropic_turn
+from .clients import anthropic_messages, genai_messages
 from .clients.openai_streams import StreamRecording
 from .exceptions import rebuilt
 from .play import REPLAY_STOPPED, Player, ToolPlay, halt_of, replay_target
@@ -49,6 +48,10 @@ __all__ = [
 
 ANTHROPIC = "anthropic"
 """The request and response kind of Anthropic's Messages API."""
+
+_READERS: dict[str, Any] = {ANTHROPIC: anthropic_messages, "genai": genai_messages}
+"""The module that reads each request kind not in OpenAI's format (its ``start_fields``
+and ``turn_of``)."""
 
 CAPTURED_WITH = "entry"
 """The ``captured_with`` metadata of sessions captured around an entry function."""
@@ -133,8 +136,9 @@ class CapturedSession:
     ) -> None:
         if self.recorder.started:
             return
-        if kind == ANTHROPIC:
-            fields = anthropic_start(request)
+        reader = _READERS.get(kind)
+        if reader is not None:
+            fields = reader.start_fields(request)
             prompt: Any = fields.system_prompt
             tools: list[Any] = fields.tools
             settings = fields.model_settings
@@ -228,9 +232,10 @@ class CapturedSession:
 
         ``kind`` is the request's format: ``anthropic`` reads its ``system``, ``tools`` and
         content blocks as Anthropic's Messages API defines them
-        (`capture.clients.anthropic_messages`); any other, as OpenAI's (chat, Responses,
-        LangChain's messages). Returns the request's record, the request in full, and the
-        seq its response will take.
+        (`capture.clients.anthropic_messages`), ``genai`` its ``system_instruction``,
+        ``tools`` and parts as Gemini's (`capture.clients.genai_messages`); any other, as
+        OpenAI's (chat, Responses, LangChain's messages). Returns the request's record, the
+        request in full, and the seq its response will take.
         """
         with self._lock:
             self.settle()
@@ -280,8 +285,9 @@ class CapturedSession:
         pending call.
         """
         results: list[tuple[Any, str, bool]]
-        if kind == ANTHROPIC:
-            turn = anthropic_turn(messages)
+        reader = _READERS.get(kind)
+        if reader is not None:
+            turn = reader.turn_of(messages)
             inputs, results = turn.inputs, list(turn.results)
         else:
             inputs, results = conversation_turn(messages)

@@ -121,6 +121,13 @@ def failure_of(
 
 
 def status_code_of(error: BaseException) -> int | None:
-    """The HTTP status an API error carries (``status_code``, as the SDKs name it), or None."""
+    """The HTTP status an API error carries, or None.
+
+    Its ``status_code``, as most SDKs name it, or its ``code`` when that is an HTTP status
+    (100 to 599: google-genai's ``APIError``).
+    """
     status = getattr(error, "status_code", None)
-    return status if type(status) is int else None
+    if type(status) is int:
+        return status
+    code = getattr(error, "code", None)
+    return code if type(code) is int and 100 <= code <= 599 else None

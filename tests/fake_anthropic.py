@@ -22,9 +22,10 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.client_replays import threaded_server
 from tests.proxy_upstream import anthropic_message
 
 ERROR_TYPES = {
@@ -180,13 +181,5 @@ class Anthropic(BaseHTTPRequestHandler):
 def serving() -> Iterator[str]:
     """The server on a free port while the block runs; yields its root URL."""
     Anthropic.faults, Anthropic.requests, Anthropic.script = [], [], None
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Anthropic)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with threaded_server(Anthropic) as url:
+        yield url

@@ -2,7 +2,7 @@
 
     python -m tests.fuzz_atheris TARGET [-atheris_runs=N] [other libFuzzer flags]
 
-TARGET is ``jsonl`` or ``openai`` (the fuzzed bytes are a file to ``import``), ``files``
+TARGET is ``jsonl``, ``openai`` or ``atif`` (the fuzzed bytes are a file to ``import``), ``files``
 (a file to ``diff`` and ``replay``) or ``sqlite`` (the bytes choose how a journal file is
 crafted and which commands read it). Each input goes through the CLI in-process, checked
 as `tests/test_drill_hostile.py` checks hypothesis' inputs: a traceback, an internal error,
@@ -61,10 +61,10 @@ def main(argv: list[str]) -> None:
     base = make_crafted_base(folder)
     seeds = folder / "seeds"
     seeds.mkdir()
-    (seeds / "seed").write_bytes(corpus["openai" if target == "openai" else "jsonl"])
+    (seeds / "seed").write_bytes(corpus[target if target in ("openai", "atif") else "jsonl"])
 
     def one_input(data: bytes) -> None:
-        if target in ("jsonl", "openai"):
+        if target in ("jsonl", "openai", "atif"):
             _check_import(corpus, data, target)
         elif target == "files":
             _check_files(corpus, data)

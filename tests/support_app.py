@@ -29,7 +29,8 @@ CHANGES: set[str] = set(os.environ.get("SUPPORT_CHANGES", "").split())
 (give up at once), ``two-tries`` (one retry less), ``fallback`` (another fallback text),
 ``stock`` (a fix inside the pure tool), ``lookup`` (a fix inside the I/O tool)."""
 OUTBOX: list[str] = []
-"""What `send_email` sent (it must never grow in a replay)."""
+"""What `send_email` sent (it must never grow in a replay); also appended to the file
+``SUPPORT_OUTBOX`` names, when set."""
 
 MODEL = "fake-1"
 TRIAGE = "Say which team handles the request: orders, billing or other."
@@ -97,6 +98,9 @@ def check_stock(sku: str, quantity: int) -> dict[str, Any]:
 def send_email(to: str, body: str) -> str:
     """E-mail the customer (side effects: never run in a replay)."""
     OUTBOX.append(f"{to}: {body}")
+    if os.environ.get("SUPPORT_OUTBOX"):  # a test that replays in another process reads it
+        with open(os.environ["SUPPORT_OUTBOX"], "a", encoding="utf-8") as outbox:
+            outbox.write(f"{to}: {body}\n")
     return "sent"
 
 

@@ -82,6 +82,28 @@ def test_quick_ratios_give_the_journal_lines_of_run_all() -> None:
     assert all(r.ratio > 0 and r.met in ("yes", "NO") for r in found)
 
 
+def test_the_import_bench_prints_a_row_per_format_against_the_raw_parse() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH.parent / "import_bench.py"), "--formats-only"]
+        + ["--formats-events", "200"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in done.stdout.splitlines()
+        if line.startswith("| ") and "format" not in line
+    }
+    assert sorted(rows) == ["atif", "jsonl", "openai", "otlp"], done.stdout
+    assert "wall s: import / orjson.loads" in done.stdout
+    assert "peak MB: import / orjson.loads" in done.stdout
+    written = [int(line.split("|")[3].replace(",", "")) for line in rows.values()]
+    assert all(count > 0 for count in written), done.stdout  # every file imported something
+
+
 def test_the_user_code_bench_runs_and_prints_every_row() -> None:
     bench = BENCH.parent / "user_code_bench.py"
     done = subprocess.run(
@@ -158,14 +180,35 @@ def test_the_instruction_bench_without_valgrind_says_so(tmp_path: Path) -> None:
 
 
 def test_the_langgraph_bench_runs_quick() -> None:
-    script = BENCH.parent / "langgraph_bench.py"
+    out = _quick("langgraph_bench.py", "--quick")
+    for row in ("(a) SqliteSaver alone", "(b) SqliteSaver + the journal's capture", "(c) the"):
+        assert row in out
+
+
+def _quick(script: str, *args: str) -> str:
+    """Run bench ``script`` at its smallest settings; its stdout (the run must succeed)."""
     done = subprocess.run(
-        [sys.executable, str(script), "--quick"],
+        [sys.executable, str(BENCH.parent / script), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    for row in ("(a) SqliteSaver alone", "(b) SqliteSaver + the journal's capture", "(c) the"):
-        assert row in done.stdout
+    return done.stdout
+
+
+def test_the_anthropic_bench_runs_quick() -> None:
+    out = _quick("anthropic_bench.py", "--calls", "3", "--repeat", "1")
+    assert "bare client" in out and "captured client" in out and "ratio" in out
+
+
+def test_the_genai_bench_runs_quick() -> None:
+    out = _quick("genai_bench.py", "--calls", "3", "--repeat", "1")
+    assert "bare client" in out and "captured client" in out and "ratio" in out
+
+
+def test_the_share_bench_runs_quick() -> None:
+    out = _quick("share_bench.py", "--repeat", "1", "--small", "10", "--big", "200")
+    for row in ("| 10 events", "| 200 events", "| big / small"):
+        assert row in out, out

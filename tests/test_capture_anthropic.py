@@ -6,10 +6,8 @@ The real ``anthropic`` package talks HTTP to `tests.fake_anthropic`; the scratch
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,66 +17,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted
-from replay import ReplayOptions, ReplayResult, replay_entry, write_fixture
+from replay import write_fixture
 
 from . import anthropic_app as app
+from .client_replays import LOOP, Desk, events, replayed, run
 from .fake_anthropic import Anthropic, serving
 
 QUESTION = "Where is order 5?"
 
 
+DESK = Desk(app, serving, Anthropic, QUESTION)
+recorded, record = DESK.recorded, DESK.record
+
+
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    app.CHANGES.clear()
-    app.OUTBOX.clear()
-    yield
-    app.CHANGES.clear()
-
-
-@contextmanager
-def recorded(*faults: str | None) -> Iterator[Journal]:
-    """A journal of the app's sessions, the server up while the block runs."""
-    journal = Journal.open(":memory:")
-    with serving() as url:
-        Anthropic.faults = list(faults)
-        app.bind(journal, url)
-        yield journal
-
-
-def run(entry: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    result = entry(*args, **kwargs)
-    return asyncio.run(result) if asyncio.iscoroutine(result) else result
-
-
-def record(
-    entry: Callable[..., Any], *faults: str | None, question: str = QUESTION, **kwargs: Any
-) -> tuple[Journal, str, Any]:
-    with recorded(*faults) as journal:
-        answered = run(entry, question, **kwargs)
-    (summary,) = journal.sessions()
-    return journal, summary.session_id, answered
-
-
-def replayed(journal: Journal, session: str, entry: Any, **options: Any) -> ReplayResult:
-    return replay_entry(journal, session, entry, ReplayOptions(**options))
-
-
-def events(journal: Journal, session: str) -> list[Any]:
-    return [item.event for item in journal.events(session)]
-
-
-LOOP = [
-    "session_started",
-    "user_input",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "action_committed",
-    "action_proposed",
-    "agent_completed",
-]
+    yield from DESK.clean()
 
 
 def test_create_journals_system_tools_tool_choice_thinking_and_cache_usage() -> None:

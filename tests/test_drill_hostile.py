@@ -1,11 +1,12 @@
 """Hostile input, fuzzed through every entry point that reads outside data.
 
-Entry points: ``import`` (JSONL and OpenAI transcripts), ``diff`` and ``replay`` on files, a
-SQLite file crafted to look like a journal (read by every command), and fixture files
-through the pytest plugin. Inputs: valid files cut short, with invalid UTF-8, NaN and
-numbers too big for 64 bits, 100-level nesting, 50 MB payloads, duplicate keys, unknown
-types and versions, wrong types anywhere, lines dropped, repeated or swapped (hypothesis
-draws them; ``tests/fuzz_atheris.py`` does the same with coverage guidance, opt-in).
+Entry points: ``import`` (JSONL, OpenAI transcripts and ATIF trajectories), ``diff`` and
+``replay`` on files, a SQLite file crafted to look like a journal (read by every command),
+and fixture files through the pytest plugin. Inputs: valid files cut short, with invalid
+UTF-8, NaN and numbers too big for 64 bits, 100-level nesting, 50 MB payloads, duplicate
+keys, unknown types and versions, wrong types anywhere, lines dropped, repeated or swapped
+(hypothesis draws them; ``tests/fuzz_atheris.py`` does the same with coverage guidance,
+opt-in).
 
 Every input either goes through (exit 0, or 1 for a finding), or gets one clear line on
 stderr naming where (``file:line``, or session and seq) with exit 2: never a traceback,
@@ -148,7 +149,11 @@ def make_corpus(folder: Path) -> Corpus:
         [{"messages": messages, "metadata": {"session_id": f"chat-{n}"}} for n in range(2)],
         indent=1,
     ).encode()
-    return Corpus(folder=folder, db=db, jsonl=exported, openai=openai)
+    atif = b"".join(  # JSON Lines: one trajectory a line, so a line's values get damaged too
+        json.dumps(json.loads(path.read_bytes())).encode() + b"\n"
+        for path in sorted((Path(__file__).parent / "data" / "atif").glob("*.json"))
+    )
+    return Corpus(folder=folder, db=db, jsonl=exported, openai=openai, atif=atif)
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +175,7 @@ def _fresh(corpus: dict[str, Any], name: str, data: bytes) -> tuple[Path, Path]:
 
 
 def _check_import(corpus: dict[str, Any], data: bytes, fmt: str) -> None:
-    db, path = _fresh(corpus, "hostile.json" if fmt == "openai" else "hostile.jsonl", data)
+    db, path = _fresh(corpus, "hostile.jsonl" if fmt == "jsonl" else "hostile.json", data)
     before = snapshot(db)
     result = run_cli("import", "--format", fmt, path, "--db", db)
     if _outcome(result, path) is not None:
@@ -206,9 +211,11 @@ def _fuzz(check: Callable[[dict[str, Any], bytes], None], source: str, many: boo
 
 test_a_hostile_jsonl_import = _fuzz(lambda c, d: _check_import(c, d, "jsonl"), "jsonl", False)
 test_a_hostile_openai_import = _fuzz(lambda c, d: _check_import(c, d, "openai"), "openai", False)
+test_a_hostile_atif_import = _fuzz(lambda c, d: _check_import(c, d, "atif"), "atif", False)
 test_diff_and_replay_of_a_hostile_file = _fuzz(_check_files, "jsonl", False)
 test_many_hostile_jsonl_imports = _fuzz(lambda c, d: _check_import(c, d, "jsonl"), "jsonl", True)
 test_many_hostile_openai_imports = _fuzz(lambda c, d: _check_import(c, d, "openai"), "openai", True)
+test_many_hostile_atif_imports = _fuzz(lambda c, d: _check_import(c, d, "atif"), "atif", True)
 test_many_hostile_files_to_diff_and_replay = _fuzz(_check_files, "jsonl", True)
 
 
@@ -489,7 +496,7 @@ def test_a_50_mb_payload_is_refused_naming_its_line_or_imported_whole_without_a_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", ["jsonl", "openai", "files", "sqlite"])
+@pytest.mark.parametrize("target", ["jsonl", "openai", "atif", "files", "sqlite"])
 def test_atheris_finds_no_input_that_gets_through_badly(target: str) -> None:
     pytest.importorskip("atheris")
     runs = drill_size(1000, 5000)

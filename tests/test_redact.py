@@ -67,6 +67,16 @@ def test_values_under_secret_key_names_are_replaced_whatever_they_look_like() ->
     assert config["author"] == "kept" and config["max_tokens"] == 9
 
 
+def test_token_counts_are_counts_not_secrets() -> None:
+    usage = {"prompt_token_count": 10, "promptTokenCount": 10, "total_token_count": 17}
+    out = Redactor(key=b"fixed").redact_payload(
+        "s", {"usage_metadata": {**usage, "access_token": 12345, "token": "t"}}
+    )
+    kept = out["usage_metadata"]
+    assert {key: kept[key] for key in usage} == usage  # (Gemini's usage: a replay reads it)
+    assert kept["access_token"] != 12345 and kept["token"].startswith("redacted-secret-")
+
+
 def test_hashes_and_hex_digests_are_not_mistaken_for_card_numbers() -> None:
     digest = "84efa4ec0e9911552081183ed3fa502419fbb6cec64ceb09c820446b303b7ca9"
     out = Redactor().redact_payload("s", {"config": {"tools": [{"schema_hash": digest}]}})

@@ -122,6 +122,31 @@ def test_a_diff_page_shows_the_divergence(browser: Any, demo_db: Path, tmp_path:
     assert errors == []
 
 
+def test_a_diff_page_of_two_files_needs_no_journal(
+    browser: Any, demo_db: Path, tmp_path: Path
+) -> None:
+    exported = []
+    for session in ("demo-refund-buggy-s0", "demo-refund-fixed-s0"):
+        path = tmp_path / f"{session}.jsonl"
+        done = subprocess.run(
+            [*AJ, "export", session, "--db", str(demo_db), "-o", str(path)],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        exported.append(path)
+    out = share(
+        tmp_path / "absent.db", tmp_path / "f.html", str(exported[0]), "--diff", str(exported[1])
+    )
+    assert not (tmp_path / "absent.db").exists()  # two files: no journal opened or made
+    page, errors, requests = open_page(browser, out)
+    assert page.evaluate("agentJournal.view()") == "diff"
+    verdict = page.inner_text("#verdict")
+    assert verdict.startswith(f"diff with {exported[1]}: ") and verdict.endswith(" rows differ")
+    assert requests == [out.as_uri()]
+    assert errors == []
+
+
 def test_a_hostile_payload_stays_text(browser: Any, demo_db: Path, tmp_path: Path) -> None:
     out = share(demo_db, tmp_path / "h.html", "hostile")
     page, errors, requests = open_page(browser, out)
@@ -155,6 +180,16 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_serve_runs_the_app_read_only_unless_writable(tmp_path: Path) -> None:
+    from tui.serve import served_command
+
+    db = str(tmp_path / "j.db")
+    read_only = served_command(db, session="s1", writable=False)
+    writable = served_command(db, session="s1", writable=True)
+    assert read_only.endswith(f"-m tui.served --db {db} --session s1")
+    assert writable == read_only + " --writable"
 
 
 def test_serve_renders_the_app_in_the_browser(browser: Any, demo_db: Path) -> None:

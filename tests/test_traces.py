@@ -43,12 +43,16 @@ EXPECTED = [
 ]
 
 
-def _run_app(shape: str, export: str, url: str, *questions: str) -> None:
+def _run_app(
+    shape: str, export: str, url: str, *questions: str, conversation: str | None = None
+) -> None:
+    env = {**os.environ, **({"SHOP_CONVERSATION": conversation} if conversation else {})}
     done = subprocess.run(
         [sys.executable, str(HERE / "traced_run.py"), shape, export, url, *questions],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("Order 7 is in stock") == max(len(questions), 1)
@@ -203,6 +207,89 @@ def test_collect_receives_the_sdks_otlp_http_exporter(
 def _replayable_first(db: Path, session: str) -> bool:
     code, out, _ = _invoke("show", session, "--db", str(db))
     return "three of them" in out
+
+
+def _trace_files(trace: Path) -> tuple[Path, Path, Path]:
+    """The file exporter's lines split by trace: the first, the second, and both."""
+    lines = trace.read_bytes().splitlines()
+    ids = [
+        {
+            span["traceId"]
+            for r in json.loads(line).get("resourceSpans", [])
+            for s in r["scopeSpans"]
+            for span in s["spans"]
+        }
+        for line in lines
+    ]
+    first = next(iter(ids[0]))
+    files = []
+    for name, keep in (("first", lambda i: i == {first}), ("second", lambda i: first not in i)):
+        path = trace.with_name(f"{name}.jsonl")
+        path.write_bytes(b"\n".join(line for line, i in zip(lines, ids, strict=True) if keep(i)))
+        files.append(path)
+    return files[0], files[1], trace
+
+
+TURN = ["user_input", "action_proposed", "agent_completed"]
+"""The conversation's second question: the model answers from what the first one found."""
+
+
+def _conversation(tmp_path: Path) -> tuple[Path, Path, Path]:
+    trace = tmp_path / "trace.jsonl"
+    with serving() as url:
+        _run_app(
+            "genai",
+            f"json:{trace}",
+            url,
+            "where is order 7, three of them?",
+            "and order 7 again?",
+            conversation="chat-7",
+        )
+    return _trace_files(trace)
+
+
+def test_a_later_trace_of_a_stored_conversation_extends_it(tmp_path: Path) -> None:
+    """The stored session is a prefix of the conversation's traces: they append to it; a
+    trace of the conversation whose stored part differs is a conflict, and nothing changes."""
+    first, second, both = _conversation(tmp_path)
+    db = tmp_path / "journal.db"
+    code, out, err = _invoke("import", "--format", "otlp", str(first), "--db", str(db))
+    assert code == 0, err
+    assert _types(db, "chat-7") == EXPECTED
+    code, out, err = _invoke("import", "--format", "otlp", str(both), "--db", str(db))
+    assert code == 0, err
+    assert "1 session (0 new" not in out and "already present" not in out, out
+    assert _types(db, "chat-7") == [*EXPECTED, *TURN]
+    (session,) = _sessions(db)
+    assert session["status"] == "completed"
+    before = _types(db, "chat-7")
+    code, out, err = _invoke("import", "--format", "otlp", str(second), "--db", str(db))
+    assert code == 2 and "exists already with different content" in err
+    assert _types(db, "chat-7") == before
+
+
+def test_collect_extends_a_written_session_with_its_later_trace(tmp_path: Path) -> None:
+    """What collect does between requests: the first trace is written once done, the
+    second (the same session.id) appended to it when it is done."""
+    from journal import Journal
+    from journal.formats import TraceCollector, read_otlp
+
+    first, second, _ = _conversation(tmp_path)
+    now = [0.0]
+    collector = TraceCollector(quiet=1.0, clock=lambda: now[0])
+    with Journal.open(tmp_path / "collected.db") as journal:
+        collector.add(read_otlp(first))
+        now[0] += 2
+        report = collector.flush(journal)
+        assert report is not None and report.errors == []
+        assert journal.require("chat-7").events == len(EXPECTED)
+        collector.add(read_otlp(second))
+        assert collector.flush(journal) is None  # not quiet yet
+        now[0] += 2
+        report = collector.flush(journal)
+        assert report is not None and report.errors == [], report.errors
+        assert report.total("new_events") == len(TURN)
+        assert [item.event.type for item in journal.events("chat-7")] == [*EXPECTED, *TURN]
 
 
 @pytest.mark.parametrize(

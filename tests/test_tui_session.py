@@ -269,6 +269,25 @@ def test_r_replays_now_and_offers_the_diff(db: Path) -> None:
     drive(open_app(db, session=INCIDENTS), scenario)
 
 
+def test_a_read_only_app_replays_and_saves_nothing(db: Path) -> None:
+    """`agent-journal serve` without --writable: r shows the verdict, the journal stays."""
+    with Journal.open(db) as journal:
+        before = [s.session_id for s in journal.sessions()]
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "r")
+        dialog = pilot.app.screen
+        assert isinstance(dialog, ChoiceScreen)
+        assert dialog.question == (
+            f"replay of {INCIDENTS}: identical (16 events: {SERVED})\n"
+            "read-only: the replay is not saved"
+        )
+
+    drive(open_app(db, session=INCIDENTS, read_only=True), scenario)
+    with Journal.open(db) as journal:
+        assert [s.session_id for s in journal.sessions()] == before
+
+
 def test_a_replay_that_cannot_run_is_a_notification(db: Path) -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "r")

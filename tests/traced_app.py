@@ -64,13 +64,16 @@ def send_email(to: str, body: str) -> dict[str, str]:
 DISPATCH = {"lookup_order": lookup_order, "check_stock": check_stock, "send_email": send_email}
 
 
-def answer(question: str) -> str:
-    """The agent loop: ask, run the tools the model calls, until it answers."""
+def answer(question: str, history: list[dict[str, Any]] | None = None) -> str:
+    """The agent loop: ask, run the tools the model calls, until it answers.
+
+    ``history``: the conversation so far, continued (and extended) by this question.
+    """
     prompt = "You are a terse assistant." if "prompt" in PLANTED else PROMPT
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": prompt},
-        {"role": "user", "content": question},
-    ]
+    messages: list[dict[str, Any]] = history if history is not None else []
+    if not messages:
+        messages.append({"role": "system", "content": prompt})
+    messages.append({"role": "user", "content": question})
     while True:
         reply = client.chat.completions.create(model="fake-1", messages=messages, tools=TOOLS)
         message = reply.choices[0].message

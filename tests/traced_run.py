@@ -9,7 +9,9 @@
   ``proto:PATH`` (OTLP protobuf, each request length-prefixed, as the Collector's file
   exporter writes), ``http:URL`` (the SDK's OTLP/HTTP exporters, protobuf).
 
-Each question is one trace (a root span ``answer`` around the loop). A process of its own,
+Each question is one trace (a root span ``answer`` around the loop); with
+``SHOP_CONVERSATION=ID`` the questions continue one conversation, each trace's root span
+carrying ``session.id=ID``. A process of its own,
 so the instrumentations' patches of the openai package never reach the test process.
 """
 
@@ -106,9 +108,13 @@ def main() -> None:
     import traced_app
 
     tracer = tracer_provider.get_tracer("shop")
+    conversation = os.environ.get("SHOP_CONVERSATION")
+    history: list[dict[str, Any]] | None = [] if conversation else None
     for question in questions or ["where is order 7, three of them?"]:
-        with tracer.start_as_current_span("answer"):
-            print(traced_app.answer(question), flush=True)
+        with tracer.start_as_current_span("answer") as root:
+            if conversation:
+                root.set_attribute("session.id", conversation)
+            print(traced_app.answer(question, history), flush=True)
     tracer_provider.shutdown()
     logger_provider.shutdown()
 

@@ -12,10 +12,11 @@ from typing import get_args
 import click
 import orjson
 
-from journal import InvalidInputError, JournalError, SessionDetails, SessionStatus
+from journal import JournalError, SessionStatus
 
 from .cli_capture import drain
 from .cli_collect import collect
+from .cli_mcp import mcp
 from .cli_proxy import proxy
 from .cli_replay import demo, diff, fixture, fork, replay, state
 from .cli_search import search
@@ -38,6 +39,7 @@ from .clikit import (
     time_option,
 )
 from .columns import help_text
+from .reads import require_seq, sessions_json
 
 __all__ = ["main"]
 
@@ -121,19 +123,12 @@ def sessions(
             rule=rule,
             meta=meta,
         )
+        if as_json:
+            print_json(sessions_json(journal, found))
+            return
         ids = [s.session_id for s in found]
         details = journal.session_details(ids)
-        if not as_json:
-            last = journal.last_summaries(ids)
-    if as_json:
-        print_json(
-            [
-                s.model_dump(mode="json")
-                | details.get(s.session_id, SessionDetails()).model_dump(mode="json")
-                for s in found
-            ]
-        )
-        return
+        last = journal.last_summaries(ids)
     from .columns import listed
     from .render import print_sessions
 
@@ -152,11 +147,7 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
         raise click.BadParameter(f"{stop} is before --from {start}", param_hint="'--to'")
     with open_existing(db) as journal:
         summary = journal.require(session)
-        if start > summary.last_seq:
-            raise InvalidInputError(
-                f"session {session}: --from {start}: no such seq "
-                f"(it has seqs 0..{summary.last_seq})"
-            )
+        require_seq(session, "--from", start, summary.last_seq)
         rows = journal.stored_events(session, start=start, stop=None if stop is None else stop + 1)
         if as_json:
             out = sys.stdout.buffer
@@ -203,11 +194,12 @@ def schema() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "otlp", "otel"]),
+    type=click.Choice(["jsonl", "otlp", "otel", "atif"]),
     default="jsonl",
     show_default=True,
     help="jsonl: one session, this project's format; otlp (or otel): OpenTelemetry GenAI "
-    "traces as OTLP/JSON, one trace per session.",
+    "traces as OTLP/JSON, one trace per session; atif: ATIF v1.8 trajectories (one: a "
+    "JSON document, several: JSON Lines).",
 )
 @click.option(
     "--content",
@@ -225,8 +217,13 @@ def export(
     if fmt != "jsonl":
         if redact:
             raise click.UsageError("--redact applies to --format jsonl")
-        from .cli_formats import export_otlp
+        from .cli_formats import export_atif, export_otlp
 
+        if fmt == "atif":
+            if content:
+                raise click.UsageError("--content applies to --format otlp")
+            export_atif(sessions, db, output)
+            return
         export_otlp(sessions, db, output, content)
         return
     if len(sessions) != 1 or content:
@@ -252,12 +249,13 @@ def export(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "openai", "otlp"]),
+    type=click.Choice(["jsonl", "openai", "otlp", "atif"]),
     default="jsonl",
     show_default=True,
     help="Input format: jsonl (this project's), openai (chat transcripts: a message "
     "array, an object with messages and metadata, an array of those, or JSONL of them), "
-    "or otlp (OpenTelemetry traces, JSON or protobuf: GenAI and OpenInference spans).",
+    "otlp (OpenTelemetry traces, JSON or protobuf: GenAI and OpenInference spans), or "
+    "atif (ATIF v1.7 and v1.8 trajectories: a JSON document or JSON Lines of them).",
 )
 @click.option(
     "--error-prefix",
@@ -276,15 +274,15 @@ def import_(
     file is read first (malformed input: exit 2, nothing written) and a report says what
     could not be mapped (--json: as JSON on stdout).
     """
-    if fmt in ("openai", "otlp"):
+    if fmt in ("openai", "otlp", "atif"):
         from .cli_formats import import_openai_files
 
-        if fmt == "otlp" and error_prefix is not None:
+        if fmt != "openai" and error_prefix is not None:
             raise click.UsageError("--error-prefix applies to --format openai")
         import_openai_files(files, db, error_prefix, as_json, fmt)
         return
     if error_prefix is not None or as_json:
-        raise click.UsageError("--error-prefix and --json apply to --format openai or otlp")
+        raise click.UsageError("--error-prefix and --json apply to --format openai, otlp or atif")
     from journal import import_file
 
     failed = 0
@@ -433,6 +431,7 @@ def erase(session: str, db: str, reason: str, erased_by: str | None, yes: bool) 
 for _command in (demo, state, replay, fork, diff, fixture, drain, search, proxy, share, serve):
     cli.add_command(_command)
 cli.add_command(collect)
+cli.add_command(mcp)
 cli.add_command(tui)
 cli.add_command(verify)
 cli.add_command(anchor)

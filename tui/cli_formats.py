@@ -1,7 +1,8 @@
-"""What ``import --format openai`` and ``export --format otlp`` do behind the CLI options.
+"""What ``import --format openai|otlp|atif`` and ``export --format otlp|atif`` do behind the CLI.
 
 Kept apart from `tui.cli` so the command definitions stay short; the formats themselves
-live in `journal.formats.openai_import` and `journal.formats.otlp`.
+live in `journal.formats` (``openai_import``, ``otlp_import``, ``otlp``, ``atif_import``,
+``atif_export``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 from .clikit import EXIT_BAD_INPUT, counted, open_existing, open_for_writing, print_json
 
-__all__ = ["export_otlp", "import_openai_files"]
+__all__ = ["export_atif", "export_otlp", "import_openai_files"]
 
 
 def _echo(text: str, *, err: bool = False) -> None:
@@ -41,15 +42,19 @@ def _print_findings(title: str, findings: dict[str, object]) -> None:
 def import_openai_files(
     files: Sequence[Path], db: str, error_prefix: str | None, as_json: bool, fmt: str = "openai"
 ) -> None:
-    """Import OpenAI-style transcripts (or OTLP traces) and report what could not be mapped.
+    """Import OpenAI-style transcripts (OTLP traces, ATIF trajectories); report what was not mapped.
 
     Every file is read and mapped before the journal is opened, so malformed input (exit
     2, one line naming file:line) writes nothing, not even a new journal file.
     """
-    from journal.formats import convert_files, convert_otlp, import_converted
+    from journal.formats import convert_atif, convert_files, convert_otlp, import_converted
 
     converted = (
-        convert_otlp(files) if fmt == "otlp" else convert_files(files, error_prefix=error_prefix)
+        convert_otlp(files)
+        if fmt == "otlp"
+        else convert_atif(files)
+        if fmt == "atif"
+        else convert_files(files, error_prefix=error_prefix)
     )
     with open_for_writing(db) as journal:
         report = import_converted(journal, converted)
@@ -107,3 +112,19 @@ def export_otlp(sessions: Sequence[str], db: str, output: str, content: bool) ->
     write_atomically([body], output)
     spans = sum(len(scope["spans"]) for scope in document["resourceSpans"][0]["scopeSpans"])
     _echo(f"exported {len(sessions)} session(s): {spans} spans to {output} (OTLP/JSON)")
+
+
+def export_atif(sessions: Sequence[str], db: str, output: str) -> None:
+    """Write sessions as ATIF trajectories to ``output`` (``-``: stdout)."""
+    from journal.formats import atif_json, atif_trajectory, write_atomically
+
+    with open_existing(db) as journal:
+        documents = [atif_trajectory(journal, session) for session in sessions]
+    body = atif_json(documents)
+    if output == "-":
+        sys.stdout.buffer.write(body + b"\n")
+        sys.stdout.flush()
+        return
+    write_atomically([body], output)
+    steps = sum(len(document["steps"]) for document in documents)
+    _echo(f"exported {len(sessions)} session(s): {steps} steps to {output} (ATIF v1.8)")

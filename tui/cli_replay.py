@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from journal import InvalidInputError, Journal, without_password
+from journal import Journal, without_password
 
 if TYPE_CHECKING:
     from replay import NormalizationRules, ReplayOptions
@@ -23,6 +23,7 @@ from .clikit import (
     open_for_writing,
     print_json,
 )
+from .reads import fixture_note, state_at, state_json
 
 __all__ = ["demo", "diff", "fixture", "fork", "replay", "state"]
 
@@ -101,32 +102,14 @@ def state(session: str, db: str, at_seq: int | None, as_json: bool) -> None:
     States come from snapshots kept every 256 events, so any seq of a long session
     answers in milliseconds.
     """
-    from replay import Timeline
-
     with open_existing(db) as journal:
-        timeline = Timeline(journal, session)
-        seq = timeline.last_seq if at_seq is None else at_seq
-        if not 0 <= seq <= timeline.last_seq:
-            raise InvalidInputError(
-                f"session {session}: --at {seq}: no such seq (it has seqs 0..{timeline.last_seq})"
-            )
-        after = timeline.state_at(seq)
-        changes = timeline.changes_at(seq)
+        found = state_at(journal, session, at_seq, "--at")
     if as_json:
-        print_json(
-            {
-                "session_id": session,
-                "seq": seq,
-                "state": after.model_dump(mode="json"),
-                "changed": [
-                    {"path": c.path, "before": c.before, "after": c.after} for c in changes
-                ],
-            }
-        )
+        print_json(state_json(session, found))
         return
     from .render import print_state
 
-    print_state(session, seq, after, changes)
+    print_state(session, found.seq, found.state, found.changes)
 
 
 def _ignore_option(function: Any) -> Any:
@@ -418,7 +401,4 @@ def fixture(session: str, db: str, output: Path | None, redact: bool) -> None:
     with open_existing(db) as journal:
         summary = journal.require(session)
         write_fixture(journal, session, target, redact=redact)
-    kind = (
-        f"expected {summary.status}" if summary.status in ("halted", "failed") else summary.status
-    )
-    click.echo(f"wrote {target}: {summary.events} events, {kind}{', redacted' if redact else ''}")
+    click.echo(fixture_note(summary, target, redact))

@@ -15,6 +15,7 @@ import click
 from journal import EVENT_TYPES, SearchFilters, SearchHit, SessionStatus
 
 from .clikit import db_option, json_option, meta_option, open_existing, print_json, time_option
+from .reads import search_hits
 from .render import console
 from .text import event_style, safe_text
 
@@ -97,9 +98,7 @@ def search(
         session_id=session_id,
     )
     with open_existing(db) as journal:
-        if session_id is not None:
-            journal.require(session_id)  # a mistyped id is an error, not "no matches"
-        hits = journal.search(query, filters, limit=limit)
+        hits = search_hits(journal, query, filters, limit)
     if as_json:
         print_json([hit.model_dump(mode="json") for hit in hits])
     else:

@@ -100,7 +100,7 @@ def share(
     finally:
         runs.close()
     redacted = "redacted" if redact else "NOT redacted"
-    click.echo(f"wrote {output}: {session}, {what}, {redacted}, {size:,} bytes", err=True)
+    click.echo(f"wrote {output}: {session}, {what}, {redacted}, {size:,} bytes")
 
 
 @click.command(short_help="Serve the terminal UI to a browser (textual-serve).")

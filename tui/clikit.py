@@ -35,6 +35,7 @@ __all__ = [
     "meta_option",
     "moment",
     "open_existing",
+    "parse_moment",
     "print_json",
     "time_option",
 ]
@@ -133,15 +134,26 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def moment(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Read a point in time (an option's callback): RFC 3339, or a duration ago.
+    """Read a point in time (an option's callback) with `parse_moment`; bad ones are bad usage."""
+    if value is None:
+        return None
+    try:
+        return parse_moment(value)
+    except InvalidInputError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def parse_moment(value: str) -> str:
+    """Read a point in time: RFC 3339, or a duration ago.
 
     ``2026-11-29T23:00:00Z``, ``2026-11-29T23:00:00+01:00`` and ``2026-11-29`` (its
     midnight UTC) name a moment; ``90m``, ``2d`` or ``1h30m`` (units s, m, h, d, w) name
     that long before now. The value is the canonical UTC timestamp the journal compares
-    ``started`` with; anything else is bad usage (exit 2, one line).
+    ``started`` with.
+
+    Raises:
+        InvalidInputError: anything else, in one line saying what is accepted.
     """
-    if value is None:
-        return None
     from journal import format_ts
 
     text = value.strip()
@@ -151,16 +163,16 @@ def moment(ctx: click.Context, param: click.Parameter, value: str | None) -> str
         try:
             return format_ts(datetime.now(UTC) - timedelta(seconds=seconds))
         except (OverflowError, ValueError):
-            raise click.BadParameter(f"{text!r}: a duration that reaches before year 1") from None
+            raise InvalidInputError(f"{text!r}: a duration that reaches before year 1") from None
     if _RFC3339.fullmatch(text):
         iso = text.upper().replace(" ", "T").replace("Z", "+00:00")
         try:
             return format_ts(datetime.fromisoformat(iso if "T" in iso else f"{iso}T00:00+00:00"))
         except ValueError as e:
-            raise click.BadParameter(f"{text!r}: {e}") from None
+            raise InvalidInputError(f"{text!r}: {e}") from None
     if _RFC3339.fullmatch(f"{text}Z"):
-        raise click.BadParameter(f"{text!r} has no time zone: add Z (UTC) or an offset (+01:00)")
-    raise click.BadParameter(
+        raise InvalidInputError(f"{text!r} has no time zone: add Z (UTC) or an offset (+01:00)")
+    raise InvalidInputError(
         f"{text!r} is not a time: give RFC 3339 (2026-11-29T23:00:00Z, 2026-11-29) "
         "or a duration ago (90m, 2d, 1h30m)"
     )

@@ -156,7 +156,9 @@ def client_settings(client: Any) -> dict[str, Any] | None:
 class _Create:
     """One creating call (``chat.completions.create``, ``messages.create``, ...), journaled.
 
-    ``rebuild(kind, body, chunk)`` makes the client's object of a recorded body.
+    ``rebuild(kind, body, chunk)`` makes the client's object of a recorded body. A client
+    whose calls are not a request body given as keywords (``google-genai``'s
+    ``generate_content``) overrides `request_of`, `streams` and `rebuilt`.
     """
 
     def __init__(
@@ -171,6 +173,19 @@ class _Create:
         self.settings = settings
         self.rebuild = rebuild
         self.is_async = inspect.iscoroutinefunction(inspect.unwrap(create))
+
+    def request_of(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The request a call of ``kwargs`` sends, as it is journaled: ``kwargs`` itself."""
+        return kwargs
+
+    def streams(self, kwargs: dict[str, Any]) -> bool:
+        """Whether a call of ``kwargs`` answers with a stream (``stream=True``)."""
+        return bool(kwargs.get("stream"))
+
+    def rebuilt(self, body: Any, chunk: bool, kwargs: dict[str, Any]) -> Any:
+        """The client's object of a recorded ``body`` (a chunk's) for a call of ``kwargs``."""
+        del kwargs
+        return self.rebuild(self.kind, body, chunk)
 
     def __call__(self, **kwargs: Any) -> Any:
         tool = inside_a_tool(None)
@@ -221,7 +236,9 @@ class _Create:
     def _begin(
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
-        record, whole, seq = session.before_model(kwargs, self.settings, kind=self.kind)
+        record, whole, seq = session.before_model(
+            self.request_of(kwargs), self.settings, kind=self.kind
+        )
         player = session.player
         served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
@@ -230,7 +247,9 @@ class _Create:
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
         """`_begin` for an async call: in a replay, served in the recorded order."""
-        record, whole, seq = session.before_model(kwargs, self.settings, kind=self.kind)
+        record, whole, seq = session.before_model(
+            self.request_of(kwargs), self.settings, kind=self.kind
+        )
         player = session.player
         if player is None:
             return record, None, session.timer()
@@ -240,17 +259,21 @@ class _Create:
     def _serve(
         self, session: CapturedSession, record: dict[str, Any], served: Any, kwargs: dict[str, Any]
     ) -> Any:
-        stream = bool(kwargs.get("stream"))
+        stream = self.streams(kwargs)
         if isinstance(served, FailedCall):
-            return self._serve_failure(session, record, served, stream)
+            return self._serve_failure(session, record, served, kwargs)
         session.after_model(self.kind, record, served, stream=stream, latency_ms=None)
         if stream:
-            chunks = [self.rebuild(self.kind, chunk, True) for chunk in served]
+            chunks = [self.rebuilt(chunk, True, kwargs) for chunk in served]
             return served_stream(chunks, is_async=self.is_async)
-        return self.rebuild(self.kind, served, False)
+        return self.rebuilt(served, False, kwargs)
 
     def _serve_failure(
-        self, session: CapturedSession, record: dict[str, Any], failed: FailedCall, stream: bool
+        self,
+        session: CapturedSession,
+        record: dict[str, Any],
+        failed: FailedCall,
+        kwargs: dict[str, Any],
     ) -> Any:
         """Raise a recorded failure again: at once, or after the chunks a stream had sent."""
         error = raised_by_model_call(rebuilt(failed.error))
@@ -258,10 +281,10 @@ class _Create:
         def journal() -> None:
             session.model_failed(record, error, chunks=failed.chunks, recorded=failed.error)
 
-        if not stream or failed.chunks is None:
+        if not self.streams(kwargs) or failed.chunks is None:
             journal()
             raise error
-        chunks = [self.rebuild(self.kind, chunk, True) for chunk in failed.chunks]
+        chunks = [self.rebuilt(chunk, True, kwargs) for chunk in failed.chunks]
         return served_stream(chunks, is_async=self.is_async, error=error, on_error=journal)
 
     def _after(
@@ -272,7 +295,7 @@ class _Create:
         kwargs: dict[str, Any],
         started: float,
     ) -> Any:
-        if kwargs.get("stream"):
+        if self.streams(kwargs):
             kind = self.kind
 
             def journal(chunks: list[Any], latency_ms: float) -> None:

@@ -28,11 +28,13 @@ from typing import Any, Literal
 
 from ..requests import jsonable
 from .anthropic_messages import TERMINAL as ANTHROPIC_TERMINAL
+from .genai_messages import finished as genai_finished
 
 __all__ = ["AsyncRecordedStream", "RecordedStream", "StreamRecording", "body_of", "end_open"]
 
-Kind = Literal["chat", "responses", "anthropic"]
-"""The response kinds: chat completions, the Responses API, Anthropic's Messages API."""
+Kind = Literal["chat", "responses", "anthropic", "genai"]
+"""The response kinds: chat completions, the Responses API, Anthropic's Messages API,
+Google's ``generateContent``."""
 
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 """The Responses API stream events after which the response is whole."""
@@ -44,10 +46,17 @@ _OPEN: weakref.WeakKeyDictionary[Any, list[weakref.ref[StreamRecording]]] = (
 the code dropped does not keep its session alive."""
 
 
+_TRANSPORT = frozenset({"sdk_http_response"})
+"""Fields of a client's objects that hold the HTTP exchange, not the body (google-genai's
+response headers): not journaled."""
+
+
 def body_of(value: Any) -> Any:
     """The JSON body the client parsed ``value`` (a response, a chunk) from."""
     dump = getattr(value, "model_dump", None)
-    return dump(mode="json", exclude_unset=True) if callable(dump) else jsonable(value)
+    if not callable(dump):
+        return jsonable(value)
+    return dump(mode="json", exclude_unset=True, exclude=_TRANSPORT)
 
 
 class StreamRecording:
@@ -99,6 +108,8 @@ class StreamRecording:
             return body.get("type") in TERMINAL
         if self.kind == "anthropic":
             return body.get("type") == ANTHROPIC_TERMINAL
+        if self.kind == "genai":
+            return genai_finished(body)
         for choice in body.get("choices") or []:
             if isinstance(choice, dict) and choice.get("finish_reason"):
                 self._finished.add(int(choice.get("index") or 0))

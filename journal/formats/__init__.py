@@ -1,10 +1,13 @@
 """The journal's adapters to other formats: JSONL in and out, OpenAI-style transcripts in,
-OpenTelemetry GenAI traces out, copies between journals, and format-keeping redaction.
+OpenTelemetry traces in and out, ATIF trajectories in and out, copies between journals, and
+format-keeping redaction.
 
 Each reads or writes the record through `journal.Journal` and the canonical bytes; none is
 needed to append, read, fold or verify a journal.
 """
 
+from .atif_export import atif_json, atif_trajectory
+from .atif_import import convert_atif
 from .jsonl import (
     FORMAT,
     FORMAT_VERSION,
@@ -50,7 +53,10 @@ __all__ = [
     "OtlpBatch",
     "Redactor",
     "TraceCollector",
+    "atif_json",
+    "atif_trajectory",
     "content_text",
+    "convert_atif",
     "convert_batch",
     "convert_files",
     "convert_otlp",

@@ -6,7 +6,8 @@ the trace id). A session's traces are taken in the order they started, and withi
 
 * the first model call → ``session_started``: its model, its leading system messages as
   the system prompt, OpenInference's tool specs, and metadata ``imported_from: "otlp"``,
-  ``captured_with: "trace"`` (how a replay runs it: `replay.trace_replay`), the trace ids,
+  ``captured_with: "trace"`` (how a replay runs it: `replay.trace_replay`), the first
+  trace's id,
   the shape read, whether the trace holds message content, and the first user message as
   the entry's argument (``entry_inputs``);
 * the user messages new in a model call's request → ``user_input``;
@@ -16,8 +17,12 @@ the trace id). A session's traces are taken in the order they started, and withi
 * a model call → ``action_proposed`` built, as a capture builds it, from a chat completion
   rebuilt from the reply (kept as ``response``; the request's messages in ``request``),
   or ``model_call_failed`` when its span failed (status ERROR, an ``exception`` event);
-* the last reply, without calls → ``agent_completed``; a root span with status ERROR →
-  ``agent_halted`` (rule ``error``).
+* at the end of each trace, the last reply, without calls → ``agent_completed``; a root
+  span with status ERROR → ``agent_halted`` (rule ``error``).
+
+Each trace is mapped as if it were the session's last, so the session of a conversation's
+first traces is a prefix of the session of all of them: a later trace extends the stored
+session (`Journal.import_sessions` appends the new tail), as ``collect`` relies on.
 
 What has no event is counted, never guessed (spans of other operations, tool spans no call
 asked for, a trace recorded without content). Times are the spans' own; ids derive from
@@ -188,8 +193,10 @@ class _Session:
         calls: list[ModelCall] = []
         tools: list[ToolSpan] = []
         roots: list[Span] = []
+        turns: list[tuple[int, list[Span]]] = []  # per trace: calls up to its end, its roots
         ids = {span.span_id for trace in self.traces for span in trace.spans}
         for trace in self.traces:
+            own: list[Span] = []
             for span in sorted(trace.spans, key=lambda s: (s.start_ns, s.end_ns)):
                 call = model_call_of(span, self.logs.get(span.span_id, []))
                 tool = None if call is not None else tool_span_of(span)
@@ -198,9 +205,11 @@ class _Session:
                 elif tool is not None:
                     tools.append(tool)
                 elif span.parent_id is None or span.parent_id not in ids:
-                    roots.append(span)
+                    own.append(span)
                 else:
                     unmapped.add(f"span:{span.name[:40]}", span.where, "a span of no mapped kind")
+            roots.extend(own)
+            turns.append((len(calls), own))
         if not calls:
             raise InvalidInputError(f"{self.traces[0].spans[0].where}: no model call in the trace")
         for tool in tools:
@@ -217,16 +226,20 @@ class _Session:
             )
         self.start(first, content, roots)
         previous: list[dict[str, Any]] = []
-        for call in calls:
-            self.model_call(call, previous, unmapped)
-            previous = [*(call.inputs or []), *([call.reply] if call.reply else [])]
+        done = 0
+        for end, own in turns:
+            for call in calls[done:end]:
+                self.model_call(call, previous, unmapped)
+                previous = [*(call.inputs or []), *([call.reply] if call.reply else [])]
+            if end > done:
+                self.finish(own, calls[end - 1])
+            done = end
         used = {e.call_id for e, _ in self.events if isinstance(e, ActionCommitted | ActionFailed)}
         for tool in tools:
             if tool.call_id not in used:
                 unmapped.add(
                     "orphan_tool_span", tool.span.where, f"{tool.tool}: no call asked for it"
                 )
-        self.finish(roots, calls[-1])
         return self.events
 
     def start(self, first: ModelCall, content: bool, roots: list[Span]) -> None:
@@ -243,7 +256,8 @@ class _Session:
             CAPTURED_WITH_KEY: CAPTURED_WITH,
             "otlp_shape": first.shape,
             "otlp_content": content,
-            "trace_ids": [trace.trace_id for trace in self.traces],
+            # the first trace only: a later trace of the conversation appends to the session
+            "trace_id": self.traces[0].trace_id,
         }
         if user is not None:
             metadata[ENTRY_INPUTS_KEY] = orjson.dumps(
@@ -366,6 +380,7 @@ class _Session:
         self.pending = []
 
     def finish(self, roots: list[Span], last: ModelCall) -> None:
+        """The end of one trace: its unanswered calls, its answer, its halt."""
         self.answer_unanswered(last.span.end_ns)
         failed = next((r for r in roots if r.status_code == _ERROR), None)
         end = max((r.end_ns for r in roots), default=last.span.end_ns)

@@ -51,6 +51,9 @@ DEFAULT_SECRET_KEYS = (
 
 _ENVELOPE = frozenset({"session_id", "seq", "ts", "type", "v", "hash"})
 _NOT_SECRET = frozenset({"call_id", "tool", "stage", "kind", "level", "rule", "schema_hash"})
+_TOKEN_COUNT = re.compile(r"(?i)token_?count$")
+"""A key that counts tokens (Gemini's ``prompt_token_count``, ``promptTokenCount``), which
+names no secret though it matches ``token``."""
 _EMAIL = re.compile(
     r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
 )
@@ -215,9 +218,12 @@ class Redactor:
             return [self._value(session_id, item, secret) for item in value]
         return value
 
+    def _names_secret(self, key: str) -> bool:
+        return bool(self._secret_key.match(key)) and not _TOKEN_COUNT.search(key)
+
     def _mapping(self, session_id: str, mapping: Mapping[str, Any], secret: bool) -> dict[str, Any]:
         return {
-            key: self._value(session_id, value, secret or bool(self._secret_key.match(key)))
+            key: self._value(session_id, value, secret or self._names_secret(key))
             for key, value in mapping.items()
         }
 
