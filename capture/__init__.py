@@ -6,6 +6,8 @@
 * `Recorder`: a few typed calls to journal any hand-written loop (`capture.recorder`).
 * `JournaledOpenAI`: a wrapper of the openai client that journals each model call
   (`capture.clients.openai_journaled`).
+* `Capture.mcp` and `Capture.mcp_stdio`: an MCP client session whose tool calls are
+  journaled (`capture.clients.mcp`; `LIST_TOOLS`, `mcp_tool_names`: its names).
 * The capture halves of framework integrations, one module each in `capture.frameworks`.
 
 All of them write through a `Destination` (`capture.output`): redaction, tail sampling,
@@ -23,6 +25,7 @@ client), a framework's hooks in `capture.frameworks`, examples of captured code 
 """
 
 from ._extras import MissingExtraError, missing_extra
+from .clients.mcp_names import LIST_TOOLS, mcp_tool_names
 from .clients.openai_journaled import JournaledOpenAI
 from .exceptions import (
     MODEL_CALL,
@@ -42,6 +45,7 @@ from .play import (
     Player,
     ReplayTarget,
     ToolPlay,
+    halt_of,
     replay_target,
     replaying,
 )
@@ -55,6 +59,7 @@ from .spool import DrainReport, Spool, SpoolCounts, drain, spool_line, spool_pat
 
 __all__ = [
     "CAPTURED_WITH",
+    "LIST_TOOLS",
     "MODEL_CALL",
     "REPLAY_STOPPED",
     "AsyncToolPlayer",
@@ -84,8 +89,10 @@ __all__ = [
     "exception_record",
     "frame_note",
     "full_requests",
+    "halt_of",
     "is_method",
     "json_value",
+    "mcp_tool_names",
     "missing_extra",
     "raised_by_model_call",
     "rebuilt",

@@ -27,12 +27,20 @@ from __future__ import annotations
 import itertools
 import linecache
 import sys
+from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
 from .requests import json_value, stable_repr
 
-__all__ = ["ReplayedException", "exception_record", "frame_note", "raised_at", "rebuilt"]
+__all__ = [
+    "ReplayedException",
+    "exception_record",
+    "frame_note",
+    "raised_at",
+    "rebuilt",
+    "restore_with",
+]
 
 
 class ReplayedException(Exception):
@@ -62,6 +70,18 @@ rebuilt exception holds None there."""
 def _run_state(mro: list[str]) -> tuple[str, ...]:
     """The attributes `_RUN_STATE` leaves out of the record of an exception of ``mro``."""
     return tuple(name for path in mro for name in _RUN_STATE.get(path, ()))
+
+
+_RESTORE: dict[str, Callable[[BaseException], None]] = {}
+"""How an exception of a class (by ``module:qualname``, its subclasses too) is made whole
+after `rebuilt` set its recorded attributes, for a class whose methods read an attribute
+as an object JSON cannot hold (``mcp.MCPError.error``: an ``ErrorData``). Registered by the
+wrapper of the package that defines it (`restore_with`)."""
+
+
+def restore_with(path: str, restore: Callable[[BaseException], None]) -> None:
+    """Have `rebuilt` call ``restore`` on each exception of class ``path`` (or a subclass)."""
+    _RESTORE[path] = restore
 
 
 MODEL_CALL = "model_call"
@@ -238,4 +258,9 @@ def rebuilt(record: dict[str, Any]) -> BaseException:
             setattr(error, key, value)
         except (AttributeError, TypeError):  # a read-only attribute: the args carry it
             continue
+    for name in [path, *record.get("mro", [])]:
+        restore = _RESTORE.get(str(name))
+        if restore is not None and isinstance(error, _loaded(str(name)) or ()):
+            restore(error)
+            break
     return error

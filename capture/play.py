@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from journal import Clock, Journal
+from journal import Clock, HaltSession, Journal
 
 from .order import RecordedOrder
 
@@ -30,6 +30,7 @@ __all__ = [
     "Player",
     "ReplayTarget",
     "ToolPlay",
+    "halt_of",
     "replay_target",
     "replaying",
 ]
@@ -38,6 +39,25 @@ REPLAY_STOPPED = "replay_stopped"
 """The halt rule of a replay that stopped where the recording no longer fits (a request it
 does not hold, a call it never ran, a call that may not run for real) and nothing live may
 answer: the session says why it ended where it did (`journal.HaltSession`)."""
+
+
+def halt_of(error: BaseException) -> HaltSession | None:
+    """The `HaltSession` ``error`` is, or the one a group of exceptions holds alone.
+
+    Code on anyio task groups (an MCP client session, ``asyncio.TaskGroup``) hands an
+    exception of its block on inside a ``BaseExceptionGroup``; a halt raised there is
+    still the halt.
+    """
+    if isinstance(error, HaltSession):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        halts, rest = error.split(HaltSession)
+        while halts is not None and rest is None:
+            first = halts.exceptions[0]
+            if isinstance(first, HaltSession):
+                return first
+            halts = first if isinstance(first, BaseExceptionGroup) else None
+    return None
 
 
 @dataclass(frozen=True)

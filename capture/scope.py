@@ -9,6 +9,8 @@ Three wrappers, and the code between them stays as it is::
     client = capture.openai(OpenAI())          # chat.completions.create, responses.create
     claude = capture.anthropic(Anthropic())    # messages.create, messages.stream
     gemini = capture.genai(genai.Client())     # models.generate_content(_stream)
+    # MCP tools: call_tool, list_tools; side effects unless declared pure or io
+    async with capture.mcp_stdio(params, pure={"search"}) as shop: ...
 
     @capture.tool
     def lookup_order(order_id: str) -> dict: ...
@@ -48,10 +50,10 @@ import functools
 import inspect
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from journal import Journal, json_stand_in
 from journal.formats import Redactor
@@ -236,6 +238,41 @@ class Capture:
 
         wrapped: F = captured_genai(client)
         return wrapped
+
+    def mcp(self, session: M, *, pure: Collection[str] = (), io: Collection[str] = ()) -> M:
+        """An ``mcp.ClientSession`` whose ``call_tool`` and ``list_tools`` are journaled.
+
+        An MCP tool has side effects unless named here: ``pure`` ones are run by a replay
+        and compared, ``io`` ones served from the recording (`capture.clients.mcp`). The
+        code keeps the session it opened, so a replay spawns its server as it does; open it
+        with `mcp_stdio` instead to spawn none in a replay. Needs
+        ``pip install 'agent-journal[mcp]'``.
+        """
+        from .clients.mcp import CapturedMCP, ToolModes
+
+        modes = ToolModes(frozenset(pure), frozenset(io))
+        wrapped: Any = CapturedMCP(session, modes, self.tools)
+        return cast(M, wrapped)
+
+    def mcp_stdio(
+        self,
+        server: Any,
+        *,
+        pure: Collection[str] = (),
+        io: Collection[str] = (),
+        **session_options: Any,
+    ) -> AbstractAsyncContextManager[Any]:
+        """Spawn the MCP server ``server`` (``mcp.StdioServerParameters``) and capture its session.
+
+        ``async with capture.mcp_stdio(params) as session:`` gives the initialized session,
+        wrapped as `mcp` wraps one (``pure``, ``io`` as there; ``session_options`` go to
+        ``ClientSession``). In a replay no server is spawned until a call must reach it (a
+        pure tool, one named live), so served calls need no server at all.
+        """
+        from .clients.mcp import ToolModes, connect_stdio
+
+        modes = ToolModes(frozenset(pure), frozenset(io))
+        return connect_stdio(server, modes, self.tools, **session_options)
 
     def langchain(self, model: M) -> M:
         """A LangChain chat model (``ChatOpenAI(...)``, any ``BaseChatModel``), journaling.

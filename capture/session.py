@@ -25,7 +25,7 @@ from journal.formats import MODEL_SETTINGS, system_prompt_of
 from .clients import anthropic_messages, genai_messages
 from .clients.openai_streams import StreamRecording
 from .exceptions import rebuilt
-from .play import REPLAY_STOPPED, Player, ToolPlay, replay_target
+from .play import REPLAY_STOPPED, Player, ToolPlay, halt_of, replay_target
 from .proposal_order import InProposalOrder
 from .recorder import Recorder
 from .requests import (
@@ -107,6 +107,8 @@ class CapturedSession:
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     """Held while the session journals: calls may finish on several threads at once."""
     _streams: list[StreamRecording] = field(default_factory=list, repr=False)
+    _early: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    """The outcomes of early calls made before the session started (`acall_tool`)."""
 
     def __post_init__(self) -> None:
         self._order = InProposalOrder(self.recorder)
@@ -159,6 +161,9 @@ class CapturedSession:
             captured_with=self.captured_with,
             client_settings=client_settings,
         )
+        early, self._early = self._early, []
+        for write in early:
+            write()
 
     def settle(self) -> None:
         """Journal every tool outcome still waiting for an earlier call's."""
@@ -198,10 +203,13 @@ class CapturedSession:
     def fail(self, error: BaseException) -> None:
         """The entry raised ``error``: journal the halt (rule ``error``, or a `HaltSession`'s).
 
+        A halt inside a group of exceptions (`halt_of`) is that halt.
+
         The outcomes still waiting for an earlier call's are journaled first, unless a
         replay stopped at that call: the halt then takes its place, naming it, where a
         later call's outcome would have looked like the change.
         """
+        error = halt_of(error) or error
         with self._lock:
             if self.recorder.ended:
                 return
@@ -376,6 +384,7 @@ class CapturedSession:
         error: BaseException | dict[str, Any] | None = None,
         duration_ms: float | None = None,
         started_after: frozenset[int],
+        early: bool = False,
     ) -> None:
         recorder = self.recorder
         # a recorded failure (an `exception_record`) is raised again as its own type
@@ -405,7 +414,9 @@ class CapturedSession:
 
         with self._lock:
             call_id = self._pair(tool, args)
-            if call_id is None:  # a call no model output proposed: journaled where it happens
+            if call_id is None and early and not recorder.started:
+                self._early.append(write)  # journaled right after session_started
+            elif call_id is None:  # a call no model output proposed: journaled where it happens
                 _warn_unproposed(tool, self.recorder.pending)
                 self.settle()
                 write()
@@ -444,24 +455,32 @@ class CapturedSession:
         args: dict[str, Any],
         run: Callable[[], Any],
         returns: Callable[[], Any],
+        *,
+        early: bool = False,
     ) -> Any:
-        """`call_tool` for a coroutine function."""
-        after, play = self._begin_call(info, args)
+        """`call_tool` for a coroutine function.
+
+        ``early`` marks a call code makes before its first model request to build it (an
+        MCP session's ``list_tools``): made then, it does not start the session, and its
+        outcome is journaled right after ``session_started``, which the first request
+        gives its model, prompt and tools.
+        """
+        after, play = self._begin_call(info, args, early=early)
         if play.unfinished is not None:
             await self._still_running(play.unfinished)
         if not play.live:
-            return self._served(info, args, play, returns, after)
+            return self._served(info, args, play, returns, after, early=early)
         self._before_running(info)
         started = self.timer()
         running = RUNNING_TOOL.set(info.name)
         try:
             result = await run()
         except Exception as error:
-            self._ran(info, args, started, after, error=error)
+            self._ran(info, args, started, after, error=error, early=early)
             raise
         finally:
             RUNNING_TOOL.reset(running)
-        self._ran(info, args, started, after, result=result)
+        self._ran(info, args, started, after, result=result, early=early)
         return result
 
     async def _still_running(self, stop: BaseException) -> None:
@@ -476,10 +495,13 @@ class CapturedSession:
                 await asyncio.get_running_loop().create_future()  # cancelled with the loop
         raise stop
 
-    def _begin_call(self, info: ToolInfo, args: dict[str, Any]) -> tuple[frozenset[int], ToolPlay]:
+    def _begin_call(
+        self, info: ToolInfo, args: dict[str, Any], *, early: bool = False
+    ) -> tuple[frozenset[int], ToolPlay]:
         """At a call's start: the calls finished before it, and what to do with it."""
         with self._lock:
-            self.start()
+            if not early:
+                self.start()
             started = self._waiting(info.name, args, same_args=True, skip=self._started)
             if started is not None:
                 self._started.add(started.call_id)
@@ -497,11 +519,15 @@ class CapturedSession:
         play: ToolPlay,
         returns: Callable[[], Any],
         after: frozenset[int],
+        *,
+        early: bool = False,
     ) -> Any:
         if play.error is not None:
-            self._journal_outcome(info.name, args, error=play.error, started_after=after)
+            self._journal_outcome(
+                info.name, args, error=play.error, started_after=after, early=early
+            )
             raise rebuilt(play.error)
-        self._journal_outcome(info.name, args, result=play.result, started_after=after)
+        self._journal_outcome(info.name, args, result=play.result, started_after=after, early=early)
         if play.as_sent:
             return text_as_return_type(play.result, returns())
         return as_return_type(play.result, returns())
@@ -520,6 +546,7 @@ class CapturedSession:
         *,
         result: Any = None,
         error: BaseException | None = None,
+        early: bool = False,
     ) -> None:
         """Journal the outcome of a call that ran for real, started at ``started``."""
         duration_ms = round((self.timer() - started) * 1000, 3)
@@ -530,6 +557,7 @@ class CapturedSession:
             error=error,
             duration_ms=duration_ms,
             started_after=after,
+            early=early,
         )
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agentloop import AgentLoadError, AgentLoopError
+from capture import halt_of
 from journal import (
     HaltSession,
     Journal,
@@ -89,6 +90,11 @@ def run_code(code: Callable[[], object]) -> str | None:
         raise
     except (Exception, HaltSession) as error:
         return describe_error(error)
+    except BaseExceptionGroup as group:  # a halt raised inside a task group (anyio, MCP)
+        halt = halt_of(group)
+        if halt is None:
+            raise
+        return describe_error(halt)
     return None
 
 

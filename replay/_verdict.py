@@ -504,13 +504,14 @@ def _answered_without_running(expected: dict[str, Any], actual: dict[str, Any]) 
     the tool (timed) that no call of the replay asked for.
 
     A result the recording took from a message (no tool of its own ran: no duration) does
-    not count.
+    not count, nor one a tool ran for (a pure tool given other arguments: timed too).
     """
     outcomes = ("action_committed", "action_failed")
     return (
         expected.get("type") in outcomes
         and expected.get("duration_ms") is not None
         and actual.get("type") in outcomes
+        and actual.get("duration_ms") is None
         and actual.get("call_id") == expected.get("call_id")
     )
 

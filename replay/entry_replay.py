@@ -23,7 +23,7 @@ No server, no API key: nothing leaves the process unless a tool or the model is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from agentloop import AgentLoadError, AgentLoopError
@@ -37,6 +37,7 @@ from capture import (
     ToolPlay,
     full_requests,
     is_method,
+    mcp_tool_names,
     raised_by_model_call,
     rebuilt,
     replaying,
@@ -350,20 +351,28 @@ def _check_not_a_method(entry: Any) -> None:
         )
 
 
-def check_tools(entry: Any, options: ReplayOptions) -> None:
+def check_tools(
+    entry: Any, options: ReplayOptions, recorded: Callable[[], Iterable[RecordedEvent]] = tuple
+) -> None:
     """Refuse bad tool names before anything runs.
 
-    A tool named live or allowed must be one the entry's capture decorated; a tool with
-    side effects named live must be allowed too.
+    A tool named live or allowed must be one the entry's capture decorated, or an MCP tool
+    the ``recorded`` session listed (`capture.clients.mcp_names`: its mode is declared
+    where the code opens the MCP session, so the call itself checks it); a tool with side
+    effects named live must be allowed too.
     """
     capture = getattr(entry, "__capture__", None)
     if capture is None:
         return
     known: dict[str, Any] = capture.tools
     allowed = options.allow_side_effects
-    checked_live(options.named_live | allowed, known)
+    named = options.named_live | allowed
+    listed = set(mcp_tool_names(recorded())) - set(known) if named - set(known) else set()
+    checked_live(named, {*known, *listed})
     risky = sorted(
-        name for name in options.named_live if known[name].side_effects and name not in allowed
+        name
+        for name in options.named_live - listed
+        if known[name].side_effects and name not in allowed
     )
     if risky:
         raise AgentLoopError(
@@ -406,7 +415,7 @@ def replay_entry(
     if not callable(entry):
         raise AgentLoadError(f"{type(entry).__name__} is not an entry function")
     _check_not_a_method(entry)
-    check_tools(entry, options)
+    check_tools(entry, options, lambda: journal.events(session_id))
 
     def call(started: SessionStarted) -> object:
         inputs = _entry_inputs(started.metadata.get(ENTRY_INPUTS_KEY), session_id)

@@ -178,6 +178,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "capture": [
         "CAPTURED_WITH",
+        "LIST_TOOLS",
         "MODEL_CALL",
         "REPLAY_STOPPED",
         "AsyncToolPlayer",
@@ -207,8 +208,10 @@ PUBLIC: dict[str, list[str]] = {
         "exception_record",
         "frame_note",
         "full_requests",
+        "halt_of",
         "is_method",
         "json_value",
+        "mcp_tool_names",
         "missing_extra",
         "raised_by_model_call",
         "rebuilt",
