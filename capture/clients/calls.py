@@ -218,10 +218,20 @@ class _Create:
         latency = round((session.timer() - started) * 1000, 3)
         session.model_failed(record, error, latency_ms=latency)
 
+    def _recorded(
+        self, session: CapturedSession, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], int]:
+        """Journal what the request brings: its record, the request whole, its response's seq.
+
+        A wrapper whose calls take more than the request (litellm's connection parameters)
+        says here what is recorded of them.
+        """
+        return session.before_model(kwargs, self.settings, kind=self.kind)
+
     def _begin(
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
-        record, whole, seq = session.before_model(kwargs, self.settings, kind=self.kind)
+        record, whole, seq = self._recorded(session, kwargs)
         player = session.player
         served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
@@ -230,7 +240,7 @@ class _Create:
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
         """`_begin` for an async call: in a replay, served in the recorded order."""
-        record, whole, seq = session.before_model(kwargs, self.settings, kind=self.kind)
+        record, whole, seq = self._recorded(session, kwargs)
         player = session.player
         if player is None:
             return record, None, session.timer()
