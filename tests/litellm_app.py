@@ -111,6 +111,9 @@ FUNCTIONS: dict[str, Any] = {
     "send_email": send_email,
 }
 
+USAGE = {"include_usage": True}
+"""The streams' ``stream_options``: the usage comes in a last chunk."""
+
 UNAVAILABLE = (litellm.InternalServerError, litellm.ServiceUnavailableError)
 """What the loops catch and answer with the fallback (a 500; a stream cut mid-way)."""
 
@@ -195,7 +198,9 @@ def answer_streamed(question: str) -> str:
     messages = start(question)
     try:
         while True:
-            chunks = list(litellm.completion(**request(messages), stream=True))
+            chunks = list(
+                litellm.completion(**request(messages), stream=True, stream_options=USAGE)
+            )
             joined = litellm.stream_chunk_builder(chunks, messages=messages)
             message = joined.choices[0].message
             if not run_tools(message, messages):
@@ -224,7 +229,9 @@ async def answer_async_streamed(question: str) -> str:
     messages = start(question)
     try:
         while True:
-            stream = await litellm.acompletion(**request(messages), stream=True)
+            stream = await litellm.acompletion(
+                **request(messages), stream=True, stream_options=USAGE
+            )
             chunks = [chunk async for chunk in stream]
             message = litellm.stream_chunk_builder(chunks, messages=messages).choices[0].message
             if not run_tools(message, messages):
