@@ -9,6 +9,7 @@ server stopped.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -396,3 +397,24 @@ def test_sessions_on_either_store_replay_identical_and_read_like_any_other(
         assert result.identical, result.first_divergence
         assert summary.tokens_in > 0
         assert otlp_document(any_journal, [summary.session_id])["resourceSpans"]
+
+
+@app.capture.entry
+def with_fallback(question: str) -> str:
+    reply = litellm.completion(
+        **app.request([{"role": "user", "content": question}]), fallbacks=["openai/fake-2"]
+    )
+    return str(reply.model)
+
+
+# litellm's sync fallbacks run in an event loop of their own that they never close
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_litellms_own_fallback_is_part_of_the_one_journaled_call() -> None:
+    journal, session, answered = record(with_fallback, "500")
+    assert answered == "fake-2" and len(Faulty.requests) == 2  # the 500, then the fallback
+    found = events(journal, session)
+    assert [e.type for e in found] == ["session_started", "user_input", "action_proposed",
+                                       "agent_completed"]  # fmt: skip
+    assert isinstance(found[2], ActionProposed) and found[2].model == "fake-2"
+    assert replayed(journal, session, with_fallback).identical
+    gc.collect()  # litellm's loop goes here, under this test's filter
