@@ -418,3 +418,25 @@ def test_litellms_own_fallback_is_part_of_the_one_journaled_call() -> None:
     assert isinstance(found[2], ActionProposed) and found[2].model == "fake-2"
     assert replayed(journal, session, with_fallback).identical
     gc.collect()  # litellm's loop goes here, under this test's filter
+
+
+def test_concurrent_async_sessions_share_the_patch_and_each_replays_identical() -> None:
+    async def three() -> list[str]:
+        return list(
+            await asyncio.gather(
+                app.answer_async(QUESTIONS[4]),
+                app.answer_async_streamed(QUESTION),
+                app.answer_async(QUESTIONS[2]),
+            )
+        )
+
+    with recorded() as journal:
+        assert asyncio.run(three())[1] == ANSWER
+    assert not captured.patched()
+    summaries = list(journal.sessions())
+    assert len(summaries) == 3 and {s.events for s in summaries} == {len(LOOP)}
+    for summary in summaries:
+        started = events(journal, summary.session_id)[0]
+        assert isinstance(started, SessionStarted) and started.agent is not None
+        entry = getattr(app, started.agent.split(":")[1])
+        assert replayed(journal, summary.session_id, entry).identical

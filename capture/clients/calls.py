@@ -1,7 +1,8 @@
 """What every wrapped model client shares: one journaled creating call, its served streams.
 
-A client wrapper (`capture.clients.openai`, `capture.clients.anthropic`) builds a `_Create`
-per creating call (``chat.completions.create``, ``responses.create``, ``messages.create``)
+A client wrapper (`capture.clients.openai`, `capture.clients.anthropic`,
+`capture.clients.litellm`) builds a `_Create` per creating call (``chat.completions.create``,
+``responses.create``, ``messages.create``, ``litellm.completion``)
 with its response kind and the function that rebuilds a recorded body as the client's own
 type: in a session the call journals its request and response (a stream as it passes,
 `capture.clients.openai_streams`), in a replay the `Player` may serve the recorded one
