@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost map download
@@ -26,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import litellm  # noqa: E402
+from _common import cpu_per_call, print_per_call  # noqa: E402
 
 from capture import Capture  # noqa: E402
 from tests.fake_openai import serving  # noqa: E402
@@ -54,26 +53,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     litellm.suppress_debug_info = True
-    bare: list[float] = []
-    ours: list[float] = []
     with serving() as url, tempfile.TemporaryDirectory() as folder:
         capture = Capture(Path(folder) / "bench.db")
         capture.litellm()
-        calls(url, 10)  # warm both paths
-        with capture.session():
-            calls(url, 10)
-        for _ in range(args.repeat):
-            started = time.process_time()
-            calls(url, args.calls)
-            bare.append((time.process_time() - started) / args.calls * 1e6)
-            started = time.process_time()
+
+        def captured(count: int) -> None:
             with capture.session():  # one session, every call a model call of it
-                calls(url, args.calls)
-            ours.append((time.process_time() - started) / args.calls * 1e6)
-    b, o = statistics.median(bare), statistics.median(ours)
-    print(f"litellm.completion, {args.calls} calls x {args.repeat} rounds (CPU, median)")
-    print(f"  bare litellm      {b:9.1f} µs/call")
-    print(f"  captured litellm  {o:9.1f} µs/call   ratio {o / b:.2f}x  (+{o - b:.1f} µs)")
+                calls(url, count)
+
+        calls(url, 10)  # warm both paths
+        captured(10)
+        found = cpu_per_call(
+            {"bare litellm": lambda count: calls(url, count), "captured litellm": captured},
+            args.calls,
+            args.repeat,
+        )
+    print_per_call(f"litellm.completion, {args.calls} calls x {args.repeat} rounds", found)
     return 0
 
 
