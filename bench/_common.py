@@ -237,6 +237,33 @@ def take_turns(runs: int, cases: Mapping[str, Callable[[int], None]]) -> dict[st
     return times
 
 
+def cpu_per_call(
+    cases: Mapping[str, Callable[[int], None]], calls: int, repeat: int
+) -> dict[str, float]:
+    """The median µs of process CPU per call of each case, over ``repeat`` rounds in turns.
+
+    Each case makes ``calls`` calls (it is given the count); a round runs every case once,
+    so a load spike on a shared machine lands on both sides of the ratio.
+    """
+    found: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeat):
+        for name, case in cases.items():
+            started = time.process_time()
+            case(calls)
+            found[name].append((time.process_time() - started) / calls * 1e6)
+    return {name: statistics.median(values) for name, values in found.items()}
+
+
+def print_per_call(title: str, found: Mapping[str, float]) -> None:
+    """`cpu_per_call`'s two cases, the reference first, and the second's ratio over it."""
+    (bare_name, bare), (ours_name, ours) = found.items()
+    width = max(len(bare_name), len(ours_name)) + 2
+    print(f"{title} (CPU, median)")
+    print(f"  {bare_name:<{width}} {bare:9.1f} µs/call")
+    ratio = f"ratio {ours / bare:.2f}x  (+{ours - bare:.1f} µs)"
+    print(f"  {ours_name:<{width}} {ours:9.1f} µs/call   {ratio}")
+
+
 def measure(
     runs: int, cases: dict[str, Callable[[Path], None]], directory: Path
 ) -> dict[str, list[float]]:

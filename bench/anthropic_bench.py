@@ -12,10 +12,8 @@ counts in both, equally). Prints the µs per call of each and the ratio.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import anthropic  # noqa: E402
+from _common import cpu_per_call, print_per_call  # noqa: E402
 
 from capture import Capture  # noqa: E402
 from tests.fake_anthropic import serving  # noqa: E402
@@ -41,27 +40,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    bare: list[float] = []
-    ours: list[float] = []
     with serving() as url, tempfile.TemporaryDirectory() as folder:
         capture = Capture(Path(folder) / "bench.db")
         raw = anthropic.Anthropic(base_url=url, api_key="local", max_retries=0)
         wrapped = capture.anthropic(raw)
-        calls(raw, 10)  # warm both paths
-        with capture.session():
-            calls(wrapped, 10)
-        for _ in range(args.repeat):
-            started = time.process_time()
-            calls(raw, args.calls)
-            bare.append((time.process_time() - started) / args.calls * 1e6)
-            started = time.process_time()
+
+        def captured(count: int) -> None:
             with capture.session():  # one session, every call a model call of it
-                calls(wrapped, args.calls)
-            ours.append((time.process_time() - started) / args.calls * 1e6)
-    b, o = statistics.median(bare), statistics.median(ours)
-    print(f"anthropic messages.create, {args.calls} calls x {args.repeat} rounds (CPU, median)")
-    print(f"  bare client      {b:9.1f} µs/call")
-    print(f"  captured client  {o:9.1f} µs/call   ratio {o / b:.2f}x  (+{o - b:.1f} µs)")
+                calls(wrapped, count)
+
+        calls(raw, 10)  # warm both paths
+        captured(10)
+        found = cpu_per_call(
+            {"bare client": lambda count: calls(raw, count), "captured client": captured},
+            args.calls,
+            args.repeat,
+        )
+    print_per_call(f"anthropic messages.create, {args.calls} calls x {args.repeat} rounds", found)
     return 0
 
 

@@ -151,6 +151,23 @@ def _recordable(error: BaseException | str) -> TypeGuard[BaseException]:
     return isinstance(error, BaseException) and not isinstance(error, ReplayedFailure)
 
 
+def _described(error: BaseException, record: Mapping[str, Any] | None) -> str:
+    """`describe_error`'s line for ``error``; for one rebuilt from ``record``, its original's.
+
+    A rebuilt exception's ``str()`` need not be its original's: one that writes an
+    attribute into its message (litellm's ``MidStreamFallbackError``, its original
+    exception) holds that attribute as the recorded text.
+    """
+    message = None if record is None else record.get("message")
+    path = None if record is None else record.get("type")
+    if isinstance(error, ReplayedFailure) or not (
+        isinstance(message, str) and isinstance(path, str)
+    ):
+        return describe_error(error)
+    name = path.rpartition(":")[2].rpartition(".")[2]
+    return one_line(f"{name}: {one_line(message) or name}")
+
+
 def _json(value: object, what: str) -> JsonValue:
     """``value`` as canonical JSON (pydantic models, dataclasses, dates converted)."""
     try:
@@ -481,7 +498,7 @@ class Recorder:
         if record is None and _recordable(error):
             record = exception_record(error)
         event = ModelCallFailed(
-            message=describe_error(error),
+            message=_described(error, record),
             kind=failure_kind(error),
             status_code=status_code_of(error),
             model=model or self._state.model,

@@ -11,6 +11,7 @@ Three wrappers, and the code between them stays as it is::
     gemini = capture.genai(genai.Client())     # models.generate_content(_stream)
     # MCP tools: call_tool, list_tools; side effects unless declared pure or io
     async with capture.mcp_stdio(params, pure={"search"}) as shop: ...
+    capture.litellm()                          # litellm.completion, litellm.acompletion
 
     @capture.tool
     def lookup_order(order_id: str) -> dict: ...
@@ -51,9 +52,14 @@ import inspect
 import json
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    ExitStack,
+    contextmanager,
+)
 from pathlib import Path
-from typing import Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from journal import Journal, json_stand_in
 from journal.formats import Redactor
@@ -67,6 +73,9 @@ from .returns import return_type
 from .session import CAPTURED_WITH, RUNNING_TOOL, CapturedSession, ToolInfo, inside_a_tool
 from .spool import Spool
 from .writer import DEFAULT_WINDOW
+
+if TYPE_CHECKING:
+    from .clients.litellm import LitellmScope
 
 __all__ = [
     "CAPTURED_WITH",
@@ -199,6 +208,8 @@ class Capture:
             self.metadata["sampling"] = sampling.record()
         self.tools: dict[str, ToolInfo] = {}
         """The decorated tools by name (a replay checks its live tools against them)."""
+        self._scopes: list[AbstractContextManager[Any]] = []
+        """What each session holds open while it runs (`litellm`'s patch)."""
 
     @property
     def journal(self) -> Journal:
@@ -273,6 +284,24 @@ class Capture:
 
         modes = ToolModes(frozenset(pure), frozenset(io))
         return connect_stdio(server, modes, self.tools, **session_options)
+
+    def litellm(self) -> LitellmScope:
+        """Journal ``litellm.completion`` and ``litellm.acompletion`` in this capture's sessions.
+
+        No wrapper to hold: while a session of this capture is open (an entry call, a
+        `session` block, a replay of either), the ``litellm`` module's two functions are
+        journaled ones, so code that calls ``litellm.completion`` (an upstream harness the
+        user does not edit) is captured as it is; litellm's own come back when no session
+        is open. The returned `capture.clients.litellm.LitellmScope` holds the patch for a
+        ``with`` block of its own too. Needs ``pip install 'agent-journal[litellm]'``.
+        """
+        from .clients.litellm import LitellmScope
+
+        scope = next((s for s in self._scopes if isinstance(s, LitellmScope)), None)
+        if scope is None:
+            scope = LitellmScope()
+            self._scopes.append(scope)
+        return scope
 
     def langchain(self, model: M) -> M:
         """A LangChain chat model (``ChatOpenAI(...)``, any ``BaseChatModel``), journaling.
@@ -510,7 +539,9 @@ class Capture:
         )
         running = RUNNING_TOOL.set(None)  # its tools are its own, not part of an outer tool
         try:
-            with opened(session):
+            with ExitStack() as scopes, opened(session):
+                for scope in self._scopes:
+                    scopes.enter_context(scope)
                 yield session
                 session.finish(None, given=False)
         except GeneratorExit:

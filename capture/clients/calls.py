@@ -1,7 +1,8 @@
 """What every wrapped model client shares: one journaled creating call, its served streams.
 
-A client wrapper (`capture.clients.openai`, `capture.clients.anthropic`) builds a `_Create`
-per creating call (``chat.completions.create``, ``responses.create``, ``messages.create``)
+A client wrapper (`capture.clients.openai`, `capture.clients.anthropic`,
+`capture.clients.litellm`) builds a `_Create` per creating call (``chat.completions.create``,
+``responses.create``, ``messages.create``, ``litellm.completion``)
 with its response kind and the function that rebuilds a recorded body as the client's own
 type: in a session the call journals its request and response (a stream as it passes,
 `capture.clients.openai_streams`), in a replay the `Player` may serve the recorded one
@@ -233,12 +234,20 @@ class _Create:
         latency = round((session.timer() - started) * 1000, 3)
         session.model_failed(record, error, latency_ms=latency)
 
+    def _recorded(
+        self, session: CapturedSession, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], int]:
+        """Journal what the request brings: its record, the request whole, its response's seq.
+
+        What is recorded of the call is `request_of` it; a wrapper adds here what the
+        request does not say (litellm's provider).
+        """
+        return session.before_model(self.request_of(kwargs), self.settings, kind=self.kind)
+
     def _begin(
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
-        record, whole, seq = session.before_model(
-            self.request_of(kwargs), self.settings, kind=self.kind
-        )
+        record, whole, seq = self._recorded(session, kwargs)
         player = session.player
         served = None if player is None else player.model(seq, record, whole)
         return record, served, session.timer()
@@ -247,9 +256,7 @@ class _Create:
         self, session: CapturedSession, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], Any, float]:
         """`_begin` for an async call: in a replay, served in the recorded order."""
-        record, whole, seq = session.before_model(
-            self.request_of(kwargs), self.settings, kind=self.kind
-        )
+        record, whole, seq = self._recorded(session, kwargs)
         player = session.player
         if player is None:
             return record, None, session.timer()
