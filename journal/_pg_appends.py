@@ -31,7 +31,7 @@ from ._pg_positions import (
 )
 from ._pg_tx import PgTx
 from ._planner import AppendPlan, SessionHead
-from ._sql_append import SQLAppends
+from ._sql_append import KEPT_ROWS, SQLAppends, kept_params
 from ._sql_import import ImportRows, SQLImports
 from ._sqltx import SqlTx, event_params
 from .records import StoredEvent
@@ -39,6 +39,10 @@ from .records import StoredEvent
 __all__ = ["PgAppends", "SpooledRows"]
 
 _EVENTS = "events(pos, session_id, seq, ts, type, v, body, hash, summary)"
+SETTLE = "SET CONSTRAINTS ALL IMMEDIATE"
+"""Fires the deferred constraint triggers the transaction's writes queued, now rather than
+at its commit, so what an append reads back after it (`SQLAppends._check_kept`) is what
+the commit keeps."""
 
 
 class SpooledRows(ImportRows):
@@ -143,6 +147,9 @@ class PgAppends(SQLImports):
             raise AssertionError("positions are taken before a transaction's first write")
         tx.next_position, tx.end_position = last - count + 1, last + 1
 
+    def _settle_triggers(self, tx: SqlTx) -> None:
+        tx.run(SETTLE)
+
     def _import_rows(self, tx: SqlTx) -> ImportRows:
         return SpooledRows(self, tx)
 
@@ -179,12 +186,20 @@ class PgAppends(SQLImports):
         text = one_statement(reserve, update, count == 1)
         with self._pooled("write", mode="statement") as tx:
             assert isinstance(tx, PgTx)
-            tx.reserving = True
-            found = tx.one(text, params)
-            tx.reserving = False
-            assert found is not None
-            if found[1] != count:
-                return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
+            conn = tx.connection
+            with conn.pipeline() as pipeline, conn.transaction():
+                tx.reserving = True
+                written = conn.execute(tx.sql(text), params)
+                conn.execute(SETTLE)
+                first, last = plan.rows[0].seq, plan.rows[-1]
+                kept = conn.execute(tx.sql(KEPT_ROWS), kept_params(session_id, first, last))
+                pipeline.sync()  # one round trip; the COMMIT is the second
+                tx.reserving = False
+                found = written.fetchone()
+                assert found is not None
+                if found[1] != count:
+                    return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
+                self._refuse_unkept(session_id, first, last, kept.fetchone())
             tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
         return True
 

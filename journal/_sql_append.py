@@ -36,12 +36,33 @@ from .projection import (
 from .records import StoredEvent
 from .store import JournalWriter
 
-__all__ = ["SQLAppends", "head_after", "insert_events_sql", "null_places", "upsert_sql"]
+__all__ = [
+    "KEPT_ROWS",
+    "SQLAppends",
+    "head_after",
+    "insert_events_sql",
+    "kept_params",
+    "null_places",
+    "upsert_sql",
+]
 
 _STATE_CACHE_SIZE = 256
 """Sessions whose head this connection keeps (`SQLAppends._remember`)."""
 _RETURNING_HEAD = " RETURNING last_seq, head_hash"
 """What a projection write returns, to check the row holds the plan's head."""
+
+
+KEPT_ROWS = (
+    "SELECT count(*), max(CASE WHEN seq = ? THEN hash END) FROM events "
+    "WHERE session_id = ? AND seq >= ? AND seq <= ?"
+)
+"""What of an append's rows is there, read back in its transaction after its last write:
+how many of its seqs hold a row, and the hash at its last seq (`kept_params`)."""
+
+
+def kept_params(session_id: str, first_seq: int, last: StoredEvent) -> tuple[Any, ...]:
+    """The parameters of `KEPT_ROWS` for the rows ``first_seq`` to ``last`` of a session."""
+    return (last.seq, session_id, first_seq, last.seq)
 
 
 @functools.cache
@@ -206,6 +227,35 @@ class SQLAppends(SQLStore, JournalWriter):
         if written != len(rows):
             raise self._unplanned(session_id, f"{written} of {len(rows)} events were written")
 
+    def _settle_triggers(self, tx: SqlTx) -> None:
+        """Fire what the writes of ``tx`` left to fire before its commit (PostgreSQL: the
+        deferred constraint triggers; SQLite fires every trigger within its statement)."""
+
+    def _check_kept(self, tx: SqlTx, session_id: str, first_seq: int, last: StoredEvent) -> None:
+        """Refuse (`UnplannedWriteError`) unless the rows written, seqs ``first_seq`` to
+        ``last``, are there, read back after the transaction's last write and after every
+        trigger it fired.
+
+        A foreign trigger may remove or move the rows after the insert counted them (an
+        ``AFTER INSERT`` trigger that deletes them with the guards off); the rows must be
+        there when the append commits, else it is not acknowledged. Cost: one indexed read
+        of the append's seqs (`KEPT_ROWS`).
+        """
+        self._settle_triggers(tx)
+        found = tx.one(KEPT_ROWS, kept_params(session_id, first_seq, last))
+        self._refuse_unkept(session_id, first_seq, last, found)
+
+    def _refuse_unkept(
+        self, session_id: str, first_seq: int, last: StoredEvent, found: tuple[Any, ...] | None
+    ) -> None:
+        """Raise `UnplannedWriteError` unless ``found`` (`KEPT_ROWS`) holds every row."""
+        count, last_hash = found if found is not None else (0, None)
+        planned = last.seq - first_seq + 1
+        if count != planned:
+            raise self._unplanned(session_id, f"{count} of {planned} events are there at commit")
+        if last_hash != last.hash:
+            raise self._unplanned(session_id, f"seq {last.seq} holds another event at commit")
+
     def _unplanned(self, session_id: str, what: str) -> UnplannedWriteError:
         return UnplannedWriteError(
             f"{self.target}: session {session_id}: {what}; a trigger or rule that is not "
@@ -358,6 +408,7 @@ class SQLAppends(SQLStore, JournalWriter):
                 and cached is not None
                 and self._write_on_head(tx, session_id, guess, cached)
             ):
+                self._check_kept(tx, session_id, guess.rows[0].seq, guess.rows[-1])
                 return guess
             head, indexed = self._locate(tx, session_id)
             plan = make_plan(tx, head)
@@ -366,6 +417,7 @@ class SQLAppends(SQLStore, JournalWriter):
             if count is None:
                 self._reserve_positions(tx, len(plan.rows))
             self._write(tx, session_id, plan, indexed)
+            self._check_kept(tx, session_id, plan.rows[0].seq, plan.rows[-1])
             return plan
 
         def committed(plan: AppendPlan | None) -> None:
