@@ -23,7 +23,7 @@ from typing import Any, get_args
 from ._planner import AppendPlan, SessionHead, Stamps, plan_append
 from ._sqlstore import SQLStore, state_due
 from ._sqltx import SqlTx
-from .errors import JournalError, UnplannedWriteError
+from .errors import JournalError, PositionError, UnplannedWriteError
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState
 from .projection import (
@@ -38,6 +38,7 @@ from .store import JournalWriter
 
 __all__ = [
     "KEPT_ROWS",
+    "NO_POSITION",
     "SQLAppends",
     "head_after",
     "insert_events_sql",
@@ -46,6 +47,11 @@ __all__ = [
     "upsert_sql",
 ]
 
+NO_POSITION = (
+    "the journal's positions (or what hands them out) were changed outside agent-journal "
+    "(verify reports how); nothing was written, and a retry fails the same"
+)
+"""The end of every `PositionError` message."""
 _STATE_CACHE_SIZE = 256
 """Sessions whose head this connection keeps (`SQLAppends._remember`)."""
 _RETURNING_HEAD = " RETURNING last_seq, head_hash"
@@ -53,11 +59,12 @@ _RETURNING_HEAD = " RETURNING last_seq, head_hash"
 
 
 KEPT_ROWS = (
-    "SELECT count(*), max(CASE WHEN seq = ? THEN hash END) FROM events "
+    "SELECT count(*), max(CASE WHEN seq = ? THEN hash END), min(pos), max(pos) FROM events "
     "WHERE session_id = ? AND seq >= ? AND seq <= ?"
 )
 """What of an append's rows is there, read back in its transaction after its last write:
-how many of its seqs hold a row, and the hash at its last seq (`kept_params`)."""
+how many of its seqs hold a row, the hash at its last seq, and their first and last
+positions, which must be consecutive (`kept_params`)."""
 
 
 def kept_params(session_id: str, first_seq: int, last: StoredEvent) -> tuple[Any, ...]:
@@ -249,12 +256,17 @@ class SQLAppends(SQLStore, JournalWriter):
         self, session_id: str, first_seq: int, last: StoredEvent, found: tuple[Any, ...] | None
     ) -> None:
         """Raise `UnplannedWriteError` unless ``found`` (`KEPT_ROWS`) holds every row."""
-        count, last_hash = found if found is not None else (0, None)
+        count, last_hash, low, high = found if found is not None else (0, None, None, None)
         planned = last.seq - first_seq + 1
         if count != planned:
             raise self._unplanned(session_id, f"{count} of {planned} events are there at commit")
         if last_hash != last.hash:
             raise self._unplanned(session_id, f"seq {last.seq} holds another event at commit")
+        if high - low != planned - 1:
+            raise PositionError(
+                f"{self.target}: session {session_id}: its {planned} new events took positions "
+                f"{low} to {high}, not consecutive ones: {NO_POSITION}"
+            )
 
     def _unplanned(self, session_id: str, what: str) -> UnplannedWriteError:
         return UnplannedWriteError(

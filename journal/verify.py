@@ -1,7 +1,8 @@
 """Integrity checks over stored records: the hash chain first, then decoding.
 
 `check_session` walks one session's rows in seq order and checks the chain over the stored
-bytes before decoding anything: a row whose hash does not chain is ``altered`` (or
+bytes before decoding anything: a row at a global position not past the one before it
+``position``, a row whose hash does not chain is ``altered`` (or
 ``reordered`` when its body names another place), a missing seq ``removed``, a chain that
 ends before the projection's last seq or head hash ``truncated``, a projection behind or
 without its events ``projection``, a body that chains but is no valid event
@@ -67,8 +68,18 @@ def check_session(
     previous = GENESIS_HASH
     expected_seq = 0
     count = 0
+    position = 0
     for row in rows:
         count += 1
+        if row.position is not None:
+            if row.position <= position:
+                report(
+                    row.seq,
+                    "position",
+                    f"seq {row.seq} is at global position {row.position}, not past the "
+                    f"position {position} of the event before it",
+                )
+            position = row.position
         if row.seq != expected_seq:
             missing = (
                 f"seq {expected_seq}"
