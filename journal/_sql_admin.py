@@ -90,9 +90,10 @@ class SQLAdmin(SQLStore, JournalAdmin):
         """Every trigger and rule on ``tables``: (``trigger`` or ``rule``, name, table)."""
 
     @abstractmethod
-    def _position_findings(self, tx: SqlTx) -> list[str]:
+    def _position_findings(self, tx: SqlTx, *, rows_missing: bool) -> list[str]:
         """What is wrong with the global positions as a whole, read through ``tx`` (one
-        snapshot): each finding one sentence (`_position_problems`)."""
+        snapshot): each finding one sentence (`_position_problems`). ``rows_missing``: the
+        chains found rows removed or cut, which a count of the positions would repeat."""
 
     def _lock_erasures(self, tx: SqlTx) -> None:
         """Serialise erasures until the transaction ends, so their chain never forks."""
@@ -211,8 +212,6 @@ class SQLAdmin(SQLStore, JournalAdmin):
         their audit records say where they went.
         """
         problems = self._guard_problems(allow_triggers) + self._erasure_problems()
-        if session_ids is None:
-            problems += self._position_problems()
         targets = self._every_session() if session_ids is None else list(session_ids)
         total = checked = 0
         for session_id in targets:
@@ -223,6 +222,10 @@ class SQLAdmin(SQLStore, JournalAdmin):
             problems.extend(found)
             total += count
             checked += 1
+        if session_ids is None:
+            problems += self._position_problems(
+                rows_missing=any(p.kind in ("removed", "truncated") for p in problems)
+            )
         return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
 
     def _check_one(
@@ -298,11 +301,11 @@ class SQLAdmin(SQLStore, JournalAdmin):
             )
         return problems
 
-    def _position_problems(self) -> list[Problem]:
+    def _position_problems(self, *, rows_missing: bool) -> list[Problem]:
         """The global positions checked as a whole, in one snapshot (`_position_findings`);
         each session's own order is checked with its chain (`journal.verify`)."""
         with self._snapshot() as tx:
-            found = self._position_findings(tx)
+            found = self._position_findings(tx, rows_missing=rows_missing)
         return [
             Problem(session_id=None, seq=None, kind="position", message=message)
             for message in found

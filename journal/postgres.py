@@ -450,7 +450,7 @@ class PostgresJournal(PgAppends, PgTailing, SQLJournal):
                 states[name] = "disabled" if enabled in ("D", "R") else "ok"
         return states
 
-    def _position_findings(self, tx: SqlTx) -> list[str]:
+    def _position_findings(self, tx: SqlTx, *, rows_missing: bool) -> list[str]:
         """The positions against the sequence and the transaction ids.
 
         Positions come from the sequence, under a lock with the transaction id (see

@@ -325,13 +325,14 @@ class SQLiteJournal(SQLJournal):
             if name in found
         }
 
-    def _position_findings(self, tx: SqlTx) -> list[str]:
+    def _position_findings(self, tx: SqlTx, *, rows_missing: bool) -> list[str]:
         """The positions against the events ever written: they are dense.
 
         One writer numbers rows one past the highest given, which an erase keeps in
         ``meta.position_floor`` before it deletes rows, so the highest position given is
         the events ever written (in place, or erased as the audit records count them). Rows
-        moved, or removed without an audit record, break that.
+        moved, or removed without an audit record, break that (rows the chains found
+        removed or cut are not reported twice: the count is then left out).
         """
         found = tx.one(schema.POSITIONS_READ)
         assert found is not None
@@ -341,7 +342,7 @@ class SQLiteJournal(SQLJournal):
         if low is not None and low < 1:
             return [f"position {low} is below 1, where positions start"]
         given, written = max(high or 0, int(floor)), count + erased
-        if given == written:
+        if given == written or (rows_missing and given > written):
             return []
         return [
             f"the positions run to {given}, but {written} events were ever written ({count} "
