@@ -5,8 +5,11 @@ An append locks its session, plans its events against the head (the planner,
 projection row and inserts the rows, in one transaction; a plan made on this connection's
 cached head is written by one guarded UPDATE instead of a read of the head first. What was
 written is checked to be what was planned (`UnplannedWriteError` otherwise: a foreign
-trigger or rule dropped or changed rows). SQLite shares the transaction among concurrent
-appends (group commit); PostgreSQL writes a small append on a cached head in one statement.
+trigger or rule dropped or changed rows), and read back after the last write and every
+trigger it fired (`SQLAppends._check_kept`: a trigger may delete rows an INSERT counted);
+positions that are not consecutive are a `PositionError`. SQLite shares the transaction
+among concurrent appends (group commit); PostgreSQL writes a small append on a cached head
+in one statement (and reads it back in the same round trip).
 
 The statements that write the projection row and the events are made once per shape (the
 columns they write) and cached, so an append builds no SQL text; the projection writes

@@ -418,7 +418,9 @@ class JournalAdmin(JournalBase):
         refold of the session) and stored snapshots; ``quick`` skips the refold (so the
         projection's columns and state and the snapshots are not checked; the last seq and
         head hash are). Triggers and rules on the journal's tables that are not its own are
-        findings unless named in ``allow_triggers``.
+        findings unless named in ``allow_triggers``. Global positions are checked too: each
+        session's in seq order, and, when every session is verified, the whole journal's
+        against what hands them out (``position`` findings).
         """
 
     def heads(self) -> dict[str, tuple[int, str]]:
