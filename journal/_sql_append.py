@@ -241,31 +241,47 @@ class SQLAppends(SQLStore, JournalWriter):
         """Fire what the writes of ``tx`` left to fire before its commit (PostgreSQL: the
         deferred constraint triggers; SQLite fires every trigger within its statement)."""
 
-    def _check_kept(self, tx: SqlTx, session_id: str, first_seq: int, last: StoredEvent) -> None:
+    def _check_kept(
+        self,
+        tx: SqlTx,
+        session_id: str,
+        first_seq: int,
+        last: StoredEvent,
+        *,
+        consecutive: bool = True,
+    ) -> None:
         """Refuse (`UnplannedWriteError`) unless the rows written, seqs ``first_seq`` to
         ``last``, are there, read back after the transaction's last write and after every
         trigger it fired.
 
         A foreign trigger may remove or move the rows after the insert counted them (an
         ``AFTER INSERT`` trigger that deletes them with the guards off); the rows must be
-        there when the append commits, else it is not acknowledged. Cost: one indexed read
-        of the append's seqs (`KEPT_ROWS`).
+        there when the append commits, else it is not acknowledged. ``consecutive``: the
+        rows took consecutive positions (an append; an import's sessions interleave). Cost:
+        one indexed read of the append's seqs (`KEPT_ROWS`).
         """
         self._settle_triggers(tx)
         found = tx.one(KEPT_ROWS, kept_params(session_id, first_seq, last))
-        self._refuse_unkept(session_id, first_seq, last, found)
+        self._refuse_unkept(session_id, first_seq, last, found, consecutive=consecutive)
 
     def _refuse_unkept(
-        self, session_id: str, first_seq: int, last: StoredEvent, found: tuple[Any, ...] | None
+        self,
+        session_id: str,
+        first_seq: int,
+        last: StoredEvent,
+        found: tuple[Any, ...] | None,
+        *,
+        consecutive: bool = True,
     ) -> None:
-        """Raise `UnplannedWriteError` unless ``found`` (`KEPT_ROWS`) holds every row."""
+        """Raise `UnplannedWriteError` unless ``found`` (`KEPT_ROWS`) holds every row, and
+        `PositionError` when they should have consecutive positions and do not."""
         count, last_hash, low, high = found if found is not None else (0, None, None, None)
         planned = last.seq - first_seq + 1
         if count != planned:
             raise self._unplanned(session_id, f"{count} of {planned} events are there at commit")
         if last_hash != last.hash:
             raise self._unplanned(session_id, f"seq {last.seq} holds another event at commit")
-        if high - low != planned - 1:
+        if consecutive and high - low != planned - 1:
             raise PositionError(
                 f"{self.target}: session {session_id}: its {planned} new events took positions "
                 f"{low} to {high}, not consecutive ones: {NO_POSITION}"

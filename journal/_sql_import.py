@@ -121,7 +121,8 @@ class SQLImports(SQLAppends):
             for session_id, (plan, indexed) in done.items():
                 self._write_projection(tx, session_id, plan, indexed)
             for session_id, (plan, _) in done.items():
-                self._check_kept(tx, session_id, firsts[session_id], plan.rows[-1])
+                first = firsts[session_id]  # (its parts' positions may interleave)
+                self._check_kept(tx, session_id, first, plan.rows[-1], consecutive=False)
         for session_id, (plan, _) in done.items():
             self._remember(session_id, plan)
         return counts
