@@ -20,11 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-import psycopg
-
 from . import _postgres_schema as schema
 from ._pg_positions import (
-    KEPT_OR_REFUSED,
     LOCK_SESSION,
     ONE_STATEMENT_EVENTS,
     RESERVE,
@@ -46,25 +43,6 @@ SETTLE = "SET CONSTRAINTS ALL IMMEDIATE"
 """Fires the deferred constraint triggers the transaction's writes queued, now rather than
 at its commit, so what an append reads back after it (`SQLAppends._check_kept`) is what
 the commit keeps."""
-
-
-def _kept(session_id: str, plan: AppendPlan) -> dict[str, Any]:
-    """The parameters of `KEPT_OR_REFUSED` for ``plan``."""
-    first, last = plan.rows[0], plan.rows[-1]
-    n = last.seq - first.seq + 1
-    return {"n": n, "last": last.seq, "hash": last.hash, "session": session_id, "first": first.seq}
-
-
-def _wrote_nothing(written: psycopg.Cursor[Any] | None, count: int) -> bool:
-    """Whether the one-statement append whose cursor is ``written`` wrote no row (its
-    guarded UPDATE found the head moved on), rather than failing."""
-    if written is None:
-        return False
-    try:
-        found = written.fetchone()
-    except psycopg.Error:  # it failed itself: no result
-        return False
-    return found is not None and found[1] != count
 
 
 class SpooledRows(ImportRows):
@@ -206,33 +184,17 @@ class PgAppends(SQLImports):
             params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
         params += [count, plan.rows[-1].seq, plan.head_hash, str(count)]
         text = one_statement(reserve, update, count == 1)
-        with self._pooled("write", mode="statement") as tx:
+        # A transaction, so the rows are read back before the COMMIT (`_check_kept`): five
+        # round trips, not pipelined (psycopg's pipeline cost more than the trips it saved).
+        with self._pooled("write", mode="write") as tx:
             assert isinstance(tx, PgTx)
-            conn = tx.connection
             tx.reserving = True
-            failed: psycopg.Error | None = None
-            written = None
-            try:  # one round trip, the COMMIT in it (an error may surface at any call)
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    written = conn.execute(tx.sql(text), params)
-                    # Not prepared: what follows a failed statement is skipped, a PREPARE too,
-                    # and psycopg would go on naming the statement it believes prepared.
-                    conn.execute(SETTLE, prepare=False)
-                    conn.execute(KEPT_OR_REFUSED, _kept(session_id, plan), prepare=False)
-                    conn.execute("COMMIT", prepare=False)  # a no-op once one before failed
-            except psycopg.Error as e:
-                failed = e
-            if failed is not None:
-                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    conn.execute("ROLLBACK")
-                if _wrote_nothing(written, count):
-                    return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
-                raise failed
+            found = tx.one(text, params)
             tx.reserving = False
-            assert written is not None
-            found = written.fetchone()
-            assert found is not None and found[1] == count
+            assert found is not None
+            if found[1] != count:
+                return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
+            self._check_kept(tx, session_id, plan.rows[0].seq, plan.rows[-1])
             tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
         return True
 

@@ -138,25 +138,6 @@ failed one leaves a gap in the positions."""
 UNPLANNED = "agent-journal: unplanned write:"
 """How the one-statement append's own error starts (`journal.postgres` maps it to
 `journal.errors.UnplannedWriteError`)."""
-POSITIONS = "agent-journal: positions:"
-"""How `KEPT_OR_REFUSED`'s error about positions starts (a `journal.errors.PositionError`)."""
-KEPT_OR_REFUSED = f"""
-SELECT CASE
-    WHEN count(*) <> %(n)s OR max(CASE WHEN seq = %(last)s THEN hash END)
-        IS DISTINCT FROM %(hash)s::text COLLATE "C"
-    THEN ('{UNPLANNED} ' || count(*) || ' of ' || %(n)s || ' events are there at commit')::int
-    WHEN max(pos) - min(pos) <> %(n)s - 1
-    THEN ('{POSITIONS} its ' || %(n)s || ' new events took positions ' || min(pos) || ' to '
-        || max(pos) || ', not consecutive ones')::int
-    END
-FROM events WHERE session_id = %(session)s AND seq >= %(first)s AND seq <= %(last)s
-"""
-"""`journal._sql_append.KEPT_ROWS` that fails the transaction itself when the rows are not
-all there (or their positions not consecutive), so that the one-statement append can send
-its COMMIT in the same round trip: a failed statement makes the COMMIT a no-op. The
-message starts with `UNPLANNED` or `POSITIONS` (`journal.postgres` maps them). When the
-head had moved on (the statement wrote nothing) it fails too; the append then tells that
-case by the statement's own count and plans again."""
 ONE_ROW = (
     "(SELECT 1, ?::bigint, ?, ?, ?::integer, ?, ?, ?) "
     "AS e(o, seq, ts, type, v, body, hash, summary)"

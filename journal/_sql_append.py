@@ -9,7 +9,7 @@ trigger or rule dropped or changed rows), and read back after the last write and
 trigger it fired (`SQLAppends._check_kept`: a trigger may delete rows an INSERT counted);
 positions that are not consecutive are a `PositionError`. SQLite shares the transaction
 among concurrent appends (group commit); PostgreSQL writes a small append on a cached head
-in one statement (and reads it back, and commits, in the same round trip).
+in one statement, in a transaction that reads it back before the commit.
 
 The statements that write the projection row and the events are made once per shape (the
 columns they write) and cached, so an append builds no SQL text; the projection writes

@@ -39,7 +39,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import _postgres_schema as schema
 from ._pg_appends import PgAppends
-from ._pg_positions import NOTIFY_INTERVAL, POSITIONS, UNPLANNED, Notifier
+from ._pg_positions import NOTIFY_INTERVAL, UNPLANNED, Notifier
 from ._pg_tailing import Listener, PgTailing
 from ._pg_tx import PgTx
 from ._search_pg import PostgresSearchIndex
@@ -287,9 +287,6 @@ class PostgresJournal(PgAppends, PgTailing, SQLJournal):
                 "that is not agent-journal's changed the write (verify names it); nothing was "
                 "written"
             )
-        if POSITIONS in text:
-            moved = text.split(POSITIONS, 1)[1].strip(" '\"")
-            return PositionError(f"{where}: {moved}: {NO_POSITION}")
         if "append-only" in text:
             return ConflictError(f"{where}: {text}")
         if isinstance(error, errors.LockNotAvailable):
