@@ -39,6 +39,10 @@ from .records import StoredEvent
 __all__ = ["PgAppends", "SpooledRows"]
 
 _EVENTS = "events(pos, session_id, seq, ts, type, v, body, hash, summary)"
+SETTLE = "SET CONSTRAINTS ALL IMMEDIATE"
+"""Fires the deferred constraint triggers the transaction's writes queued, now rather than
+at its commit, so what an append reads back after it (`SQLAppends._check_kept`) is what
+the commit keeps."""
 
 
 class SpooledRows(ImportRows):
@@ -143,6 +147,9 @@ class PgAppends(SQLImports):
             raise AssertionError("positions are taken before a transaction's first write")
         tx.next_position, tx.end_position = last - count + 1, last + 1
 
+    def _settle_triggers(self, tx: SqlTx) -> None:
+        tx.run(SETTLE)
+
     def _import_rows(self, tx: SqlTx) -> ImportRows:
         return SpooledRows(self, tx)
 
@@ -177,7 +184,9 @@ class PgAppends(SQLImports):
             params += map(list, zip(*(event_params(row)[1:] for row in plan.rows), strict=True))
         params += [count, plan.rows[-1].seq, plan.head_hash, str(count)]
         text = one_statement(reserve, update, count == 1)
-        with self._pooled("write", mode="statement") as tx:
+        # A transaction, so the rows are read back before the COMMIT (`_check_kept`): five
+        # round trips, not pipelined (psycopg's pipeline cost more than the trips it saved).
+        with self._pooled("write", mode="write") as tx:
             assert isinstance(tx, PgTx)
             tx.reserving = True
             found = tx.one(text, params)
@@ -185,6 +194,7 @@ class PgAppends(SQLImports):
             assert found is not None
             if found[1] != count:
                 return False  # the head moved on: nothing was written (`ONE_STATEMENT`)
+            self._check_kept(tx, session_id, plan.rows[0].seq, plan.rows[-1])
             tx.next_position = int(found[0]) + 1  # what the NOTIFY tells
         return True
 

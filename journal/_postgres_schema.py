@@ -39,6 +39,15 @@ session's row (about 1.7 KB with the folded state), and an update that fits on t
 and changes no indexed column skips the indexes (HOT). 8 writers, 300 appends each: 67% of
 the updates HOT and 40 KB of table at 50, 54% and 1.2 MB at 100 (the default)."""
 
+POSITIONS_OUT_OF_ORDER = """
+SELECT pos, before FROM (
+    SELECT pos, tx, lag(pos) OVER w AS before, lag(tx) OVER w AS before_tx
+    FROM events WINDOW w AS (ORDER BY pos, tx)) AS e
+WHERE pos = before OR tx < before_tx ORDER BY pos LIMIT 1"""
+"""The first row, in position order, whose position repeats the one below it or whose
+transaction is older than that row's: positions taken with the transaction id under one
+lock grow with it (`verify`)."""
+
 POSITIONS_FROM = "positions_from"
 """The ``meta`` key whose value is the id of the transaction that created the sequence (or
 upgraded the schema to it): every transaction that takes positions has a larger one, so it

@@ -11,7 +11,9 @@ current journal writes nothing.
 Verify reads each session in one snapshot (`SQLStore._snapshot`): its projection row, its
 events and its snapshots as of one moment, so appends meanwhile are no finding. It checks
 the chain (`journal.verify`), the derived data against the events (`journal._derived`),
-the guard triggers, foreign triggers and rules, and the chain of erasure audit records;
+the guard triggers, foreign triggers and rules, the chain of erasure audit records, and
+the global positions (each session's in seq order with its chain; the whole journal's
+against what hands them out, `_position_findings`);
 the findings are `journal.problems`. Repair rebuilds derived data from intact events
 (`REPAIRABLE`), never an event row. Erase is the one sanctioned DELETE: it writes the
 audit record first, chained to the one before it, and lifts the guard for its session
@@ -87,6 +89,12 @@ class SQLAdmin(SQLStore, JournalAdmin):
     @abstractmethod
     def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
         """Every trigger and rule on ``tables``: (``trigger`` or ``rule``, name, table)."""
+
+    @abstractmethod
+    def _position_findings(self, tx: SqlTx, *, rows_missing: bool) -> list[str]:
+        """What is wrong with the global positions as a whole, read through ``tx`` (one
+        snapshot): each finding one sentence (`_position_problems`). ``rows_missing``: the
+        chains found rows removed or cut, which a count of the positions would repeat."""
 
     def _lock_erasures(self, tx: SqlTx) -> None:
         """Serialise erasures until the transaction ends, so their chain never forks."""
@@ -216,6 +224,10 @@ class SQLAdmin(SQLStore, JournalAdmin):
             total += count
             checked += 1
         problems.extend(self._search_index_problems(session_ids))
+        if session_ids is None:
+            problems += self._position_problems(
+                rows_missing=any(p.kind in ("removed", "truncated") for p in problems)
+            )
         return VerifyReport(ok=not problems, problems=problems, sessions=checked, events=total)
 
     def _search_index_problems(self, session_ids: Sequence[str] | None) -> list[Problem]:
@@ -298,6 +310,16 @@ class SQLAdmin(SQLStore, JournalAdmin):
             )
         return problems
 
+    def _position_problems(self, *, rows_missing: bool) -> list[Problem]:
+        """The global positions checked as a whole, in one snapshot (`_position_findings`);
+        each session's own order is checked with its chain (`journal.verify`)."""
+        with self._snapshot() as tx:
+            found = self._position_findings(tx, rows_missing=rows_missing)
+        return [
+            Problem(session_id=None, seq=None, kind="position", message=message)
+            for message in found
+        ]
+
     def _erasure_problems(self) -> list[Problem]:
         """The erasure audit records that do not chain (`journal.store.erasure_bytes`)."""
         found = self._query("SELECT value FROM meta WHERE key = 'erasures_chained_after'")
@@ -365,14 +387,22 @@ class SQLAdmin(SQLStore, JournalAdmin):
             repaired.extend(index)
         return repaired
 
-    def heads(self) -> dict[str, tuple[int, str]]:
-        """Each session's last seq and hash, read from its event rows; see `Journal.heads`."""
+    def placed_heads(self) -> dict[str, tuple[int, str, int]]:
+        """Each session's last seq, hash and position, read from its event rows (one
+        statement); see `Journal.placed_heads`."""
         rows = self._query(
-            "SELECT e.session_id, e.seq, e.hash FROM events e JOIN "
+            "SELECT e.session_id, e.seq, e.hash, e.pos FROM events e JOIN "
             "(SELECT session_id, max(seq) AS seq FROM events GROUP BY session_id) m "
             "ON e.session_id = m.session_id AND e.seq = m.seq ORDER BY e.session_id"
         )
-        return {as_text(sid): (int(seq), as_text(hash_)) for sid, seq, hash_ in rows}
+        return {as_text(sid): (int(seq), as_text(hash_), int(pos)) for sid, seq, hash_, pos in rows}
+
+    def placed_hash_at(self, session_id: str, seq: int) -> tuple[str, int] | None:
+        """The stored hash and position of one event, or None; see `Journal.placed_hash_at`."""
+        found = self._query(
+            "SELECT hash, pos FROM events WHERE session_id = ? AND seq = ?", (session_id, seq)
+        )
+        return (as_text(found[0][0]), int(found[0][1])) if found else None
 
     def hash_at(self, session_id: str, seq: int) -> str | None:
         """The stored hash of one event, or None; see `Journal.hash_at`."""

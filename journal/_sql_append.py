@@ -5,8 +5,11 @@ An append locks its session, plans its events against the head (the planner,
 projection row and inserts the rows, in one transaction; a plan made on this connection's
 cached head is written by one guarded UPDATE instead of a read of the head first. What was
 written is checked to be what was planned (`UnplannedWriteError` otherwise: a foreign
-trigger or rule dropped or changed rows). SQLite shares the transaction among concurrent
-appends (group commit); PostgreSQL writes a small append on a cached head in one statement.
+trigger or rule dropped or changed rows), and read back after the last write and every
+trigger it fired (`SQLAppends._check_kept`: a trigger may delete rows an INSERT counted);
+positions that are not consecutive are a `PositionError`. SQLite shares the transaction
+among concurrent appends (group commit); PostgreSQL writes a small append on a cached head
+in one statement, in a transaction that reads it back before the commit.
 
 The statements that write the projection row and the events are made once per shape (the
 columns they write) and cached, so an append builds no SQL text; the projection writes
@@ -23,7 +26,7 @@ from typing import Any, get_args
 from ._planner import AppendPlan, SessionHead, Stamps, plan_append
 from ._sqlstore import SQLStore, state_due
 from ._sqltx import SqlTx
-from .errors import JournalError, UnplannedWriteError
+from .errors import JournalError, PositionError, UnplannedWriteError
 from .events import AgentEvent
 from .fold import FOLD_VERSION, SessionState
 from .projection import (
@@ -36,12 +39,40 @@ from .projection import (
 from .records import StoredEvent
 from .store import JournalWriter
 
-__all__ = ["SQLAppends", "head_after", "insert_events_sql", "null_places", "upsert_sql"]
+__all__ = [
+    "KEPT_ROWS",
+    "NO_POSITION",
+    "SQLAppends",
+    "head_after",
+    "insert_events_sql",
+    "kept_params",
+    "null_places",
+    "upsert_sql",
+]
 
+NO_POSITION = (
+    "the journal's positions (or what hands them out) were changed outside agent-journal "
+    "(verify reports how); nothing was written, and a retry fails the same"
+)
+"""The end of every `PositionError` message."""
 _STATE_CACHE_SIZE = 256
 """Sessions whose head this connection keeps (`SQLAppends._remember`)."""
 _RETURNING_HEAD = " RETURNING last_seq, head_hash"
 """What a projection write returns, to check the row holds the plan's head."""
+
+
+KEPT_ROWS = (
+    "SELECT count(*), max(CASE WHEN seq = ? THEN hash END), min(pos), max(pos) FROM events "
+    "WHERE session_id = ? AND seq >= ? AND seq <= ?"
+)
+"""What of an append's rows is there, read back in its transaction after its last write:
+how many of its seqs hold a row, the hash at its last seq, and their first and last
+positions, which must be consecutive (`kept_params`)."""
+
+
+def kept_params(session_id: str, first_seq: int, last: StoredEvent) -> tuple[Any, ...]:
+    """The parameters of `KEPT_ROWS` for the rows ``first_seq`` to ``last`` of a session."""
+    return (last.seq, session_id, first_seq, last.seq)
 
 
 @functools.cache
@@ -206,6 +237,56 @@ class SQLAppends(SQLStore, JournalWriter):
         if written != len(rows):
             raise self._unplanned(session_id, f"{written} of {len(rows)} events were written")
 
+    def _settle_triggers(self, tx: SqlTx) -> None:
+        """Fire what the writes of ``tx`` left to fire before its commit (PostgreSQL: the
+        deferred constraint triggers; SQLite fires every trigger within its statement)."""
+
+    def _check_kept(
+        self,
+        tx: SqlTx,
+        session_id: str,
+        first_seq: int,
+        last: StoredEvent,
+        *,
+        consecutive: bool = True,
+    ) -> None:
+        """Refuse (`UnplannedWriteError`) unless the rows written, seqs ``first_seq`` to
+        ``last``, are there, read back after the transaction's last write and after every
+        trigger it fired.
+
+        A foreign trigger may remove or move the rows after the insert counted them (an
+        ``AFTER INSERT`` trigger that deletes them with the guards off); the rows must be
+        there when the append commits, else it is not acknowledged. ``consecutive``: the
+        rows took consecutive positions (an append; an import's sessions interleave). Cost:
+        one indexed read of the append's seqs (`KEPT_ROWS`).
+        """
+        self._settle_triggers(tx)
+        found = tx.one(KEPT_ROWS, kept_params(session_id, first_seq, last))
+        self._refuse_unkept(session_id, first_seq, last, found, consecutive=consecutive)
+
+    def _refuse_unkept(
+        self,
+        session_id: str,
+        first_seq: int,
+        last: StoredEvent,
+        found: tuple[Any, ...] | None,
+        *,
+        consecutive: bool = True,
+    ) -> None:
+        """Raise `UnplannedWriteError` unless ``found`` (`KEPT_ROWS`) holds every row, and
+        `PositionError` when they should have consecutive positions and do not."""
+        count, last_hash, low, high = found if found is not None else (0, None, None, None)
+        planned = last.seq - first_seq + 1
+        if count != planned:
+            raise self._unplanned(session_id, f"{count} of {planned} events are there at commit")
+        if last_hash != last.hash:
+            raise self._unplanned(session_id, f"seq {last.seq} holds another event at commit")
+        if consecutive and high - low != planned - 1:
+            raise PositionError(
+                f"{self.target}: session {session_id}: its {planned} new events took positions "
+                f"{low} to {high}, not consecutive ones: {NO_POSITION}"
+            )
+
     def _unplanned(self, session_id: str, what: str) -> UnplannedWriteError:
         return UnplannedWriteError(
             f"{self.target}: session {session_id}: {what}; a trigger or rule that is not "
@@ -358,6 +439,7 @@ class SQLAppends(SQLStore, JournalWriter):
                 and cached is not None
                 and self._write_on_head(tx, session_id, guess, cached)
             ):
+                self._check_kept(tx, session_id, guess.rows[0].seq, guess.rows[-1])
                 return guess
             head, indexed = self._locate(tx, session_id)
             plan = make_plan(tx, head)
@@ -366,6 +448,7 @@ class SQLAppends(SQLStore, JournalWriter):
             if count is None:
                 self._reserve_positions(tx, len(plan.rows))
             self._write(tx, session_id, plan, indexed)
+            self._check_kept(tx, session_id, plan.rows[0].seq, plan.rows[-1])
             return plan
 
         def committed(plan: AppendPlan | None) -> None:

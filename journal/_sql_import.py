@@ -91,6 +91,7 @@ class SQLImports(SQLAppends):
         """
         counts: list[int] = []
         done: dict[str, tuple[AppendPlan, tuple[Any, ...]]] = {}
+        firsts: dict[str, int] = {}  # each session's first seq the import writes
         with self._transaction() as tx, self._import_rows(tx) as sink:
             for session_id in sorted({session_id for session_id, _ in sessions}):
                 self._lock_session(tx, session_id)  # in one order: no deadlock between two
@@ -115,9 +116,13 @@ class SQLImports(SQLAppends):
                 if head is None and check_new is not None:
                     check_new(plan.state)
                 done[session_id] = (plan, indexed)
+                firsts.setdefault(session_id, 0 if head is None else head.last_seq + 1)
             sink.finish()
             for session_id, (plan, indexed) in done.items():
                 self._write_projection(tx, session_id, plan, indexed)
+            for session_id, (plan, _) in done.items():
+                first = firsts[session_id]  # (its parts' positions may interleave)
+                self._check_kept(tx, session_id, first, plan.rows[-1], consecutive=False)
         for session_id, (plan, _) in done.items():
             self._remember(session_id, plan)
         return counts

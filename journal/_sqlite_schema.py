@@ -113,6 +113,16 @@ NEXT_POSITION = (
 (two seeks: the table's last rowid and one meta key). Once a transaction numbered a row so,
 the rows after it may take SQLite's own next rowid (one past the last), past it already."""
 
+LAST_POSITION = 2**63 - 1
+"""The largest position: SQLite's largest rowid."""
+POSITIONS_READ = (
+    "SELECT count(*), min(pos), max(pos), "
+    f"(SELECT value FROM meta WHERE key = '{POSITION_FLOOR}'), "
+    "(SELECT coalesce(sum(events), 0) FROM erasures) FROM events"
+)
+"""What `verify` checks the positions by: the rows, the lowest and highest position, the
+floor and the events the erasure audit records count."""
+
 KEEP_POSITIONS = (
     f"UPDATE meta SET value = CAST(max(CAST(value AS INTEGER), "
     f"coalesce((SELECT max(pos) FROM events), 0)) AS TEXT) WHERE key = '{POSITION_FLOOR}'"

@@ -18,6 +18,7 @@ Hierarchy (one line per class: when it is raised)::
     │   ├── JournalBusyError      the database stayed locked past the busy timeout
     │   ├── SchemaVersionError    the journal was written by a newer schema than this code knows
     │   ├── ChainKindError        the journal's chain kind (sha256, HMAC) is not the key given
+    │   ├── PositionError         no valid global position to give (positions were tampered with)
     │   └── UnplannedWriteError   an append's statements wrote other rows than planned (a foreign
     │                             trigger or rule dropped or changed them); nothing was kept
 
@@ -37,6 +38,7 @@ __all__ = [
     "JournalError",
     "JournalMissingError",
     "NotAJournalError",
+    "PositionError",
     "RecordingOrderError",
     "SchemaVersionError",
     "SessionConflictError",
@@ -126,6 +128,14 @@ class SchemaVersionError(StoreError):
 
 class UnplannedWriteError(StoreError):
     """An append wrote other rows than it planned; it was rolled back, nothing acknowledged."""
+
+
+class PositionError(StoreError):
+    """An append cannot take a valid global position; nothing was written.
+
+    The positions, or what hands them out, were changed outside agent-journal: a retry fails
+    the same (unlike a `ConflictError`).
+    """
 
 
 class ChainKindError(StoreError):

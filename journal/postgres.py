@@ -43,6 +43,7 @@ from ._pg_positions import NOTIFY_INTERVAL, UNPLANNED, Notifier
 from ._pg_tailing import Listener, PgTailing
 from ._pg_tx import PgTx
 from ._search_pg import PostgresSearchIndex
+from ._sql_append import NO_POSITION
 from ._sql_journal import SQLJournal
 from ._sqltx import SqlTx, TriggerState, guard_refusal
 from .clock import Now
@@ -51,6 +52,7 @@ from .errors import (
     JournalBusyError,
     JournalError,
     JournalMissingError,
+    PositionError,
     StoreError,
     UnplannedWriteError,
 )
@@ -90,6 +92,10 @@ def describe_url(url: str) -> str:
 def _lock_key(text: str) -> int:
     """A signed 64-bit advisory lock key for ``text`` (the same in every process)."""
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
+
+
+_POS_KEY = "events_pos_key"
+"""The unique constraint on ``events.pos`` (PostgreSQL's name for ``pos ... UNIQUE``)."""
 
 
 def _unlock_all(conn: psycopg.Connection[Any]) -> None:
@@ -267,6 +273,11 @@ class PostgresJournal(PgAppends, PgTailing, SQLJournal):
         """One line for a server error: where (the target and its schema), what, why."""
         text = _server_message(error)
         where = self._where
+        if isinstance(error, errors.UniqueViolation) and error.diag.constraint_name == _POS_KEY:
+            return PositionError(
+                f"{where}: a position the sequence {schema.POSITIONS} gave is taken already "
+                f"(it was set back): {NO_POSITION}"
+            )
         if isinstance(error, errors.UniqueViolation):
             return ConflictError(f"{where}: events are append-only (a taken key): {text}")
         if UNPLANNED in text:
@@ -400,6 +411,11 @@ class PostgresJournal(PgAppends, PgTailing, SQLJournal):
         """The URL without its password: ``postgresql://user@host:port/db``."""
         return self._target
 
+    @property
+    def schema_name(self) -> str:
+        """The schema the journal's tables are in."""
+        return self._schema
+
     # -- verification and erasure ----------------------------------------------------
 
     def _lock_erasures(self, tx: SqlTx) -> None:
@@ -434,6 +450,37 @@ class PostgresJournal(PgAppends, PgTailing, SQLJournal):
             else:
                 states[name] = "disabled" if enabled in ("D", "R") else "ok"
         return states
+
+    def _position_findings(self, tx: SqlTx, *, rows_missing: bool) -> list[str]:
+        """The positions against the sequence and the transaction ids.
+
+        Positions come from the sequence, under a lock with the transaction id (see
+        `journal._pg_positions`): none is past the last value it handed out (read after the
+        rows: it only grows), and in position order the rows' transaction ids never go back.
+        Cost: a scan of the events in position order (the ``pos`` index).
+        """
+        found = tx.one("SELECT min(pos), max(pos) FROM events")
+        assert found is not None
+        low, high = found
+        last = tx.one(f"SELECT last_value, is_called FROM {schema.POSITIONS}")
+        assert last is not None
+        given = int(last[0]) if last[1] else int(last[0]) - 1
+        findings = []
+        if low is not None and low < 1:
+            findings.append(f"position {low} is below 1, where positions start")
+        if high is not None and high > given:
+            findings.append(
+                f"position {high} is past the last one the sequence {schema.POSITIONS} handed "
+                f"out ({given}): positions were moved, or the sequence set back, outside "
+                "agent-journal"
+            )
+        back = tx.one(schema.POSITIONS_OUT_OF_ORDER)
+        if back is not None:
+            findings.append(
+                f"position {back[0]} was written by an older transaction than position "
+                f"{back[1]} below it, or given twice: positions were moved outside agent-journal"
+            )
+        return findings
 
     def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
         found = self._query(

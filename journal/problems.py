@@ -28,8 +28,14 @@ guard triggers, foreign triggers and rules, the erasure audit chain) and an anch
 * ``search_index``: a row of the search index that its event does not make (changed or
   planted), or an event the index skips (hidden from every search) (derived data,
   `journal._search_check`);
+* ``position``: global positions that are not what appends give: a session's out of seq
+  order, positions past the last one handed out (SQLite: more than the events ever written;
+  PostgreSQL: past its sequence), a row out of commit order or a position given twice
+  (PostgreSQL), a floor that is no position (SQLite's ``meta.position_floor``) (the chain
+  and the store);
 * ``anchor`` and ``chain_kind``: against an anchor file (`journal.anchor`), a session whose
-  history since the anchor was rewritten, cut or deleted, or a chain of another kind.
+  history since the anchor was rewritten, cut, deleted or moved to other positions, or a
+  chain of another kind.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ ProblemKind = Literal[
     "summary",
     "snapshot",
     "erasure",
+    "position",
     "anchor",
     "chain_kind",
     "search_index",

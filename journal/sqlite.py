@@ -32,7 +32,7 @@ from ._group_commit import GroupCommit
 from ._lock_holders import describe_holders
 from ._planner import AppendPlan, Stamps
 from ._search_sqlite import SQLiteSearchIndex
-from ._sql_append import insert_events_sql, null_places
+from ._sql_append import NO_POSITION, insert_events_sql, null_places
 from ._sql_journal import SQLJournal
 from ._sqlite_read_only import cannot_create_beside, read_only_target
 from ._sqltx import SqlTx, TriggerState, guard_refusal
@@ -42,6 +42,7 @@ from .errors import (
     JournalError,
     JournalMissingError,
     NotAJournalError,
+    PositionError,
     StoreError,
 )
 from .events import AgentEvent
@@ -228,6 +229,11 @@ class SQLiteJournal(SQLJournal):
             refused = guard_refusal(self._path, str(error))
             if refused is not None:
                 return refused
+        if isinstance(error, sqlite3.Error) and "datatype mismatch" in str(error):
+            return PositionError(  # the next position is past 2^63 - 1 (`schema.NEXT_POSITION`)
+                f"{self._path}: the next global position is past the largest SQLite has "
+                f"(2^63 - 1): {NO_POSITION}"
+            )
         if isinstance(error, sqlite3.Error):
             return self._translate(error, "write")
         return error
@@ -350,6 +356,31 @@ class SQLiteJournal(SQLJournal):
             for name, sql in schema.TRIGGERS.items()
             if name in found
         }
+
+    def _position_findings(self, tx: SqlTx, *, rows_missing: bool) -> list[str]:
+        """The positions against the events ever written: they are dense.
+
+        One writer numbers rows one past the highest given, which an erase keeps in
+        ``meta.position_floor`` before it deletes rows, so the highest position given is
+        the events ever written (in place, or erased as the audit records count them). Rows
+        moved, or removed without an audit record, break that (rows the chains found
+        removed or cut are not reported twice: the count is then left out).
+        """
+        found = tx.one(schema.POSITIONS_READ)
+        assert found is not None
+        count, low, high, floor, erased = found
+        if not isinstance(floor, str) or not floor.isdigit() or int(floor) > schema.LAST_POSITION:
+            return [f"meta {schema.POSITION_FLOOR} {floor!r:.30} is not a position"]
+        if low is not None and low < 1:
+            return [f"position {low} is below 1, where positions start"]
+        given, written = max(high or 0, int(floor)), count + erased
+        if given == written or (rows_missing and given > written):
+            return []
+        return [
+            f"the positions run to {given}, but {written} events were ever written ({count} "
+            f"in place, {erased} erased): positions were moved, or rows removed, outside "
+            "agent-journal"
+        ]
 
     def _foreign_objects(self, tables: frozenset[str]) -> list[tuple[str, str, str]]:
         return [

@@ -168,6 +168,15 @@ class JournalBase(ABC):
     def target(self) -> str:
         """Where this journal is (a path or a URL without its password)."""
 
+    @property
+    def schema_name(self) -> str | None:
+        """The schema within the target that holds this journal, or None.
+
+        PostgreSQL: one database holds a journal per schema. None where the target is the
+        journal (SQLite).
+        """
+        return None
+
     def now(self) -> datetime:
         """Return the journal clock's current time."""
         return self._clock()
@@ -409,19 +418,29 @@ class JournalAdmin(JournalBase):
         refold of the session) and stored snapshots; ``quick`` skips the refold (so the
         projection's columns and state and the snapshots are not checked; the last seq and
         head hash are). Triggers and rules on the journal's tables that are not its own are
-        findings unless named in ``allow_triggers``.
+        findings unless named in ``allow_triggers``. Global positions are checked too: each
+        session's in seq order, and, when every session is verified, the whole journal's
+        against what hands them out (``position`` findings).
         """
 
-    @abstractmethod
     def heads(self) -> dict[str, tuple[int, str]]:
-        """Return each session's last seq and head hash, from its events (not the projection).
+        """Return each session's last seq and head hash, from its events (not the projection)."""
+        return {sid: (seq, head) for sid, (seq, head, _) in self.placed_heads().items()}
 
-        This is what an anchor records (`journal.anchor`).
+    @abstractmethod
+    def placed_heads(self) -> dict[str, tuple[int, str, int]]:
+        """Return each session's last seq, head hash and global position, from its events.
+
+        Read at one moment (one statement). This is what an anchor records (`journal.anchor`).
         """
 
     @abstractmethod
     def hash_at(self, session_id: str, seq: int) -> str | None:
         """Return the stored hash of the session's event at ``seq``, or None."""
+
+    @abstractmethod
+    def placed_hash_at(self, session_id: str, seq: int) -> tuple[str, int] | None:
+        """Return the stored hash and global position of the session's event at ``seq``."""
 
     @abstractmethod
     def repair(self, session_ids: Sequence[str] | None = None) -> list[Problem]:

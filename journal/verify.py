@@ -2,7 +2,8 @@
 
 `check_session` walks one session's rows in seq order and checks the chain over the stored
 bytes before decoding anything: a row whose hash does not chain is ``altered`` (or
-``reordered`` when its body names another place), a missing seq ``removed``, a chain that
+``reordered`` when its body names another place), a missing seq ``removed``, a row that
+chains but sits at a global position not past the one before it ``position``, a chain that
 ends before the projection's last seq or head hash ``truncated``, a projection behind or
 without its events ``projection``, a body that chains but is no valid event
 ``undecodable`` (`journal.problems` has every kind). With a `journal._derived.DerivedCheck`
@@ -67,8 +68,12 @@ def check_session(
     previous = GENESIS_HASH
     expected_seq = 0
     count = 0
+    position = 0
     for row in rows:
         count += 1
+        behind = position  # the position of the row before
+        if row.position is not None:
+            position = row.position
         if row.seq != expected_seq:
             missing = (
                 f"seq {expected_seq}"
@@ -88,6 +93,13 @@ def check_session(
                     f"hash mismatch at seq {row.seq}: this event or the one before it was altered",
                 )
         else:
+            if row.position is not None and row.position <= behind:  # a chained row moved
+                report(
+                    row.seq,
+                    "position",
+                    f"seq {row.seq} is at global position {row.position}, not past the "
+                    f"position {behind} of the event before it",
+                )
             try:
                 event = decode(row)
             except InvalidEventError as e:

@@ -22,6 +22,7 @@ import pytest
 from journal import (
     Journal,
     JournalError,
+    PositionError,
     UserInput,
     chain_hash,
     check_anchor,
@@ -32,6 +33,7 @@ from replay import Timeline
 
 from .helpers import sample_session, short_session
 from .stores import StoreUnderTest, open_store
+from .test_foreign_writes import VANISH_PG, VANISH_SQLITE
 
 Attempt = Callable[[StoreUnderTest], None]
 
@@ -156,7 +158,36 @@ def _erasure_forged(store: StoreUnderTest) -> None:
 
 EDIT = "replace(body, 'refund order 7', 'refund order 8')"
 S1 = "session_id = 's1'"
-ATTEMPTS: dict[str, tuple[Attempt, str]] = {
+
+
+def _per_store(sqlite: Attempt, postgres: Attempt) -> Attempt:
+    """One attempt made the way each store allows."""
+
+    def attempt(store: StoreUnderTest) -> None:
+        (sqlite if store.schema is None else postgres)(store)
+
+    return attempt
+
+
+def _vanish_then_append(store: StoreUnderTest) -> None:
+    """A foreign trigger deletes each appended row once inserted, guards off (issue 45 #2)."""
+    with store.raw() as raw:
+        if store.schema is None:
+            raw.run(VANISH_SQLITE.format(name="zz_vanish"))
+        else:
+            raw.run(VANISH_PG)
+            raw.run(
+                "CREATE TRIGGER zz_vanish AFTER INSERT ON events FOR EACH ROW "
+                "EXECUTE FUNCTION vanish()"
+            )
+    store.journal.append("s1", [UserInput(text="after the trigger")])
+
+
+TOP = 2**63 - 1
+Outcome = str | dict[str, str]
+"""What stops or finds an attempt, on both stores or on each (``sqlite``, ``postgres``)."""
+
+ATTEMPTS: dict[str, tuple[Attempt, Outcome]] = {
     "UPDATE an event": (
         _plain(f"UPDATE events SET body = {EDIT} WHERE {S1} AND seq = 1"),
         "refused",
@@ -228,7 +259,27 @@ ATTEMPTS: dict[str, tuple[Attempt, str]] = {
             f"WHERE {S1} AND seq = 10) WHERE {S1}",
             repair=True,
         ),
-        "anchored",
+        # SQLite's positions are dense: s2's rows above the cut leave a hole
+        {"sqlite": "detected", "postgres": "anchored"},
+    ),
+    "a trigger that deletes appended rows afterwards, guards off": (_vanish_then_append, "refused"),
+    "owner: shift every position (pos + 1000000)": (
+        _owner("UPDATE events SET pos = pos + 1000000"),
+        "detected",
+    ),
+    "owner: reverse a session's positions": (
+        _owner(
+            f"UPDATE events SET pos = -pos WHERE {S1}",
+            f"UPDATE events SET pos = 100 + pos WHERE {S1}",
+        ),
+        "detected",
+    ),
+    "set what hands out positions past the top, or back": (
+        _per_store(
+            _plain(f"UPDATE meta SET value = '{TOP - 1}' WHERE key = 'position_floor'"),
+            _plain("SELECT setval('event_positions', 1)"),
+        ),
+        "detected",
     ),
     "owner: delete a session and its projection": (
         _owner(
@@ -281,4 +332,65 @@ def test_drill_tampering(kind: str, tmp_path: Path) -> None:
     )
     for name, outcome in found.items():
         print(f"  {outcome:<10} {name}")
-    assert found == {name: expected for name, (_, expected) in ATTEMPTS.items()}
+    assert found == {name: _expected(outcome, kind) for name, (_, outcome) in ATTEMPTS.items()}
+
+
+def _expected(outcome: Outcome, kind: str) -> str:
+    return outcome if isinstance(outcome, str) else outcome[kind]
+
+
+def _events(store: StoreUnderTest) -> list[tuple[int, int]]:
+    with store.raw() as raw:
+        return [tuple(row) for row in raw.conn.execute("SELECT seq, pos FROM events ORDER BY pos")]
+
+
+@pytest.mark.parametrize("events", [1, 3], ids=["one", "several"])
+def test_an_append_past_the_last_sqlite_position_is_a_position_error(
+    tmp_path: Path, events: int
+) -> None:
+    """Issue 45 item 5: a floor set near 2^63 fails every append with an error that says so
+    (no ConflictError to retry, no position lower than one given: SQLite's next rowid past
+    its largest is a random one), and verify reports the floor."""
+    with open_store("sqlite", tmp_path) as store:
+        store.journal.append("s1", short_session())
+        with store.raw() as raw:
+            raw.run(f"UPDATE meta SET value = '{TOP - 1}' WHERE key = 'position_floor'")
+        before = _events(store)
+        for _ in range(2):  # the first lands at the very top when it is one event: retried
+            try:
+                store.journal.append("s1", [UserInput(text="n")] * events)
+            except PositionError as e:
+                assert "not consecutive" in str(e) or "past the largest" in str(e)
+                assert str(e).endswith("nothing was written, and a retry fails the same")
+            else:
+                assert events == 1 and _events(store)[-1] == (5, TOP)
+                before = _events(store)
+        assert _events(store) == before
+        assert all(
+            pos > previous for (_, previous), (_, pos) in zip(before, before[1:], strict=False)
+        )
+        assert [p.kind for p in store.journal.verify().problems] == ["position"]
+
+
+def test_a_sequence_set_back_is_a_position_error_not_a_conflict(tmp_path: Path) -> None:
+    """Issue 45 item 5: ``setval('event_positions', 1)`` made every append a ConflictError,
+    so writers that retry on conflict looped forever."""
+    with open_store("postgres", tmp_path) as store:
+        store.journal.append("s1", short_session())
+        for attempt in range(3):  # the cached head, the stored head, a new session
+            with store.raw() as raw:  # each failed append takes positions: set it back again
+                raw.run("SELECT setval('event_positions', 1)")
+            with pytest.raises(PositionError, match="is taken already \\(it was set back\\)"):
+                if attempt == 2:
+                    store.journal.append("s2", short_session())
+                elif attempt == 1:
+                    with Journal.open(store.target) as other:
+                        other.append("s1", [UserInput(text="n")] * 70)  # COPY
+                else:
+                    store.journal.append("s1", [UserInput(text="n")])
+        assert len(_events(store)) == 5
+        with store.raw() as raw:  # (the failed appends moved it on)
+            raw.run("SELECT setval('event_positions', 1)")
+        found = store.journal.verify().problems
+        assert [p.kind for p in found] == ["position"]
+        assert "past the last one the sequence event_positions handed out (1)" in found[0].message

@@ -58,6 +58,7 @@ PUBLIC: dict[str, list[str]] = {
         "JournalWriter",
         "ModelCallFailed",
         "NotAJournalError",
+        "PositionError",
         "Problem",
         "RecordedEvent",
         "RecordingOrderError",

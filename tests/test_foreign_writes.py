@@ -32,7 +32,7 @@ def _drop_rows(store: StoreUnderTest, table: str, when: str = "INSERT") -> str:
                 f"CREATE TRIGGER {name} BEFORE {when} ON {table} BEGIN SELECT RAISE(IGNORE); END"
             )
         else:
-            if raw.value("SELECT count(*) FROM pg_proc WHERE proname = 'drop_row'") == 0:
+            if raw.value("SELECT to_regprocedure('drop_row()') IS NULL"):
                 raw.run(DROP_FUNCTION)
             raw.run(
                 f"CREATE TRIGGER {name} BEFORE {when} ON {table} FOR EACH ROW "
@@ -147,3 +147,85 @@ def test_a_trigger_whose_change_a_guard_blocks_is_an_unplanned_write_not_a_confl
     with Journal.open(any_store.target) as other, pytest.raises(UnplannedWriteError):
         other.append("new", short_session())
     assert _stored(any_store) == before
+
+
+VANISH_PG = """CREATE FUNCTION vanish() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    PERFORM set_config('session_replication_role', 'replica', true);
+    DELETE FROM events WHERE pos = NEW.pos;
+    PERFORM set_config('session_replication_role', 'origin', true);
+    RETURN NULL;
+END $$"""
+"""A function that deletes the row its trigger fired for, with the guards off (replica)."""
+
+VANISH_SQLITE = """CREATE TRIGGER {name} AFTER INSERT ON events BEGIN
+    INSERT INTO erasures(session_id, erased_at, erased_by, reason, events, head_hash)
+        VALUES (NEW.session_id, '2026-01-01T00:00:00Z', 'x', 'x', 1, NEW.hash);
+    INSERT INTO erase_authorised(session_id) VALUES (NEW.session_id);
+    DELETE FROM events WHERE pos = NEW.pos;
+    DELETE FROM erase_authorised WHERE session_id = NEW.session_id;
+END"""
+"""SQLite's way past the delete guard: a forged audit record authorises the delete."""
+
+
+def _vanish_rows(store: StoreUnderTest, *, deferred: bool = False) -> str:
+    """Install a foreign trigger that deletes every new events row after it is inserted."""
+    name = "zz_vanish"  # sorts after every trigger of ours
+    with store.raw() as raw:
+        if store.schema is None:
+            raw.run(VANISH_SQLITE.format(name=name))
+            return name
+        raw.run(VANISH_PG)
+        kind = "CONSTRAINT TRIGGER" if deferred else "TRIGGER"
+        later = "DEFERRABLE INITIALLY DEFERRED " if deferred else ""
+        raw.run(
+            f"CREATE {kind} {name} AFTER INSERT ON events {later}FOR EACH ROW "
+            "EXECUTE FUNCTION vanish()"
+        )
+    return name
+
+
+def _import_one(journal: Journal, source: Journal, session_id: str) -> int:
+    rows = [("-", row.record()) for row in source.stored_events(session_id)]
+    return journal.import_records(session_id, rows)
+
+
+@pytest.mark.parametrize(
+    ("kind", "deferred"),
+    [("sqlite", False), ("postgres", False), ("postgres", True)],  # SQLite defers no trigger
+    ids=["sqlite", "postgres", "postgres-deferred"],
+)
+def test_an_append_whose_rows_a_trigger_deletes_afterwards_is_refused(
+    tmp_path: Path, kind: str, deferred: bool
+) -> None:
+    """Issue 45 item 2: rows counted as inserted, then deleted by a foreign AFTER trigger
+    (or a deferred one, at commit), must not make an acknowledged append."""
+    with open_store(kind, tmp_path) as store:
+        _refused_though_counted(store, tmp_path, deferred)
+
+
+def _refused_though_counted(any_store: StoreUnderTest, tmp_path: Path, deferred: bool) -> None:
+    journal = any_store.journal
+    journal.append("s", short_session())
+    with Journal.open(tmp_path / "source.db") as source:
+        source.append("imported", short_session())
+        before = _stored(any_store)
+        name = _vanish_rows(any_store, deferred=deferred)
+        batches = {"one": [UserInput(text="n")], "many": [UserInput(text="m")] * 70}
+        for label, batch in batches.items():  # 70: past the one-statement path (COPY)
+            with pytest.raises(UnplannedWriteError, match="events are there at commit"):
+                journal.append("s", batch)  # on the cached head
+            with Journal.open(any_store.target) as other, pytest.raises(UnplannedWriteError):
+                other.append("s", batch)  # on the stored head
+            assert _stored(any_store) == before, label
+        with pytest.raises(UnplannedWriteError):
+            journal.append("new", short_session())
+        with pytest.raises(UnplannedWriteError):
+            _import_one(journal, source, "imported")
+    assert _stored(any_store) == before
+    assert journal.summary("new") is None and journal.summary("imported") is None
+    assert journal.summary("s") is not None and journal.summary("s").events == 5
+    problems = journal.verify().problems
+    assert [(p.kind, p.message.split(":")[0]) for p in problems] == [
+        ("foreign_trigger", f"trigger {name} on events is not agent-journal's")
+    ]
