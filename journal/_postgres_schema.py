@@ -27,7 +27,7 @@ from __future__ import annotations
 from ._sqltx import ERASURES_CHAINED_AFTER, SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 POSITIONS = "event_positions"
 """The sequence global positions are taken from (``CACHE 1``: a value is handed out when it
@@ -102,6 +102,7 @@ TABLES = (
         committed BIGINT NOT NULL DEFAULT 0,
         model_calls BIGINT NOT NULL DEFAULT 0,
         latency_ms DOUBLE PRECISION NOT NULL DEFAULT 0,
+        model_failures BIGINT NOT NULL DEFAULT 0,
         fold_version INTEGER NOT NULL,
         state TEXT NOT NULL
     ) WITH (fillfactor = {SESSIONS_FILLFACTOR})""",
@@ -277,6 +278,12 @@ SPEC = SchemaSpec(
             f"ALTER TABLE sessions SET (fillfactor = {SESSIONS_FILLFACTOR})",
         ),
         4: (ERASURE_HASH, ERASURES_CHAINED_AFTER),
+        5: (
+            # The failed model calls (model_call_failed) beside the tool failures, for listings
+            "ALTER TABLE sessions ADD COLUMN model_failures BIGINT NOT NULL DEFAULT 0",
+            "UPDATE sessions SET model_failures = "
+            "coalesce((state::json->>'model_failures')::BIGINT, 0)",
+        ),
     },
     triggers=tuple(TRIGGERS),
     purposes=TRIGGER_PURPOSE,

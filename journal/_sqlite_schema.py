@@ -21,7 +21,7 @@ from __future__ import annotations
 from ._sqltx import ERASURES_CHAINED_AFTER, SchemaSpec
 
 FORMAT = "agent-journal"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 EVENTS_TABLE = """CREATE TABLE events (
     pos INTEGER PRIMARY KEY,
@@ -76,6 +76,7 @@ TABLES = (
         committed INTEGER NOT NULL DEFAULT 0,
         model_calls INTEGER NOT NULL DEFAULT 0,
         latency_ms REAL NOT NULL DEFAULT 0,
+        model_failures INTEGER NOT NULL DEFAULT 0,
         fold_version INTEGER NOT NULL,
         state TEXT NOT NULL
     )""",
@@ -217,6 +218,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         *(TRIGGERS[name] for name in _ON_EVENTS),
         "DROP INDEX IF EXISTS sessions_status",
         ENDED_BADLY_INDEX,
+    ),
+    5: (
+        # The failed model calls (model_call_failed) beside the tool failures, for listings
+        "ALTER TABLE sessions ADD COLUMN model_failures INTEGER NOT NULL DEFAULT 0",
+        "UPDATE sessions SET model_failures = coalesce(json_extract(state, '$.model_failures'), 0)",
     ),
 }
 """Statements that take a schema from version ``key`` to ``key + 1``."""

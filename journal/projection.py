@@ -57,6 +57,7 @@ class SessionSummary(BaseModel):
     committed: int = 0
     model_calls: int = 0
     latency_ms: float = 0.0
+    model_failures: int = 0
 
     @property
     def tool_success_rate(self) -> float:

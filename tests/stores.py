@@ -51,6 +51,7 @@ def with_search_path(url: str, schema: str) -> str:
 
 
 V3_POSITIONS = (
+    "ALTER TABLE sessions DROP COLUMN model_failures",
     """CREATE TABLE global_position (
         id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id),
         pos BIGINT NOT NULL

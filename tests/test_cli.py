@@ -22,6 +22,7 @@ from journal import (
     AgentCompleted,
     AgentHalted,
     Journal,
+    ModelCallFailed,
     SessionStarted,
     ToolCall,
     UserInput,
@@ -202,6 +203,30 @@ def test_sessions_table(db: Path) -> None:
         ["s", "tests.agents:build", "failed", "14", "3", "3", "25%"],
         ["short", "tests.agents:short", "completed", "5", "1", "0", "100%"],
     ]
+
+
+def test_failed_model_calls_have_a_column_and_a_header_word(db: Path) -> None:
+    """A 429 a retry absorbed is part of what happened: `mfail` in the listing, `show`'s
+    header; not a tool failure (`fail`, `ok%` unchanged); the column only where one is."""
+    failed = ModelCallFailed(message="RateLimitError: 429", status_code=429)
+    with Journal.open(db) as journal:
+        journal.append("retried", [SessionStarted(agent=None), failed, failed])
+    header, *rows = run_cli("sessions", "--db", db).stdout.splitlines()
+    names = header.replace("lat ms", "lat-ms").split()
+    assert names.index("mfail") == names.index("ok%") + 1
+    cells = {row.split()[0]: row.split() for row in rows}
+    assert cells["retried"][names.index("mfail")] == "2"
+    assert cells["retried"][names.index("fail")] == "0"
+    assert cells["s"][names.index("mfail")] != "2"  # blank: the next column's cell
+    by_id = {
+        r["session_id"]: r for r in json.loads(run_cli("sessions", "--db", db, "--json").stdout)
+    }
+    assert (by_id["retried"]["model_failures"], by_id["s"]["model_failures"]) == (2, 0)
+    shown = run_cli("show", "retried", "--db", db).stdout.splitlines()[0]
+    assert "fail=0" in shown and "failed model calls=2" in shown
+    with Journal.open(db) as journal:
+        journal.erase("retried", reason="test")
+    assert "mfail" not in run_cli("sessions", "--db", db).stdout.splitlines()[0]
 
 
 @pytest.fixture

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
-from journal import Journal, SessionConflictError, SessionStarted, UserInput
+from journal import Journal, ModelCallFailed, SessionConflictError, SessionStarted, UserInput
 from journal._postgres_schema import SCHEMA_VERSION as POSTGRES_VERSION
 from journal._sqlite_schema import (
     ENDED_BADLY_INDEX,
@@ -254,8 +256,49 @@ def _downgrade_to_v4(path: Path) -> None:
     conn.execute("DROP INDEX sessions_ended_badly")
     conn.execute("CREATE INDEX sessions_status ON sessions(status, started)")
     conn.execute(f"DELETE FROM meta WHERE key = '{POSITION_FLOOR}'")
+    conn.execute("ALTER TABLE sessions DROP COLUMN model_failures")
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     conn.close()
+
+
+def _raw(target: str | Path) -> Any:
+    """A plain connection to the store at ``target`` (a SQLite path, a PostgreSQL URL)."""
+    return sqlite3.connect(target) if isinstance(target, Path) else psycopg.connect(target)
+
+
+def _with_model_failures(target: str | Path) -> None:
+    """A session whose model call failed twice before it answered (a retried 429)."""
+    failed = ModelCallFailed(message="RateLimitError: 429", status_code=429)
+    with Journal.open(target) as journal:
+        journal.append("retried", [SessionStarted(agent=None), failed, failed])
+
+
+def test_a_version_5_journal_gains_the_failed_model_calls_of_its_sessions(
+    tmp_path: Path, pg_schema: PgSchema
+) -> None:
+    for target, version in (
+        (tmp_path / "v5.db", SQLITE_VERSION),
+        (pg_schema.url, POSTGRES_VERSION),
+    ):
+        _fill(target)
+        _with_model_failures(target)
+        with Journal.open(target, create=False) as journal:
+            assert journal.require("retried").model_failures == 2
+        with closing(_raw(target)) as raw:
+            raw.execute("ALTER TABLE sessions DROP COLUMN model_failures")
+            raw.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+            raw.commit()
+        result = run_cli("init", "--db", target)
+        assert result.exit_code == 0, result.stderr
+        assert f"from schema version 5 to {version}" in result.stdout
+        with Journal.open(target, create=False) as journal:
+            assert journal.verify().ok
+            assert {s.session_id: s.model_failures for s in journal.sessions()} == {
+                "failed-1": 0,
+                "ok-1": 0,
+                "ok-2": 0,
+                "retried": 2,
+            }
 
 
 def test_a_version_4_file_is_upgraded_and_never_gives_an_erased_position_again(

@@ -161,7 +161,7 @@ def show(session: str, db: str, start: int, stop: int | None, as_json: bool) -> 
             return
         from .render import print_timeline
 
-        print_timeline(summary, rows, model_failures=journal.state(session).model_failures)
+        print_timeline(summary, rows)
 
 
 @cli.command(short_help="Print the JSON Schema of one journal record.")

@@ -6,11 +6,11 @@ sessions list. Each column says what it shows, how it sorts, and how it gives wa
 * never cut: ``session``, ``status``, ``fail``, ``ok%`` and ``cost`` (``session`` is cut
   in the middle only when even those do not fit);
 * then, while they fit, in this order: ``outcome`` (32 cells, or down to 16: it says why
-  a session failed, so it comes before the time), ``started``, ``lineage``, ``steps``,
+  a session failed, so it comes before the time), ``mfail``, ``started``, ``lineage``, ``steps``,
   ``events``, ``tokens``, ``rep``, ``cache%``, ``lat ms``, and last ``agent`` (24 cells,
   or down to 16). A column that does not fit is left out whole:
   a lineage is shown whole or not at all (never ``replay of de…``). A column with nothing
-  to show (no session has a lineage) is left out too;
+  to show (no session has a lineage, or a failed model call) is left out too;
 * the space left over goes to ``session``, ``agent`` and ``outcome``, up to their widest
   cell (on a wide terminal, or in a pipe, nothing is cut);
 * what is still left goes to ``meta`` (the metadata given at capture, where the listing
@@ -22,6 +22,9 @@ What ``fail`` and ``ok%`` count, from the fold's `journal.SessionState`:
   (``verification_failed``), plus one for a session that itself failed: halted with rule
   ``error`` (an exception in the agent's code or an unrecoverable fault), so a crash never
   shows 0;
+* ``mfail``: the model calls that raised (``model_call_failed``: a rate limit a retry
+  absorbed, a 500 the code caught), blank for none: they are not tool calls, so they are
+  not in ``fail`` or ``ok%``;
 * ``ok%``: committed calls over the calls decided, that failure counting as one more
   decided call (a session that committed one call and then raised shows 50%). A session
   with no ending (``running``: still being written, or cut off by a crash) shows ``?``:
@@ -225,6 +228,14 @@ COLUMNS: dict[str, Column] = {
             right=True,
         ),
         Column(
+            "mfail",
+            "failed model calls (a retried 429, a caught 500); blank: none",
+            lambda r: str(r.summary.model_failures or ""),
+            lambda r: r.summary.model_failures,
+            right=True,
+            style=lambda r: "yellow" if r.summary.model_failures else "",
+        ),
+        Column(
             "rep",
             "repairs of the model's output",
             lambda r: str(r.summary.repairs),
@@ -292,6 +303,7 @@ KEPT: tuple[str, ...] = ("session", "status", "fail", "ok%", "cost")
 
 _ADDED: tuple[str, ...] = (
     "outcome",
+    "mfail",
     "started",
     "lineage",
     "steps",

@@ -82,15 +82,12 @@ def print_sessions(rows: Sequence[Listed]) -> None:
         out.print(shape.row(row))
 
 
-def print_timeline(
-    summary: SessionSummary, rows: Iterable[StoredEvent], *, model_failures: int = 0
-) -> None:
+def print_timeline(summary: SessionSummary, rows: Iterable[StoredEvent]) -> None:
     """Print a session's header line and one line per event: seq, time, type, summary.
 
-    The header's ``fail`` is the `sessions` column of that name (`tui.columns.failures`).
-
-    ``model_failures``: the failed model calls the session holds (a 429 a retry absorbed),
-    named in the header when there are any.
+    The header's ``fail`` is the `sessions` column of that name (`tui.columns.failures`);
+    the failed model calls the session holds (a 429 a retry absorbed) are named when there
+    are any.
     """
     from rich.text import Text
 
@@ -101,8 +98,8 @@ def print_timeline(
         f"  events={summary.events} steps={summary.steps} fail={failures(summary)} "
         f"tokens={summary.tokens_in + summary.tokens_out} cost={format_cost(summary.cost)}"
     )
-    if model_failures:
-        header.append(f"  failed model calls={model_failures}", style="yellow")
+    if summary.model_failures:
+        header.append(f"  failed model calls={summary.model_failures}", style="yellow")
     if summary.halt_rule:
         header.append(safe_text(f"  halt={summary.halt_rule}"), style="red")
     out.print(header)
