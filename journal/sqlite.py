@@ -82,7 +82,7 @@ class SQLiteJournal(SQLJournal):
 
     def __init__(
         self,
-        path: str,
+        path: str | os.PathLike[str],
         *,
         create: bool = True,
         durability: Durability = "normal",
@@ -93,6 +93,7 @@ class SQLiteJournal(SQLJournal):
         group_commit: bool = True,
     ) -> None:
         super().__init__(clock=clock, hmac_key=hmac_key, max_event_bytes=max_event_bytes)
+        path = os.fspath(path)
         self._path = path
         self._lock = threading.RLock()
         self._write_tx = _Transaction(self)
