@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloop.examples import run_demo
 from journal import Journal
@@ -32,13 +33,16 @@ from replay import ReplayOptions
 from tui.app import JournalApp
 from tui.share import gather, write_page
 
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
+
 CHROMIUM = "/usr/bin/chromium"
 INSTALL = "apt-get install -y chromium"
 SESSION = "demo-refund-buggy-s0"
 FIXED = "agentloop.examples.refund:build_fixed"
 REFUND_SEQ = 5  # the refund over the balance: where the fixed guard's replay diverges
 TUI_SIZE = (110, 32)
-PAGE_SIZE = {"width": 1300, "height": 800}
+PAGE_SIZE: ViewportSize = {"width": 1300, "height": 800}
 NAMES = ("tui.png", "share.png")
 
 
@@ -92,7 +96,7 @@ def _offline(route: Any) -> None:
 
 
 def photograph(svg: Path, page_html: Path, out: Path) -> list[Path]:
-    """Draw the SVG and the page to PNG in Chromium; return the files written."""
+    """Draw the SVG and the page to PNG in Chromium, in ``out``; return the files written."""
     from playwright.sync_api import sync_playwright
 
     written = [out / name for name in NAMES]
@@ -118,8 +122,11 @@ def photograph(svg: Path, page_html: Path, out: Path) -> list[Path]:
 
 
 def make(out: Path) -> list[Path]:
-    """Build the demo journal in a temporary folder and write both pictures into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Build the demo journal in a temporary folder and write both pictures into ``out``.
+
+    Both are drawn in the temporary folder first, then moved: a failure leaves ``out`` as
+    it was.
+    """
     with tempfile.TemporaryDirectory(prefix="screenshots-") as scratch:
         folder = Path(scratch)
         db = folder / "demo.db"
@@ -128,7 +135,9 @@ def make(out: Path) -> list[Path]:
         svg = folder / "tui.svg"
         svg.write_text(tui_svg(db), encoding="utf-8")
         page_html = share_page(db, folder / "share.html")
-        return photograph(svg, page_html, out)
+        drawn = photograph(svg, page_html, folder)
+        out.mkdir(parents=True, exist_ok=True)
+        return [Path(shutil.move(path, out / path.name)) for path in drawn]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,10 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     default = Path(__file__).resolve().parent / "images"
     parser.add_argument("--out", type=Path, default=default, help="folder of the PNGs")
     args = parser.parse_args(argv)
+    if args.out.exists() and not args.out.is_dir():
+        print(f"screenshots: --out {args.out}: not a folder", file=sys.stderr)
+        return 2
     if not Path(CHROMIUM).exists():
         print(f"screenshots: no browser at {CHROMIUM} (install it: {INSTALL})", file=sys.stderr)
         return 2
-    for path in make(args.out):
+    try:
+        written = make(args.out)
+    except OSError as error:
+        print(f"screenshots: {error}", file=sys.stderr)
+        return 2
+    for path in written:
         print(f"{path} {path.stat().st_size} bytes")
     return 0
 
