@@ -30,8 +30,12 @@ from typing import TYPE_CHECKING, Any
 from agentloop.examples import run_demo
 from journal import Journal
 from replay import ReplayOptions
-from tui.app import JournalApp
 from tui.share import gather, write_page
+
+# the tests' way of opening the app headless and waiting for it (a repository tool: the
+# checkout's root on the path, as when run from anywhere in it)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.tui_helpers import open_app, settle  # noqa: E402
 
 if TYPE_CHECKING:
     from playwright.sync_api import ViewportSize
@@ -46,31 +50,16 @@ PAGE_SIZE: ViewportSize = {"width": 1300, "height": 800}
 NAMES = ("tui.png", "share.png")
 
 
-async def _settle(app: JournalApp, pilot: Any) -> None:
-    """Let the app's workers finish until it stays quiet for two rounds."""
-    quiet = 0
-    for _ in range(100):
-        await pilot.pause()
-        busy = [w for w in app.workers if not w.is_finished]
-        if busy:
-            quiet = 0
-            await app.workers.wait_for_complete(busy)
-        else:
-            quiet += 1
-            if quiet == 2:
-                return
-
-
 def tui_svg(db: Path) -> str:
     """The terminal UI on the buggy refund at the refund it should not make, as Textual's SVG."""
-    app = JournalApp(db=db, session=SESSION, follow=False, state_delay=0.0, read_only=True)
+    app = open_app(db, session=SESSION, read_only=True)
 
     async def run() -> str:
         async with app.run_test(size=TUI_SIZE) as pilot:
-            await _settle(app, pilot)
+            await settle(pilot)
             for _ in range(REFUND_SEQ):  # down to the refund the guard let through
                 await pilot.press("j")
-            await _settle(app, pilot)
+            await settle(pilot)
             return app.export_screenshot(title="agent-journal tui")
 
     return asyncio.run(run())
