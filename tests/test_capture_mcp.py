@@ -308,6 +308,7 @@ QUESTIONS = [
 ]
 
 
+@pytest.mark.slow  # two minutes: a server process per session and per pure-tool replay
 def test_twenty_sessions_replay_identical_and_planted_changes_diverge_where_they_should(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
