@@ -486,7 +486,7 @@ class ProxyServer:
             else:
                 raise TimeoutError("the proxy shut down while the stream was open")
         except (OSError, http.client.HTTPException) as error:
-            response.connection.close()
+            upstream.discard(response)
             broke = _as_exception(error)
             journal("the broken stream", lambda e: session.failed(e, broke, chunks=chunks))
             return handler.drop()
@@ -663,7 +663,7 @@ class _Handler(BaseHTTPRequestHandler):
             while data := response.body.read1(65536):
                 self.write_chunk(data)
         except (OSError, http.client.HTTPException):
-            response.connection.close()
+            upstream.discard(response)
             return self.drop()
         upstream.release(response)
         self.end_stream()

@@ -184,6 +184,11 @@ class Upstream:
         with self._lock:
             self._idle.append(response.connection)
 
+    def discard(self, response: UpstreamResponse) -> None:
+        """Close a broken answer's connection and its reader (it is never reused)."""
+        response.body.close()
+        response.connection.close()
+
     def close(self) -> None:
         """Close every kept connection."""
         with self._lock:
