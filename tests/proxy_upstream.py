@@ -218,7 +218,6 @@ class Upstream(fake_openai.Handler):
         self.connection.shutdown(socket.SHUT_RDWR)
         self.close_connection = True
 
-
     def _reset(self) -> None:
         """Close the connection with a TCP reset (RST), not a FIN."""
         self.wfile.flush()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,9 +23,9 @@ import httpx
 import openai
 import pytest
 
-from journal import Journal
 from capture import Destination
 from capture.proxy import ProxyServer, Recording
+from journal import Journal
 from tests.proxy_agents import CHAT_TOOLS, SYSTEM, chat_agent
 from tests.proxy_upstream import Upstream, root, upstream
 from tests.tcp_proxy import Proxy
@@ -155,3 +154,108 @@ def test_an_upstream_that_went_down_refuses_and_the_replay_refuses_alike(tmp_pat
 
 
 _TOOL_RESULT = {"role": "tool", "tool_call_id": "call_0", "content": '{"sku": "SKU-3"}'}
+
+
+def _until(reached: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    """Poll until ``reached()`` (no wall-clock assertion: only a generous bound)."""
+    deadline = time.monotonic() + timeout
+    while not reached():
+        assert time.monotonic() < deadline, f"never reached: {what}"
+        time.sleep(0.02)
+
+
+def _status(db: Path, session_id: str) -> str | None:
+    with Journal.open(str(db)) as journal:
+        summary = journal.summary(session_id)
+    return None if summary is None else summary.status
+
+
+def test_an_idle_conversation_is_closed_and_a_later_request_begins_another(tmp_path: Path) -> None:
+    db = tmp_path / "idle.db"
+    named = {"X-Agent-Journal-Session": "idle-1"}
+    with upstream() as up, recording(db, up, idle=0.2) as proxy:
+        client, _ = _clients(proxy.url)
+        assert "in stock" in chat_agent(client, QUESTION, **named)
+        _until(lambda: _status(db, "idle-1") == "completed", "the idle session closed")
+        _, events = _events(db, "idle-1")
+        assert events[-1].type == "agent_completed"  # its last answer, journaled at the close
+        assert "in stock" in chat_agent(client, QUESTION, **named)
+        _until(lambda: _status(db, "idle-1.2") == "completed", "the second session closed")
+    assert len(_events(db, "idle-1.2")[1]) == len(events)
+
+
+@contextmanager
+def recording_cli(db: Path, up: Any, *options: str) -> Iterator[dict[str, Any]]:
+    """``agent-journal proxy`` (recording) in a subprocess; yields its URL, then its exit."""
+    command = [
+        sys.executable,
+        "-c",
+        "from tui.console import main; main()",
+        "proxy",
+        "--db",
+        str(db),
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        f"{root(up)}/v1",
+        *options,
+    ]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    found = re.search(r"on (http://127\.0\.0\.1:\d+)", process.stderr.readline().decode())
+    assert found
+    outcome: dict[str, Any] = {"url": found.group(1), "process": process}
+    try:
+        yield outcome
+    finally:
+        if process.poll() is None and not outcome.get("terminated"):
+            process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        outcome.update(code=process.returncode, err=err.decode())
+
+
+def _terminate_at_first_chunk(outcome: dict[str, Any]) -> Callable[[int], None]:
+    def got(n: int) -> None:
+        if n == 1:
+            outcome["process"].send_signal(signal.SIGTERM)
+            outcome["terminated"] = True
+
+    return got
+
+
+def test_sigterm_waits_for_a_slow_stream_within_grace(tmp_path: Path) -> None:
+    db = tmp_path / "grace.db"
+    with upstream() as up:
+        Upstream.faults = ["slow:0.15"]
+        with recording_cli(db, up, "--grace", "30") as proxy:
+            client, _ = _clients(proxy["url"])
+            chunks = _streamed(client, _terminate_at_first_chunk(proxy))
+    assert proxy["code"] == 0, proxy["err"]
+    assert "Traceback" not in proxy["err"]
+    _, events = _events(db)
+    assert not _failures(events)
+    [proposed] = [e.event for e in events if e.type == "action_proposed"]
+    assert len(proposed.response) == len(chunks) > 3  # the whole stream, journaled
+
+
+def test_sigterm_cuts_a_stream_longer_than_grace_and_journals_it(tmp_path: Path) -> None:
+    db = tmp_path / "cut.db"
+    with upstream() as up:
+        Upstream.faults = ["hold"]
+        with recording_cli(db, up, "--grace", "0.3") as proxy:
+            client, _ = _clients(proxy["url"])
+            seen: list[int] = []
+            terminate = _terminate_at_first_chunk(proxy)
+            with pytest.raises(BROKEN):
+                _streamed(client, lambda n: (seen.append(n), terminate(n)))
+            proxy["process"].wait(timeout=30)
+        Upstream.go.set()  # (the upstream's handler may finish now)
+    assert proxy["code"] == 0, proxy["err"]
+    assert "Traceback" not in proxy["err"]
+    session_id, events = _events(db)
+    [failed] = _failures(events)
+    assert failed.error["type"] == "builtins:TimeoutError", failed.error
+    assert "grace of 0.3 s" in failed.message
+    assert failed.response is not None and len(failed.response) == len(seen) == 1
+    assert [e.type for e in events] == ["session_started", "user_input", "model_call_failed"]
+    assert _status(db, session_id) is not None

@@ -242,8 +242,8 @@ class ProxyServer:
         self._busy = 0
         self._quiet = threading.Condition()
         self._closing = threading.Event()
+        self._idle_stop = threading.Event()
         self._stopping = False
-        self._expired_at = time.monotonic()
         self._warned: set[str] = set()
 
     @property
@@ -269,6 +269,7 @@ class ProxyServer:
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
         self._thread.start()
+        threading.Thread(target=self._expiring, daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -287,6 +288,10 @@ class ProxyServer:
             while self._busy and time.monotonic() < deadline:
                 self._quiet.wait(0.05)
             self._closing.set()
+        self._idle_stop.set()
+        for upstream in self.upstreams.values():
+            upstream.abort()  # the calls still under way end now, journaled as cut
+        with self._quiet:
             while self._busy and time.monotonic() < deadline + 5:
                 self._quiet.wait(0.05)
         for session in self.conversations.sessions():
@@ -331,13 +336,19 @@ class ProxyServer:
             session.closed = True
             return None
 
-    def _expire(self) -> None:
-        now = time.monotonic()
-        if now - self._expired_at < min(self.idle, 60.0):
-            return
-        self._expired_at = now
-        for session in self.conversations.expire(self.idle):
-            self._journaling(session, "closing it", session.close)
+    def _expiring(self) -> None:
+        """Close the conversations idle for ``idle`` seconds, until the stop."""
+        every = min(max(self.idle / 4, 0.01), 30.0)
+        while not self._idle_stop.wait(every):
+            for session in self.conversations.expire(self.idle):
+                self._journaling(session, "closing it", session.close)
+
+    def _cut(self) -> TimeoutError:
+        """What a call still under way when the grace is over is journaled as."""
+        return TimeoutError(
+            f"the proxy stopped while the call was under way (its grace of {self.grace:g} s "
+            "was over)"
+        )
 
     # -- one request ---------------------------------------------------------------
 
@@ -346,7 +357,6 @@ class ProxyServer:
         if self._stopping:
             return handler.drop()
         with self._exchange():
-            self._expire()
             path = handler.path.partition("?")[0]
             body = handler.read_body()
             wire = WIRES.get(path) if handler.command == "POST" else None
@@ -429,7 +439,8 @@ class ProxyServer:
         try:
             response = upstream.send("POST", handler.path, handler.headers.items(), body)
         except (OSError, http.client.HTTPException) as error:
-            journal("the failed call", lambda e: session.failed(e, _as_exception(error)))
+            sent = self._cut() if self._closing.is_set() else _as_exception(error)
+            journal("the failed call", lambda e: session.failed(e, sent))
             return handler.drop()
         if response.status >= 400:
             data = response.body.read()
@@ -469,8 +480,10 @@ class ProxyServer:
         failure: UpstreamError | None = None
         handler.start_stream(response.status, response.headers)
         try:
-            while not self._closing.is_set():
+            while True:
                 data = response.body.read1(65536)
+                if self._closing.is_set():
+                    raise self._cut()
                 if not data:
                     break
                 for event in reader.feed(data):
@@ -483,11 +496,9 @@ class ProxyServer:
                         held.append(event.raw)
                     else:
                         handler.write_chunk(event.raw)
-            else:
-                raise TimeoutError("the proxy shut down while the stream was open")
         except (OSError, http.client.HTTPException) as error:
             upstream.discard(response)
-            broke = _as_exception(error)
+            broke = self._cut() if self._closing.is_set() else _as_exception(error)
             journal("the broken stream", lambda e: session.failed(e, broke, chunks=chunks))
             return handler.drop()
         upstream.release(response)
