@@ -29,9 +29,11 @@ anything else with a 404. Credentials (``Authorization``, ``x-api-key``, any hea
 forwarded and never journaled: the journal gets bodies and the ``X-Agent-Journal-*``
 headers only, redacted as the `Destination` says.
 
-`ProxyServer` listens on 127.0.0.1 unless told otherwise. `ProxyServer.stop` stops taking
-connections, waits (up to ``grace`` seconds) for the exchanges under way, journals what a
-stream still open had sent as its failed call, and closes every session (their answers,
+`ProxyServer` listens on 127.0.0.1 unless told otherwise, and closes a conversation no
+request continued for ``idle`` seconds (a timer). `ProxyServer.stop` stops taking
+connections, waits (up to ``grace`` seconds) for the exchanges under way, then breaks the
+upstream connections of those still open and journals each as cut (a ``TimeoutError``
+naming the grace, with what a stream had sent), and closes every session (their answers,
 their sampling), so nothing is left half-written.
 """
 
