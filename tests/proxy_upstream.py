@@ -8,7 +8,8 @@ events of a stream). `Upstream.faults` queues what the next requests get instead
 ``"rst:N"`` (a chat stream reset once the agent has N of its events: it sets
 `Upstream.got` when it has them), ``"slow:S"`` (a chat stream with S seconds between its
 events) or ``"hold"`` (a chat stream that sends one event, then nothing until
-`Upstream.go` is set). ``Upstream.requests`` counts what arrived.
+`Upstream.go` is set), ``"stall"`` (no answer at all until `Upstream.go` is set).
+``Upstream.requests`` counts what arrived.
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ class Upstream(fake_openai.Handler):
             self.close_connection = True
             return None
         if fault == "rst":
+            return self._reset()
+        if fault == "stall":
+            self.go.wait(30)
             return self._reset()
         if fault is not None and fault.startswith(("rst:", "slow:", "hold")):
             return self._paced(fake_openai.chat_chunks(body), fault)

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from capture.proxy import ProxyServer, Recording
 from journal import Journal
 from tests.proxy_agents import CHAT_TOOLS, SYSTEM, chat_agent
 from tests.proxy_upstream import Upstream, root, upstream
+from tests.stores import PgSchema
 from tests.tcp_proxy import Proxy
 from tests.test_proxy import _clients, recording, replaying_cli
 
@@ -36,7 +38,7 @@ BROKEN = (openai.APIConnectionError, httpx.TransportError)
 """What the openai client raises when its connection breaks (a stream's: httpx's own)."""
 
 
-def _events(db: Path, session_id: str | None = None) -> tuple[str, list[Any]]:
+def _events(db: Path | str, session_id: str | None = None) -> tuple[str, list[Any]]:
     with Journal.open(str(db)) as journal:
         sessions = [s for s in journal.sessions() if s.replay_of is None]
         chosen = session_id or sessions[0].session_id
@@ -164,14 +166,22 @@ def _until(reached: Callable[[], bool], what: str, timeout: float = 15.0) -> Non
         time.sleep(0.02)
 
 
-def _status(db: Path, session_id: str) -> str | None:
+def _status(db: Path | str, session_id: str) -> str | None:
     with Journal.open(str(db)) as journal:
         summary = journal.summary(session_id)
     return None if summary is None else summary.status
 
 
-def test_an_idle_conversation_is_closed_and_a_later_request_begins_another(tmp_path: Path) -> None:
-    db = tmp_path / "idle.db"
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the proxy journals: a SQLite file, then a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "proxy.db")
+    schema: PgSchema = request.getfixturevalue("pg_schema")
+    return schema.url
+
+
+def test_an_idle_conversation_is_closed_and_a_later_request_begins_another(db: str) -> None:
     named = {"X-Agent-Journal-Session": "idle-1"}
     with upstream() as up, recording(db, up, idle=0.2) as proxy:
         client, _ = _clients(proxy.url)
@@ -185,7 +195,7 @@ def test_an_idle_conversation_is_closed_and_a_later_request_begins_another(tmp_p
 
 
 @contextmanager
-def recording_cli(db: Path, up: Any, *options: str) -> Iterator[dict[str, Any]]:
+def recording_cli(db: Path | str, up: Any, *options: str) -> Iterator[dict[str, Any]]:
     """``agent-journal proxy`` (recording) in a subprocess; yields its URL, then its exit."""
     command = [
         sys.executable,
@@ -238,16 +248,25 @@ def test_sigterm_waits_for_a_slow_stream_within_grace(tmp_path: Path) -> None:
     assert len(proposed.response) == len(chunks) > 3  # the whole stream, journaled
 
 
-def test_sigterm_cuts_a_stream_longer_than_grace_and_journals_it(tmp_path: Path) -> None:
-    db = tmp_path / "cut.db"
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_sigterm_cuts_a_call_longer_than_grace_and_journals_it(db: str, stream: bool) -> None:
     with upstream() as up:
-        Upstream.faults = ["hold"]
+        Upstream.faults = ["hold" if stream else "stall"]
         with recording_cli(db, up, "--grace", "0.3") as proxy:
             client, _ = _clients(proxy["url"])
             seen: list[int] = []
             terminate = _terminate_at_first_chunk(proxy)
             with pytest.raises(BROKEN):
-                _streamed(client, lambda n: (seen.append(n), terminate(n)))
+                if stream:
+                    _streamed(client, lambda n: (seen.append(n), terminate(n)))
+                else:
+
+                    def once_asked() -> None:
+                        _until(lambda: bool(Upstream.requests), "the call reached the upstream")
+                        terminate(1)
+
+                    threading.Thread(target=once_asked, daemon=True).start()
+                    _ask(client)
             proxy["process"].wait(timeout=30)
         Upstream.go.set()  # (the upstream's handler may finish now)
     assert proxy["code"] == 0, proxy["err"]
@@ -256,6 +275,9 @@ def test_sigterm_cuts_a_stream_longer_than_grace_and_journals_it(tmp_path: Path)
     [failed] = _failures(events)
     assert failed.error["type"] == "builtins:TimeoutError", failed.error
     assert "grace of 0.3 s" in failed.message
-    assert failed.response is not None and len(failed.response) == len(seen) == 1
+    if stream:
+        assert failed.response is not None and len(failed.response) == len(seen) == 1
+    else:
+        assert failed.response is None
     assert [e.type for e in events] == ["session_started", "user_input", "model_call_failed"]
     assert _status(db, session_id) is not None
