@@ -194,6 +194,17 @@ def test_an_idle_conversation_is_closed_and_a_later_request_begins_another(db: s
     assert len(_events(db, "idle-1.2")[1]) == len(events)
 
 
+def test_a_stream_longer_than_idle_keeps_its_conversation_open(tmp_path: Path) -> None:
+    db = tmp_path / "long.db"
+    with upstream() as up, recording(db, up, idle=0.05) as proxy:
+        Upstream.faults = ["slow:0.1"]  # the stream lasts many idle periods
+        client, _ = _clients(proxy.url)
+        chunks = _streamed(client)
+    _, events = _events(db)
+    [proposed] = [e.event for e in events if e.type == "action_proposed"]
+    assert len(proposed.response) == len(chunks)  # journaled whole: not closed under it
+
+
 @contextmanager
 def recording_cli(db: Path | str, up: Any, *options: str) -> Iterator[dict[str, Any]]:
     """``agent-journal proxy`` (recording) in a subprocess; yields its URL, then its exit."""
@@ -275,6 +286,7 @@ def test_sigterm_cuts_a_call_longer_than_grace_and_journals_it(db: str, stream: 
     [failed] = _failures(events)
     assert failed.error["type"] == "builtins:TimeoutError", failed.error
     assert "grace of 0.3 s" in failed.message
+    assert "1 call still under way after the grace of 0.3 s: cut" in proxy["err"]
     if stream:
         assert failed.response is not None and len(failed.response) == len(seen) == 1
     else:

@@ -290,6 +290,15 @@ class ProxyServer:
             while self._busy and time.monotonic() < deadline:
                 self._quiet.wait(0.05)
             self._closing.set()
+            cut = self._busy
+        if cut:
+            log.warning(
+                "agent-journal proxy: %d call%s still under way after the grace of %g s: cut, "
+                "each journaled as a failed call",
+                cut,
+                "" if cut == 1 else "s",
+                self.grace,
+            )
         self._idle_stop.set()
         for upstream in self.upstreams.values():
             upstream.abort()  # the calls still under way end now, journaled as cut
@@ -380,9 +389,12 @@ class ProxyServer:
             taken = self.conversations.take(wire, request, name, open_new)
             if isinstance(taken, str):
                 return handler.refuse(wire, Refusal("replay_refused", taken))
-            if taken.player is not None:
-                return self._replay(handler, wire, taken, request)
-            return self._record(handler, wire, taken, request, body)
+            try:
+                if taken.player is not None:
+                    return self._replay(handler, wire, taken, request)
+                return self._record(handler, wire, taken, request, body)
+            finally:
+                taken.done()
 
     def _other(self, handler: _Handler, path: str, body: bytes | None) -> None:
         upstream = self._upstream_for(path)
