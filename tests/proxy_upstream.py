@@ -3,15 +3,22 @@
 `tests.fake_openai`'s deterministic policy answers ``/v1/chat/completions`` and
 ``/v1/responses``; ``/v1/messages`` answers Anthropic's way (a whole message, or the named
 events of a stream). `Upstream.faults` queues what the next requests get instead: ``"429"``,
-``"500"`` (an error status and body), ``"reset"`` (the connection closed unanswered) or
-``"break:N"`` (a stream cut after N events). ``Upstream.requests`` counts what arrived.
+``"500"`` (an error status and body), ``"reset"`` (the connection closed unanswered),
+``"break:N"`` (a stream cut after N events), ``"rst"`` (a TCP reset before any byte),
+``"rst:N"`` (a chat stream reset once the agent has N of its events: it sets
+`Upstream.got` when it has them), ``"slow:S"`` (a chat stream with S seconds between its
+events) or ``"hold"`` (a chat stream that sends one event, then nothing until
+`Upstream.go` is set), ``"stall"`` (no answer at all until `Upstream.go` is set).
+``Upstream.requests`` counts what arrived.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
@@ -131,6 +138,10 @@ class Upstream(fake_openai.Handler):
     faults: list[str | None] = []
     requests: list[str] = []
     lock = threading.Lock()
+    got = threading.Event()
+    """Set by the test when its agent has the events an ``rst:N`` stream waits for."""
+    go = threading.Event()
+    """Set by the test to let a ``hold`` stream go on."""
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.endswith("/models"):
@@ -155,6 +166,13 @@ class Upstream(fake_openai.Handler):
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return None
+        if fault == "rst":
+            return self._reset()
+        if fault == "stall":
+            self.go.wait(30)
+            return self._reset()
+        if fault is not None and fault.startswith(("rst:", "slow:", "hold")):
+            return self._paced(fake_openai.chat_chunks(body), fault)
         if fault is not None and not fault.startswith("break:"):
             status = int(fault)
             data = json.dumps(
@@ -204,6 +222,32 @@ class Upstream(fake_openai.Handler):
         self.connection.shutdown(socket.SHUT_RDWR)
         self.close_connection = True
 
+    def _reset(self) -> None:
+        """Close the connection with a TCP reset (RST), not a FIN."""
+        self.wfile.flush()
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
+    def _paced(self, chunks: list[dict[str, Any]], fault: str) -> None:
+        """A chat stream reset after N events, slowed down, or held (see the module)."""
+        kind, _, value = fault.partition(":")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        events = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks]
+        for index, event in enumerate([*events, b"data: [DONE]\n\n"]):
+            if kind == "rst" and index == int(value):
+                self.got.wait(10)
+                return self._reset()
+            if kind == "hold" and index == 1:
+                self.go.wait(30)
+            self.wfile.write(event)
+            self.wfile.flush()
+            if kind == "slow":
+                time.sleep(float(value))
+        return None
+
 
 class _Replay:
     """The body read already, read again by the base handler."""
@@ -229,6 +273,7 @@ def upstream() -> Iterator[ThreadingHTTPServer]:
     """The fake upstream on 127.0.0.1 while the block runs (``server.url`` its root)."""
     Upstream.faults = []
     Upstream.requests = []
+    Upstream.got, Upstream.go = threading.Event(), threading.Event()
     server = _Server(("127.0.0.1", 0), Upstream)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
     thread.start()

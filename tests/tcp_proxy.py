@@ -68,6 +68,10 @@ class Proxy:
         """The server "goes down": refuse new connections, break the open ones."""
         with self.lock:
             self.stopped = True
+            try:  # (wakes the accept under way: a bare close leaves the port listening)
+                self.listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self.listener.close()
             for end in self.sockets:
                 try:

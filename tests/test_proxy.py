@@ -64,7 +64,7 @@ def _agents(change: int | None = None) -> list[Agent]:
 
 
 @contextmanager
-def recording(db: Path, up: Any, **options: Any) -> Iterator[ProxyServer]:
+def recording(db: Path | str, up: Any, **options: Any) -> Iterator[ProxyServer]:
     proxy = ProxyServer(
         Recording(Destination(str(db))),
         {"openai": f"{root(up)}/v1", "anthropic": root(up)},

@@ -103,10 +103,18 @@ def _wait_for_a_signal() -> None:
 )
 @click.option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
     help="Seconds a stop waits for the calls under way.",
+)
+@click.option(
+    "--idle",
+    type=click.FloatRange(min=0, min_open=True),
+    default=3600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Close a conversation no request continued for this long (its session ends).",
 )
 @json_option
 def proxy(
@@ -122,6 +130,7 @@ def proxy(
     sample: float | None,
     spool: Path | None,
     grace: float,
+    idle: float,
     as_json: bool,
 ) -> None:
     """Journal the model calls of agents in any language, or replay them with a verdict.
@@ -140,7 +149,7 @@ def proxy(
     if sessions and not replay:
         raise click.UsageError("SESSION names a session to replay: add --replay")
     if replay:
-        return _replay(sessions, db, address, save=save, grace=grace, as_json=as_json)
+        return _replay(sessions, db, address, save=save, grace=grace, idle=idle, as_json=as_json)
     from capture import Destination, Sampling
     from capture.proxy import ProxyServer, Recording
     from journal.formats import Redactor
@@ -158,6 +167,7 @@ def proxy(
             {"openai": upstream, "anthropic": anthropic_upstream},
             listen=address,
             grace=grace,
+            idle=idle,
         )
     except (OSError, ValueError) as error:
         raise click.UsageError(f"cannot listen on {listen}: {error}") from None
@@ -185,6 +195,7 @@ def _replay(
     *,
     save: bool,
     grace: float,
+    idle: float,
     as_json: bool,
 ) -> None:
     from capture.proxy import ProxyServer
@@ -193,7 +204,7 @@ def _replay(
     with open_existing(db) as journal:
         replay = ProxyReplay(journal, sessions, save=save)
         try:
-            server = ProxyServer(replay, listen=address, grace=grace)
+            server = ProxyServer(replay, listen=address, grace=grace, idle=idle)
         except OSError as error:
             replay.finish()
             raise click.UsageError(f"cannot listen on {address[0]}:{address[1]}: {error}") from None

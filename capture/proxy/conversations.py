@@ -127,9 +127,12 @@ class Conversations:
             return list(self._sessions)
 
     def expire(self, idle_seconds: float) -> list[ProxySession]:
-        """Forget the conversations untouched for ``idle_seconds``; return them to close."""
+        """Forget the conversations untouched for ``idle_seconds``; return them to close.
+
+        One with an exchange under way is never idle, however long the exchange lasts.
+        """
         now = time.monotonic()
         with self._lock:
-            idle = [s for s in self._sessions if now - s.touched > idle_seconds]
+            idle = [s for s in self._sessions if not s.busy and now - s.touched > idle_seconds]
             self._sessions = [s for s in self._sessions if s not in idle]
         return idle

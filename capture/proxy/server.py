@@ -29,9 +29,11 @@ anything else with a 404. Credentials (``Authorization``, ``x-api-key``, any hea
 forwarded and never journaled: the journal gets bodies and the ``X-Agent-Journal-*``
 headers only, redacted as the `Destination` says.
 
-`ProxyServer` listens on 127.0.0.1 unless told otherwise. `ProxyServer.stop` stops taking
-connections, waits (up to ``grace`` seconds) for the exchanges under way, journals what a
-stream still open had sent as its failed call, and closes every session (their answers,
+`ProxyServer` listens on 127.0.0.1 unless told otherwise, and closes a conversation no
+request continued for ``idle`` seconds (a timer). `ProxyServer.stop` stops taking
+connections, waits (up to ``grace`` seconds) for the exchanges under way, then breaks the
+upstream connections of those still open and journals each as cut (a ``TimeoutError``
+naming the grace, with what a stream had sent), and closes every session (their answers,
 their sampling), so nothing is left half-written.
 """
 
@@ -242,8 +244,8 @@ class ProxyServer:
         self._busy = 0
         self._quiet = threading.Condition()
         self._closing = threading.Event()
+        self._idle_stop = threading.Event()
         self._stopping = False
-        self._expired_at = time.monotonic()
         self._warned: set[str] = set()
 
     @property
@@ -269,6 +271,7 @@ class ProxyServer:
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
         self._thread.start()
+        threading.Thread(target=self._expiring, daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -287,6 +290,19 @@ class ProxyServer:
             while self._busy and time.monotonic() < deadline:
                 self._quiet.wait(0.05)
             self._closing.set()
+            cut = self._busy
+        if cut:
+            log.warning(
+                "agent-journal proxy: %d call%s still under way after the grace of %g s: cut, "
+                "each journaled as a failed call",
+                cut,
+                "" if cut == 1 else "s",
+                self.grace,
+            )
+        self._idle_stop.set()
+        for upstream in self.upstreams.values():
+            upstream.abort()  # the calls still under way end now, journaled as cut
+        with self._quiet:
             while self._busy and time.monotonic() < deadline + 5:
                 self._quiet.wait(0.05)
         for session in self.conversations.sessions():
@@ -331,13 +347,19 @@ class ProxyServer:
             session.closed = True
             return None
 
-    def _expire(self) -> None:
-        now = time.monotonic()
-        if now - self._expired_at < min(self.idle, 60.0):
-            return
-        self._expired_at = now
-        for session in self.conversations.expire(self.idle):
-            self._journaling(session, "closing it", session.close)
+    def _expiring(self) -> None:
+        """Close the conversations idle for ``idle`` seconds, until the stop."""
+        every = min(max(self.idle / 4, 0.01), 30.0)
+        while not self._idle_stop.wait(every):
+            for session in self.conversations.expire(self.idle):
+                self._journaling(session, "closing it", session.close)
+
+    def _cut(self) -> TimeoutError:
+        """What a call still under way when the grace is over is journaled as."""
+        return TimeoutError(
+            f"the proxy stopped while the call was under way (its grace of {self.grace:g} s "
+            "was over)"
+        )
 
     # -- one request ---------------------------------------------------------------
 
@@ -346,7 +368,6 @@ class ProxyServer:
         if self._stopping:
             return handler.drop()
         with self._exchange():
-            self._expire()
             path = handler.path.partition("?")[0]
             body = handler.read_body()
             wire = WIRES.get(path) if handler.command == "POST" else None
@@ -368,9 +389,12 @@ class ProxyServer:
             taken = self.conversations.take(wire, request, name, open_new)
             if isinstance(taken, str):
                 return handler.refuse(wire, Refusal("replay_refused", taken))
-            if taken.player is not None:
-                return self._replay(handler, wire, taken, request)
-            return self._record(handler, wire, taken, request, body)
+            try:
+                if taken.player is not None:
+                    return self._replay(handler, wire, taken, request)
+                return self._record(handler, wire, taken, request, body)
+            finally:
+                taken.done()
 
     def _other(self, handler: _Handler, path: str, body: bytes | None) -> None:
         upstream = self._upstream_for(path)
@@ -429,7 +453,8 @@ class ProxyServer:
         try:
             response = upstream.send("POST", handler.path, handler.headers.items(), body)
         except (OSError, http.client.HTTPException) as error:
-            journal("the failed call", lambda e: session.failed(e, _as_exception(error)))
+            sent = self._cut() if self._closing.is_set() else _as_exception(error)
+            journal("the failed call", lambda e: session.failed(e, sent))
             return handler.drop()
         if response.status >= 400:
             data = response.body.read()
@@ -469,8 +494,10 @@ class ProxyServer:
         failure: UpstreamError | None = None
         handler.start_stream(response.status, response.headers)
         try:
-            while not self._closing.is_set():
+            while True:
                 data = response.body.read1(65536)
+                if self._closing.is_set():
+                    raise self._cut()
                 if not data:
                     break
                 for event in reader.feed(data):
@@ -483,11 +510,9 @@ class ProxyServer:
                         held.append(event.raw)
                     else:
                         handler.write_chunk(event.raw)
-            else:
-                raise TimeoutError("the proxy shut down while the stream was open")
         except (OSError, http.client.HTTPException) as error:
-            response.connection.close()
-            broke = _as_exception(error)
+            upstream.discard(response)
+            broke = self._cut() if self._closing.is_set() else _as_exception(error)
             journal("the broken stream", lambda e: session.failed(e, broke, chunks=chunks))
             return handler.drop()
         upstream.release(response)
@@ -663,7 +688,7 @@ class _Handler(BaseHTTPRequestHandler):
             while data := response.body.read1(65536):
                 self.write_chunk(data)
         except (OSError, http.client.HTTPException):
-            response.connection.close()
+            upstream.discard(response)
             return self.drop()
         upstream.release(response)
         self.end_stream()

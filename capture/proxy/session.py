@@ -64,6 +64,9 @@ class ProxySession:
     """The key of the model's last reply."""
     response_ids: set[str] = field(default_factory=set)
     touched: float = field(default_factory=time.monotonic)
+    """When its last exchange began or ended (its idle time counts from there)."""
+    busy: int = 0
+    """Its exchanges under way: an idle expiry never closes it while one is."""
     closed: bool = False
     _messages: list[Any] = field(default_factory=list)
     _inputs: list[str] = field(default_factory=list)
@@ -78,9 +81,17 @@ class ProxySession:
 
     def claim(self, messages: tuple[bytes, ...]) -> None:
         """Take a request of the conversation: it is now its last (see `conversations`)."""
-        self.last_messages = messages
-        self.last_failed = False
-        self.touched = time.monotonic()
+        with self.lock:
+            self.last_messages = messages
+            self.last_failed = False
+            self.busy += 1
+            self.touched = time.monotonic()
+
+    def done(self) -> None:
+        """An exchange `claim` took is over (answered, failed or refused)."""
+        with self.lock:
+            self.busy -= 1
+            self.touched = time.monotonic()
 
     def begin(self, request: Mapping[str, Any]) -> Exchange:
         """Journal what ``request`` brings; return its `Exchange`.

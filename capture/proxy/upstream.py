@@ -15,6 +15,7 @@ the ``OSError`` it raised.
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -127,6 +128,9 @@ class Upstream:
         self.strip = strip
         self.timeout = timeout
         self._idle: list[http.client.HTTPConnection] = []
+        self._busy: dict[http.client.HTTPConnection, socket.socket | None] = {}
+        """The connections of calls under way, with their sockets (kept: a connection whose
+        answer closes it lets go of its socket while the answer is still read)."""
         self._lock = threading.Lock()
 
     def path_for(self, path: str) -> str:
@@ -137,10 +141,13 @@ class Upstream:
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         with self._lock:
-            if self._idle:
-                return self._idle.pop(), True
-        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        return kind(self.host, self.port, timeout=self.timeout), False
+            reused = bool(self._idle)
+            kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+            connection = (
+                self._idle.pop() if reused else kind(self.host, self.port, timeout=self.timeout)
+            )
+            self._busy[connection] = connection.sock
+        return connection, reused
 
     def send(
         self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes | None
@@ -162,14 +169,16 @@ class Upstream:
                 if body is not None:
                     connection.putheader("Content-Length", str(len(body)))
                 connection.endheaders(body)
+                with self._lock:
+                    self._busy[connection] = connection.sock
                 response = connection.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                connection.close()
+                self._forget(connection)
                 if reused and attempt == 0:
                     continue  # the server closed it while it was idle: nothing was read
                 raise
             except BaseException:
-                connection.close()
+                self._forget(connection)
                 raise
             return UpstreamResponse(
                 response.status, response.reason, response.getheaders(), response, connection
@@ -179,10 +188,35 @@ class Upstream:
     def release(self, response: UpstreamResponse) -> None:
         """Keep a fully read answer's connection for the next request (or close it)."""
         if response.body.will_close or not response.body.isclosed():
-            response.connection.close()
-            return
+            return self.discard(response)
         with self._lock:
+            self._busy.pop(response.connection, None)
             self._idle.append(response.connection)
+        return None
+
+    def discard(self, response: UpstreamResponse) -> None:
+        """Close a broken answer's connection and its reader (it is never reused)."""
+        response.body.close()
+        self._forget(response.connection)
+
+    def _forget(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._busy.pop(connection, None)
+        connection.close()
+
+    def abort(self) -> None:
+        """Break the connections of the calls under way: their reads end at once.
+
+        The calls see their connection broken (an ``OSError``, or the end of the body);
+        `ProxyServer.stop` does this once its grace is over.
+        """
+        with self._lock:
+            busy = [sock for sock in self._busy.values() if sock is not None]
+        for sock in busy:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def close(self) -> None:
         """Close every kept connection."""
