@@ -561,6 +561,18 @@ def test_export_to_a_file_and_to_stdout_give_the_same_bytes(
     assert result.stdout_bytes == exported.read_bytes()
 
 
+@pytest.mark.parametrize("command", ["export", "fixture", "share"])
+def test_an_output_that_names_a_folder_is_refused_not_written_as_a_file(
+    db: Path, tmp_path: Path, command: str
+) -> None:
+    """`-o fixtures/` where no such folder is: one line, exit 2, no file called fixtures."""
+    result = run_cli(command, "s", "--db", db, "-o", f"{tmp_path}/fixtures/")
+    assert result.exit_code == 2
+    assert "names a folder (it ends with a slash): give a file" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "fixtures").exists()
+
+
 def test_import_reports_each_file_and_is_idempotent(exported: Path, tmp_path: Path) -> None:
     target = tmp_path / "new.db"
     result = run_cli("import", exported, "--db", target)

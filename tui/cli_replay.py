@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 from .clikit import (
     EXIT_FINDING,
+    OutputFile,
     db_option,
     db_option_with,
     json_option,
@@ -377,7 +378,7 @@ def diff(a: str, b: str, db: str, ignore: Sequence[str], as_json: bool) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(),
     help="Fixture file to write (default: fixtures/SESSION.jsonl).",
 )
 @click.option(

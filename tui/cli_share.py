@@ -9,7 +9,7 @@ import click
 
 from journal import Journal
 
-from .clikit import db_option, open_existing
+from .clikit import OutputFile, db_option, open_existing
 
 __all__ = ["serve", "share"]
 
@@ -21,7 +21,7 @@ __all__ = ["serve", "share"]
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(),
     help="The HTML file to write (atomically).",
 )
 @click.option(

@@ -26,6 +26,7 @@ __all__ = [
     "EXIT_FINDING",
     "EXIT_INTERNAL",
     "ErrorBoundaryGroup",
+    "OutputFile",
     "counted",
     "db_option",
     "db_option_with",
@@ -50,6 +51,25 @@ EXIT_CODES = (
     (EXIT_INTERNAL, "an internal error (a bug); AGENT_JOURNAL_DEBUG=1 shows the trace"),
 )
 """The exit codes scripts can rely on, with what each means."""
+
+
+class OutputFile(click.Path):
+    """A file to write (``-o``), as a `pathlib.Path`: not a folder, nor a name ending in a slash.
+
+    ``-o fixtures/`` where no such folder is would otherwise write a file called ``fixtures``
+    (`pathlib.Path` drops the slash).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, refused when it ends with a separator."""
+        if isinstance(value, str) and value.endswith(("/", os.sep)):
+            self.fail(f"{value!r} names a folder (it ends with a slash): give a file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 DEFAULT_DB = "./agent-journal.db"
 
 F = TypeVar("F", bound=Callable[..., Any])

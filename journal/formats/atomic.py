@@ -32,6 +32,8 @@ def write_atomically(lines: Iterable[bytes], path: str | Path) -> int:
     through unchanged; an ``OSError`` of the writing is `InvalidInputError`
     (``PATH: cannot write: REASON``). Either way nothing is left behind.
     """
+    if str(path).endswith(("/", os.sep)):  # Path() would drop the slash and write a file
+        raise InvalidInputError(f"{path}: names a folder (it ends with a slash): give a file")
     target = Path(path)
     try:
         handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
