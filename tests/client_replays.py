@@ -14,11 +14,16 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 from journal import Journal
-from replay import ReplayOptions, ReplayResult, replay_entry
+from replay import ReplayOptions, ReplayResult, replay_entry, write_fixture
+
+ROOT = Path(__file__).resolve().parent.parent
 
 LOOP = [
     "session_started",
@@ -105,3 +110,31 @@ class Desk:
             answered = run(entry, question or self.question, **kwargs)
         (summary,) = journal.sessions()
         return journal, summary.session_id, answered
+
+
+def fixture_green_then_red(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    recorded: tuple[Journal, str],
+    app: str,
+    change: str,
+    seq: int,
+) -> None:
+    """A fixture of the session ``recorded`` in a pytest project trusting scratch app ``app``
+    (``tests.X_app``): green as it is, red at ``seq`` once ``X_APP_CHANGES=change``."""
+    journal, session = recorded
+    (pytester.path / "fixtures").mkdir()
+    write_fixture(journal, session, pytester.path / "fixtures" / "session.jsonl")
+    pytester.makefile(
+        ".toml",
+        pyproject=f'[tool.agent-journal]\nagents = ["{app}"]\npythonpath = [{str(ROOT)!r}]\n',
+    )
+    variable = f"{app.rsplit('.', 1)[1].upper()}_CHANGES"
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:textual-snapshot -p no:cacheprovider")
+    monkeypatch.delenv(variable, raising=False)
+    green = pytester.runpytest_subprocess()
+    green.assert_outcomes(passed=1)
+    monkeypatch.setenv(variable, change)
+    red = pytester.runpytest_subprocess()
+    red.assert_outcomes(failed=1)
+    red.stdout.fnmatch_lines([f"*first divergence at seq {seq}: action_committed differs*"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -17,10 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted
-from replay import write_fixture
 
 from . import anthropic_app as app
-from .client_replays import LOOP, Desk, events, replayed, run
+from .client_replays import LOOP, Desk, events, fixture_green_then_red, replayed, run
 from .fake_anthropic import Anthropic, serving
 
 QUESTION = "Where is order 5?"
@@ -209,33 +207,15 @@ def test_twenty_sessions_replay_identical_and_a_prompt_change_diverges_in_each()
     assert all(d is not None and "system_prompt" in d.reason for d in seqs)
 
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 def test_a_fixture_of_an_anthropic_session_is_green_then_red(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # (not a streamed one: a fixture is redacted, and an address split across two
     # input_json_delta pieces matches no rule piece by piece)
     journal, session, _ = record(app.answer, think=True)
-    (pytester.path / "fixtures").mkdir()
-    write_fixture(journal, session, pytester.path / "fixtures" / "claude.jsonl")
-    pytester.makefile(
-        ".toml",
-        pyproject=(
-            "[tool.agent-journal]\n"
-            'agents = ["tests.anthropic_app"]\n'
-            f"pythonpath = [{str(ROOT)!r}]\n"
-        ),
+    fixture_green_then_red(
+        pytester, monkeypatch, (journal, session), "tests.anthropic_app", "stock", 5
     )
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:textual-snapshot -p no:cacheprovider")
-    monkeypatch.delenv("ANTHROPIC_APP_CHANGES", raising=False)
-    green = pytester.runpytest_subprocess()
-    green.assert_outcomes(passed=1)
-    monkeypatch.setenv("ANTHROPIC_APP_CHANGES", "stock")
-    red = pytester.runpytest_subprocess()
-    red.assert_outcomes(failed=1)
-    red.stdout.fnmatch_lines(["*first divergence at seq 5: action_committed differs*"])
 
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)

@@ -23,10 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted
-from replay import write_fixture
 
 from . import genai_app as app
-from .client_replays import LOOP, Desk, events, replayed, run
+from .client_replays import LOOP, ROOT, Desk, events, fixture_green_then_red, replayed, run
 from .fake_genai import Gemini, serving
 
 QUESTION = "Where is order 5?"
@@ -318,29 +317,11 @@ def test_twenty_sessions_replay_identical_and_a_prompt_change_diverges_in_each()
     assert found == {n: 5 if n % 3 == 2 else None for n in range(20)}
 
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 def test_a_fixture_of_a_genai_session_is_green_then_red(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     journal, session, _ = record(app.answer, think=True)
-    (pytester.path / "fixtures").mkdir()
-    write_fixture(journal, session, pytester.path / "fixtures" / "gemini.jsonl")
-    pytester.makefile(
-        ".toml",
-        pyproject=(
-            f'[tool.agent-journal]\nagents = ["tests.genai_app"]\npythonpath = [{str(ROOT)!r}]\n'
-        ),
-    )
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:textual-snapshot -p no:cacheprovider")
-    monkeypatch.delenv("GENAI_APP_CHANGES", raising=False)
-    green = pytester.runpytest_subprocess()
-    green.assert_outcomes(passed=1)
-    monkeypatch.setenv("GENAI_APP_CHANGES", "stock")
-    red = pytester.runpytest_subprocess()
-    red.assert_outcomes(failed=1)
-    red.stdout.fnmatch_lines(["*first divergence at seq 5: action_committed differs*"])
+    fixture_green_then_red(pytester, monkeypatch, (journal, session), "tests.genai_app", "stock", 5)
 
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)

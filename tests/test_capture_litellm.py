@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, ClassVar
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost map download
@@ -27,9 +26,10 @@ from hypothesis import strategies as st  # noqa: E402
 from capture.clients import litellm as captured  # noqa: E402
 from journal import ActionProposed, Journal, ModelCallFailed, SessionStarted  # noqa: E402
 from journal.formats import export_session  # noqa: E402
-from replay import ReplayOptions, ReplayResult, replay_entry, write_fixture  # noqa: E402
+from replay import ReplayOptions, ReplayResult, replay_entry  # noqa: E402
 
 from . import litellm_app as app  # noqa: E402
+from .client_replays import fixture_green_then_red
 from .fake_openai import Faulty, Handler, serving  # noqa: E402
 
 pytestmark = [
@@ -281,29 +281,13 @@ def test_twenty_sessions_replay_identical_and_planted_changes_diverge_where_they
     assert len(app.OUTBOX) == 20  # no replay sent an e-mail
 
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 def test_a_fixture_of_a_litellm_session_is_green_then_red(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     journal, session, _ = record(app.solve)
-    (pytester.path / "fixtures").mkdir()
-    write_fixture(journal, session, pytester.path / "fixtures" / "shop.jsonl")
-    pytester.makefile(
-        ".toml",
-        pyproject=(
-            f'[tool.agent-journal]\nagents = ["tests.litellm_app"]\npythonpath = [{str(ROOT)!r}]\n'
-        ),
+    fixture_green_then_red(
+        pytester, monkeypatch, (journal, session), "tests.litellm_app", "stock", 5
     )
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:textual-snapshot -p no:cacheprovider")
-    monkeypatch.delenv("LITELLM_APP_CHANGES", raising=False)
-    green = pytester.runpytest_subprocess()
-    green.assert_outcomes(passed=1)
-    monkeypatch.setenv("LITELLM_APP_CHANGES", "stock")
-    red = pytester.runpytest_subprocess()
-    red.assert_outcomes(failed=1)
-    red.stdout.fnmatch_lines(["*first divergence at seq 5: action_committed differs*"])
 
 
 def test_the_functions_are_patched_only_while_a_scope_is_open_and_calls_outside_pass() -> None:

@@ -34,13 +34,13 @@ from mcp.types import (
 from agentloop import AgentLoopError
 from capture import LIST_TOOLS
 from journal import ActionCommitted, ActionFailed, Journal, SessionStarted
-from replay import ReplayOptions, ReplayResult, replay_entry, write_fixture
+from replay import ReplayOptions, ReplayResult, replay_entry
 
 from . import mcp_app as app
+from .client_replays import fixture_green_then_red
 from .fake_openai import serving
 from .helpers import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Where is order 5?"
 THREE = "Where is order 5? I need three units."
 """The model writes the quantity as the string "3" (fake_openai's planted bug)."""
@@ -352,22 +352,7 @@ def test_a_fixture_of_an_mcp_session_is_green_then_red(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     journal, (session,) = record(THREE)
-    (pytester.path / "fixtures").mkdir()
-    write_fixture(journal, session, pytester.path / "fixtures" / "shop.jsonl")
-    pytester.makefile(
-        ".toml",
-        pyproject=(
-            f'[tool.agent-journal]\nagents = ["tests.mcp_app"]\npythonpath = [{str(ROOT)!r}]\n'
-        ),
-    )
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:textual-snapshot -p no:cacheprovider")
-    monkeypatch.delenv("MCP_APP_CHANGES", raising=False)
-    green = pytester.runpytest_subprocess()
-    green.assert_outcomes(passed=1)
-    monkeypatch.setenv("MCP_APP_CHANGES", "fix")
-    red = pytester.runpytest_subprocess()
-    red.assert_outcomes(failed=1)
-    red.stdout.fnmatch_lines(["*first divergence at seq 6: action_committed differs*"])
+    fixture_green_then_red(pytester, monkeypatch, (journal, session), "tests.mcp_app", "fix", 6)
 
 
 def test_sessions_on_either_store_replay_identical_and_the_cli_reads_them(
